@@ -1,0 +1,141 @@
+//! Command-line flags as the user typed them (stage one of two: `measure`
+//! turns these into validated options).
+//!
+//! `measure` takes cyclictest's option names where they overlap, so that
+//! existing command lines keep working; that is why `-h` means
+//! `--histogram` here and help is only `--help`.
+
+use std::path::PathBuf;
+
+use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "latencyd",
+    version,
+    about = "Measure Linux wake-up latency the way cyclictest does, continuously"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// One-shot measurement with cyclictest-compatible options and output.
+    Measure(MeasureArgs),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PolicyArg {
+    Fifo,
+    Rr,
+    #[value(alias = "normal")]
+    Other,
+}
+
+#[derive(Debug, Default, Args)]
+#[command(disable_help_flag = true)]
+pub struct MeasureArgs {
+    /// Run for this long, then stop (a bare number is seconds; units ns,
+    /// us, ms, s, m, h, d). Default: until Ctrl-C or --loops.
+    #[arg(short = 'D', long, value_name = "TIME")]
+    pub duration: Option<String>,
+
+    /// Stop each thread after this many samples.
+    #[arg(short = 'l', long, value_name = "N")]
+    pub loops: Option<u64>,
+
+    /// Sampling interval (a bare number is microseconds).
+    #[arg(short = 'i', long, value_name = "INTV", default_value = "1000")]
+    pub interval: String,
+
+    /// Real-time priority of the sampler threads [default: 80 for fifo/rr].
+    #[arg(short = 'p', long, value_name = "PRIO")]
+    pub priority: Option<i32>,
+
+    /// Scheduling policy of the sampler threads [default: fifo, or other
+    /// with -p 0].
+    #[arg(long, value_enum)]
+    pub policy: Option<PolicyArg>,
+
+    /// CPUs to measure, one thread each: a list such as 0-3,8 or "all"
+    /// [default: all CPUs this process may use].
+    #[arg(
+        short = 'a',
+        long = "cpus",
+        visible_alias = "affinity",
+        value_name = "LIST",
+        num_args = 0..=1,
+        default_missing_value = "all"
+    )]
+    pub cpus: Option<String>,
+
+    /// Print cyclictest's latency histogram with this many 1 µs bins (1 ns
+    /// with -N) after the run.
+    #[arg(short = 'h', long = "histogram", value_name = "MAX")]
+    pub histogram: Option<usize>,
+
+    /// Like --histogram, with an extra column summing all threads.
+    #[arg(
+        short = 'H',
+        long = "histofall",
+        value_name = "MAX",
+        conflicts_with = "histogram"
+    )]
+    pub histofall: Option<usize>,
+
+    /// Report in nanoseconds instead of microseconds.
+    #[arg(short = 'N', long)]
+    pub nsecs: bool,
+
+    /// Print only the summary at exit, no live lines.
+    #[arg(short = 'q', long)]
+    pub quiet: bool,
+
+    /// Write the results as cyclictest-compatible JSON to FILE ("-" for
+    /// standard output, which then carries only the JSON).
+    #[arg(long, value_name = "FILE|-")]
+    pub json: Option<PathBuf>,
+
+    /// Run even if real-time scheduling or memory locking is refused; every
+    /// result is then marked as not real-time.
+    #[arg(long)]
+    pub allow_non_rt: bool,
+
+    /// Discard the samples of this first stretch of the run (e.g. 1s).
+    #[arg(long, value_name = "TIME")]
+    pub warmup: Option<String>,
+
+    /// Count samples above this latency as spikes (a bare number is
+    /// microseconds).
+    #[arg(
+        long = "spike-threshold",
+        visible_alias = "spike",
+        value_name = "TIME",
+        default_value = "100us"
+    )]
+    pub spike_threshold: String,
+
+    /// Hold /dev/cpu_dma_latency at this many microseconds while running
+    /// [default: 0, as cyclictest; a failure to hold it is only a warning].
+    #[arg(long, value_name = "US", conflicts_with = "default_system")]
+    pub latency: Option<i32>,
+
+    /// Leave power management alone: do not touch /dev/cpu_dma_latency.
+    #[arg(long)]
+    pub default_system: bool,
+
+    /// Accepted for cyclictest compatibility: memory is always locked.
+    #[arg(short = 'm', long)]
+    pub mlockall: bool,
+
+    /// Accepted for cyclictest compatibility: one thread always runs per
+    /// selected CPU.
+    #[arg(short = 'S', long)]
+    pub smp: bool,
+
+    /// Print help.
+    #[arg(long, action = ArgAction::Help)]
+    pub help: Option<bool>,
+}

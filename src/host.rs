@@ -1,0 +1,130 @@
+//! What the host offers for real-time measurement: kernel and PREEMPT_RT,
+//! the CPUs this process may use, the privileges and limits that decide
+//! whether samplers can run real-time, RT throttling and clock resolution.
+//!
+//! Detection reads procfs/sysfs and asks `sys`; it never fails as a whole:
+//! what cannot be read is reported as unknown.
+
+use std::fs;
+
+use crate::cpulist::parse_cpu_list;
+use crate::sys;
+
+/// Capability bits from `linux/capability.h`.
+const CAP_IPC_LOCK: u32 = 14;
+const CAP_SYS_NICE: u32 = 23;
+
+#[derive(Debug, Clone)]
+pub struct HostInfo {
+    pub uname: sys::Uname,
+    /// The kernel is PREEMPT_RT (`/sys/kernel/realtime` is 1, or `uname -v`
+    /// names PREEMPT_RT).
+    pub preempt_rt: bool,
+    /// CPUs that are online and in this process's affinity mask.
+    pub usable_cpus: Vec<usize>,
+    pub online_cpus: Option<Vec<usize>>,
+    pub cap_sys_nice: bool,
+    pub cap_ipc_lock: bool,
+    /// `RLIMIT_RTPRIO` (`None`: unlimited).
+    pub rtprio_limit: Option<u64>,
+    /// `RLIMIT_MEMLOCK` in bytes (`None`: unlimited).
+    pub memlock_limit: Option<u64>,
+    /// `/proc/sys/kernel/sched_rt_runtime_us`; -1 disables RT throttling.
+    pub sched_rt_runtime_us: Option<i64>,
+    pub clock_resolution_ns: Option<u64>,
+}
+
+impl HostInfo {
+    pub fn detect() -> HostInfo {
+        let uname = sys::uname().unwrap_or_default();
+        let realtime_flag = fs::read_to_string("/sys/kernel/realtime")
+            .map(|s| s.trim() == "1")
+            .unwrap_or(false);
+        let preempt_rt = realtime_flag || uname.version.contains("PREEMPT_RT");
+        let online_cpus = fs::read_to_string("/sys/devices/system/cpu/online")
+            .ok()
+            .and_then(|s| parse_cpu_list(&s).ok());
+        let affinity = sys::process_affinity().unwrap_or_default();
+        let usable_cpus = match &online_cpus {
+            Some(online) => affinity
+                .iter()
+                .copied()
+                .filter(|cpu| online.contains(cpu))
+                .collect(),
+            None => affinity,
+        };
+        let effective_caps = fs::read_to_string("/proc/self/status")
+            .ok()
+            .and_then(|status| parse_cap_eff(&status))
+            .unwrap_or(0);
+        HostInfo {
+            uname,
+            preempt_rt,
+            usable_cpus,
+            online_cpus,
+            cap_sys_nice: effective_caps & (1 << CAP_SYS_NICE) != 0,
+            cap_ipc_lock: effective_caps & (1 << CAP_IPC_LOCK) != 0,
+            rtprio_limit: sys::rtprio_limit().ok().flatten(),
+            memlock_limit: sys::memlock_limit().ok().flatten(),
+            sched_rt_runtime_us: fs::read_to_string("/proc/sys/kernel/sched_rt_runtime_us")
+                .ok()
+                .and_then(|s| s.trim().parse().ok()),
+            clock_resolution_ns: sys::clock_resolution_ns().ok(),
+        }
+    }
+
+    /// The highest real-time priority this process may set: any with
+    /// CAP_SYS_NICE, else what RLIMIT_RTPRIO allows.
+    pub fn max_rt_priority(&self) -> u64 {
+        if self.cap_sys_nice {
+            99
+        } else {
+            self.rtprio_limit.map_or(99, |limit| limit.min(99))
+        }
+    }
+
+    /// Whether `mlockall(MCL_FUTURE)` can be relied on: with a finite
+    /// RLIMIT_MEMLOCK and no CAP_IPC_LOCK, the call itself may succeed and
+    /// every later allocation past the limit then fails, which would take
+    /// the process down mid-run.
+    pub fn memory_lock_is_safe(&self) -> bool {
+        self.cap_ipc_lock || self.memlock_limit.is_none()
+    }
+
+    /// The same summary as `/sys/kernel/realtime` gives, for cyclictest's
+    /// `sysinfo.realtime` field.
+    pub fn realtime_flag(&self) -> u8 {
+        u8::from(self.preempt_rt)
+    }
+}
+
+/// Parses the `CapEff:` line of `/proc/self/status` (hex bit mask).
+fn parse_cap_eff(status: &str) -> Option<u64> {
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("CapEff:"))
+        .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_effective_capabilities() {
+        let status = "Name:\tlatencyd\nCapInh:\t0000000000000000\nCapEff:\t0000000000804000\n";
+        let caps = parse_cap_eff(status).unwrap();
+        assert!(caps & (1 << CAP_SYS_NICE) != 0);
+        assert!(caps & (1 << CAP_IPC_LOCK) != 0);
+        assert_eq!(parse_cap_eff("Name:\tx\n"), None);
+        assert_eq!(parse_cap_eff("CapEff:\tzz\n"), None);
+    }
+
+    #[test]
+    fn detection_finds_usable_cpus() {
+        let host = HostInfo::detect();
+        assert!(!host.usable_cpus.is_empty());
+        assert_eq!(host.uname.sysname, "Linux");
+        assert!(host.max_rt_priority() <= 99);
+    }
+}

@@ -1,0 +1,22 @@
+//! The `latencyd` binary: parses the command line and hands over to the
+//! subcommand. Exit codes: 0 success, 1 a run-time failure, 2 bad usage.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use latencyd::cli::{Cli, Command};
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) => {
+            // clap prints help and --version to stdout with status 0, and
+            // usage errors to stderr with status 2.
+            let _ = err.print();
+            return ExitCode::from(err.exit_code().clamp(0, 255) as u8);
+        }
+    };
+    match cli.command {
+        Command::Measure(args) => latencyd::measure::main(&args),
+    }
+}

@@ -1,0 +1,535 @@
+//! The sampler: one thread per measured CPU, pinned and real-time, that
+//! sleeps to absolute deadlines and records how late it wakes.
+//!
+//! Everything a sampler uses is allocated by `spawn` before the thread
+//! starts. Once the thread has switched to its real-time policy it runs
+//! `hot_loop` only: no allocation, no lock, no logging, no system call but
+//! `clock_nanosleep` (`clock_gettime` is served by the vDSO). It talks to
+//! the outside through atomics (`SamplerShared`) and the wait-free
+//! handoff (`handoff::Publisher`).
+//!
+//! Deadlines are kept as period numbers on a fixed grid, `start + k ·
+//! interval`, so every period is accounted for exactly once: a wake-up
+//! later than the next deadline skips the periods it overran (as
+//! cyclictest does) and counts them as missed, hence over a run
+//! `samples + missed == periods`.
+
+use std::io;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU8, AtomicU64, Ordering};
+use std::thread::{self, JoinHandle};
+
+use crate::handoff::Publisher;
+use crate::stats::LatencyStats;
+use crate::sys::{self, Policy};
+
+/// A source of time and sleep; the real one is `MonotonicClock`, tests use
+/// a scripted one.
+pub trait Clock {
+    fn now_ns(&mut self) -> u64;
+    /// Sleeps until the absolute time `deadline_ns`; the error number on
+    /// failure.
+    fn sleep_until_ns(&mut self, deadline_ns: u64) -> Result<(), i32>;
+}
+
+/// `CLOCK_MONOTONIC` with `clock_nanosleep(TIMER_ABSTIME)`.
+pub struct MonotonicClock;
+
+impl Clock for MonotonicClock {
+    #[inline]
+    fn now_ns(&mut self) -> u64 {
+        sys::monotonic_now_ns()
+    }
+
+    #[inline]
+    fn sleep_until_ns(&mut self, deadline_ns: u64) -> Result<(), i32> {
+        sys::sleep_until_ns(deadline_ns)
+    }
+}
+
+/// How long a sampler runs and what it counts, in periods of the grid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LoopPlan {
+    pub interval_ns: u64,
+    /// Periods at the start whose samples and misses are discarded.
+    pub warmup_periods: u64,
+    /// Periods to measure after the warm-up (`None`: until stopped).
+    pub measure_periods: Option<u64>,
+    /// Stop after this many samples (cyclictest's `--loops`).
+    pub max_samples: Option<u64>,
+    /// Hand the interval to the consumer every this many periods.
+    pub publish_every_periods: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LoopEndReason {
+    /// The planned periods or samples were done.
+    Completed,
+    /// The stop flag was raised.
+    Stopped,
+    /// `clock_nanosleep` failed with this error number.
+    SleepFailed(i32),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LoopEnd {
+    pub reason: LoopEndReason,
+    /// Periods of the measurement (after warm-up) that were sampled or
+    /// missed; equals samples + missed.
+    pub periods: u64,
+}
+
+/// The period after `period` to sleep to next: the first whose deadline
+/// is not before `now_ns` (a deadline equal to now is kept, as cyclictest
+/// keeps it). Periods in between were overrun and are skipped.
+#[inline]
+pub fn next_period(period: u64, now_ns: u64, start_ns: u64, interval_ns: u64) -> u64 {
+    let next_deadline = start_ns + (period + 1) * interval_ns;
+    if now_ns <= next_deadline {
+        period + 1
+    } else {
+        period + 2 + (now_ns - next_deadline - 1) / interval_ns
+    }
+}
+
+/// The sampler's real-time loop. `start_ns` is the first deadline.
+///
+/// Invariant: no allocation, lock, log or system call other than the
+/// clock's sleep happens here; `tests/no_alloc.rs` runs this function
+/// under an allocator that fails the test if it allocates.
+#[inline(never)]
+pub fn hot_loop<C: Clock>(
+    clock: &mut C,
+    plan: &LoopPlan,
+    start_ns: u64,
+    publisher: &mut Publisher,
+    stop: &AtomicBool,
+    heartbeat_ns: &AtomicU64,
+) -> LoopEnd {
+    let interval = plan.interval_ns;
+    let measure_from = plan.warmup_periods;
+    let end = plan
+        .measure_periods
+        .map_or(u64::MAX, |n| measure_from.saturating_add(n));
+    let max_samples = plan.max_samples.unwrap_or(u64::MAX);
+    let mut period = 0;
+    let mut samples = 0;
+    let mut next_publish = measure_from + plan.publish_every_periods;
+    let reason = loop {
+        if period >= end || samples >= max_samples {
+            break LoopEndReason::Completed;
+        }
+        // Relaxed: the flag carries no data; seeing it one period late is fine.
+        if stop.load(Ordering::Relaxed) {
+            break LoopEndReason::Stopped;
+        }
+        let deadline = start_ns + period * interval;
+        if let Err(errno) = clock.sleep_until_ns(deadline) {
+            break LoopEndReason::SleepFailed(errno);
+        }
+        let now = clock.now_ns();
+        // Relaxed: a liveness signal read by watchers, ordering nothing else.
+        heartbeat_ns.store(now, Ordering::Relaxed);
+        let next = next_period(period, now, start_ns, interval);
+        let stats = publisher.stats_mut();
+        if period >= measure_from {
+            // An absolute sleep cannot end before its deadline.
+            stats.record(now.saturating_sub(deadline), samples);
+            samples += 1;
+        }
+        let missed_from = (period + 1).max(measure_from);
+        let missed_to = next.min(end);
+        if missed_to > missed_from {
+            stats.missed += missed_to - missed_from;
+        }
+        period = next;
+        if period >= next_publish && publisher.publish() {
+            next_publish = period + plan.publish_every_periods;
+        }
+    };
+    LoopEnd {
+        reason,
+        periods: period.min(end).saturating_sub(measure_from),
+    }
+}
+
+/// Where a sampler is in its life, as seen from other threads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SamplerState {
+    Starting,
+    RunningRealtime,
+    RunningNonRealtime,
+    Finished,
+    Failed,
+}
+
+impl SamplerState {
+    fn from_u8(value: u8) -> SamplerState {
+        match value {
+            0 => SamplerState::Starting,
+            1 => SamplerState::RunningRealtime,
+            2 => SamplerState::RunningNonRealtime,
+            3 => SamplerState::Finished,
+            _ => SamplerState::Failed,
+        }
+    }
+}
+
+/// The start-up step that failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailedStep {
+    None,
+    Affinity,
+    Policy,
+    Sleep,
+}
+
+/// State a sampler shares with the rest of the process: atomics only, so
+/// the sampler never takes a lock to report.
+#[derive(Debug)]
+pub struct SamplerShared {
+    state: AtomicU8,
+    failed_step: AtomicU8,
+    errno: AtomicI32,
+    tid: AtomicI32,
+    /// `CLOCK_MONOTONIC` time of the latest wake-up, 0 before the first.
+    pub heartbeat_ns: AtomicU64,
+}
+
+impl SamplerShared {
+    fn new() -> SamplerShared {
+        SamplerShared {
+            state: AtomicU8::new(0),
+            failed_step: AtomicU8::new(0),
+            errno: AtomicI32::new(0),
+            tid: AtomicI32::new(0),
+            heartbeat_ns: AtomicU64::new(0),
+        }
+    }
+
+    pub fn state(&self) -> SamplerState {
+        // Acquire pairs with the Release store in `set_state`, so the
+        // failure details written before it are visible.
+        SamplerState::from_u8(self.state.load(Ordering::Acquire))
+    }
+
+    fn set_state(&self, state: SamplerState) {
+        self.state.store(state as u8, Ordering::Release);
+    }
+
+    fn fail(&self, step: FailedStep, errno: i32) {
+        self.failed_step.store(step as u8, Ordering::Relaxed);
+        self.errno.store(errno, Ordering::Relaxed);
+        self.set_state(SamplerState::Failed);
+    }
+
+    /// What failed and the OS error, for a sampler that is `Failed` or
+    /// runs non-real-time because its policy was refused.
+    pub fn failure(&self) -> (FailedStep, io::Error) {
+        let step = match self.failed_step.load(Ordering::Relaxed) {
+            1 => FailedStep::Affinity,
+            2 => FailedStep::Policy,
+            3 => FailedStep::Sleep,
+            _ => FailedStep::None,
+        };
+        (
+            step,
+            io::Error::from_raw_os_error(self.errno.load(Ordering::Relaxed)),
+        )
+    }
+
+    /// The kernel thread id (0 until the thread has started).
+    pub fn tid(&self) -> i32 {
+        self.tid.load(Ordering::Relaxed)
+    }
+}
+
+/// What a sampler thread is told to do.
+#[derive(Debug, Clone)]
+pub struct SamplerSpec {
+    pub cpu: usize,
+    pub policy: Policy,
+    pub priority: i32,
+    pub plan: LoopPlan,
+    /// Keep running (non-real-time) if the policy is refused.
+    pub allow_non_rt: bool,
+}
+
+/// What a sampler thread hands back when it ends.
+pub struct SamplerExit {
+    /// The interval recorded since its last publish: merge it after
+    /// draining the handoff, or samples are lost.
+    pub remainder: LatencyStats,
+    pub end: Option<LoopEnd>,
+}
+
+pub struct SamplerHandle {
+    pub spec: SamplerSpec,
+    pub shared: Arc<SamplerShared>,
+    join: JoinHandle<SamplerExit>,
+}
+
+impl SamplerHandle {
+    pub fn is_finished(&self) -> bool {
+        self.join.is_finished()
+    }
+
+    /// Waits for the thread. A sampler never panics by design; if one did,
+    /// its samples are gone and that is reported as an error.
+    pub fn join(self) -> io::Result<(SamplerSpec, SamplerExit)> {
+        let spec = self.spec;
+        self.join
+            .join()
+            .map(|exit| (spec, exit))
+            .map_err(|_| io::Error::other("a sampler thread panicked"))
+    }
+}
+
+/// Stack of a sampler thread, and how much of it is touched up front so
+/// that the hot loop never page-faults on its stack.
+const SAMPLER_STACK_BYTES: usize = 256 * 1024;
+const PREFAULT_STACK_BYTES: usize = 64 * 1024;
+
+/// Starts a sampler thread. It pins itself, switches policy, reports its
+/// state through `SamplerHandle::shared`, and begins sampling one interval
+/// later.
+pub fn spawn(
+    spec: SamplerSpec,
+    mut publisher: Publisher,
+    stop: Arc<AtomicBool>,
+) -> io::Result<SamplerHandle> {
+    let shared = Arc::new(SamplerShared::new());
+    let thread_shared = Arc::clone(&shared);
+    let thread_spec = spec.clone();
+    let join = thread::Builder::new()
+        .name(format!("sampler-cpu{}", spec.cpu))
+        .stack_size(SAMPLER_STACK_BYTES)
+        .spawn(move || {
+            let spec = thread_spec;
+            let shared = thread_shared;
+            shared.tid.store(sys::current_tid(), Ordering::Relaxed);
+            // Signals go to the main thread; a failure here only means a
+            // signal could interrupt a sleep, which is retried anyway.
+            let _ = sys::block_signals_in_current_thread();
+            if let Err(err) = sys::pin_current_thread(spec.cpu) {
+                shared.fail(FailedStep::Affinity, err.raw_os_error().unwrap_or(0));
+                return SamplerExit {
+                    remainder: publisher.into_remainder(),
+                    end: None,
+                };
+            }
+            sys::prefault_stack::<PREFAULT_STACK_BYTES>();
+            let running = match sys::set_current_thread_policy(spec.policy, spec.priority) {
+                Ok(()) if spec.policy.is_realtime() => SamplerState::RunningRealtime,
+                Ok(()) => SamplerState::RunningNonRealtime,
+                Err(err) => {
+                    let errno = err.raw_os_error().unwrap_or(0);
+                    if !spec.allow_non_rt {
+                        shared.fail(FailedStep::Policy, errno);
+                        return SamplerExit {
+                            remainder: publisher.into_remainder(),
+                            end: None,
+                        };
+                    }
+                    shared
+                        .failed_step
+                        .store(FailedStep::Policy as u8, Ordering::Relaxed);
+                    shared.errno.store(errno, Ordering::Relaxed);
+                    SamplerState::RunningNonRealtime
+                }
+            };
+            // From here on: the hot loop only.
+            shared.set_state(running);
+            let mut clock = MonotonicClock;
+            let start_ns = clock.now_ns() + spec.plan.interval_ns;
+            let end = hot_loop(
+                &mut clock,
+                &spec.plan,
+                start_ns,
+                &mut publisher,
+                &stop,
+                &shared.heartbeat_ns,
+            );
+            match end.reason {
+                LoopEndReason::SleepFailed(errno) => shared.fail(FailedStep::Sleep, errno),
+                _ => shared.set_state(SamplerState::Finished),
+            }
+            SamplerExit {
+                remainder: publisher.into_remainder(),
+                end: Some(end),
+            }
+        })?;
+    Ok(SamplerHandle { spec, shared, join })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::handoff;
+
+    /// A clock whose wake-ups come `latencies[i]` after the i-th deadline.
+    struct ScriptedClock {
+        latencies: Vec<u64>,
+        woken: usize,
+        now: u64,
+    }
+
+    impl Clock for ScriptedClock {
+        fn now_ns(&mut self) -> u64 {
+            self.now
+        }
+        fn sleep_until_ns(&mut self, deadline_ns: u64) -> Result<(), i32> {
+            let latency = self.latencies.get(self.woken).copied().unwrap_or(0);
+            self.woken += 1;
+            self.now = self.now.max(deadline_ns) + latency;
+            Ok(())
+        }
+    }
+
+    fn run(latencies: &[u64], plan: LoopPlan) -> (LatencyStats, LoopEnd, usize) {
+        let template = LatencyStats::new(u64::MAX, None);
+        let (mut publisher, mut collector) = handoff::channel(&template, 4);
+        let mut clock = ScriptedClock {
+            latencies: latencies.to_vec(),
+            woken: 0,
+            now: 0,
+        };
+        let stop = AtomicBool::new(false);
+        let heartbeat = AtomicU64::new(0);
+        let end = hot_loop(&mut clock, &plan, 1_000, &mut publisher, &stop, &heartbeat);
+        assert_eq!(heartbeat.load(Ordering::Relaxed), clock.now);
+        let mut total = template.clone();
+        collector.drain(|s| total.merge(s)).unwrap();
+        total.merge(&publisher.into_remainder()).unwrap();
+        (total, end, clock.woken)
+    }
+
+    fn plan(periods: u64) -> LoopPlan {
+        LoopPlan {
+            interval_ns: 100,
+            warmup_periods: 0,
+            measure_periods: Some(periods),
+            max_samples: None,
+            publish_every_periods: 3,
+        }
+    }
+
+    #[test]
+    fn next_period_skips_only_overrun_deadlines() {
+        // Grid: start 1000, interval 100 → period k at 1000 + 100k.
+        assert_eq!(next_period(0, 1_000, 1_000, 100), 1);
+        assert_eq!(next_period(0, 1_099, 1_000, 100), 1);
+        assert_eq!(
+            next_period(0, 1_100, 1_000, 100),
+            1,
+            "equal to the next deadline"
+        );
+        assert_eq!(next_period(0, 1_101, 1_000, 100), 2);
+        assert_eq!(next_period(0, 1_200, 1_000, 100), 2);
+        assert_eq!(next_period(0, 1_201, 1_000, 100), 3);
+        assert_eq!(next_period(5, 1_500 + 1_000, 1_000, 100), 15);
+    }
+
+    #[test]
+    fn on_time_wakeups_are_all_sampled() {
+        let (stats, end, woken) = run(&[7; 10], plan(10));
+        assert_eq!(
+            (stats.count, stats.missed, end.periods, woken),
+            (10, 0, 10, 10)
+        );
+        assert_eq!(stats.sum_ns, 70);
+        assert_eq!(end.reason, LoopEndReason::Completed);
+    }
+
+    #[test]
+    fn late_wakeups_count_the_periods_they_overran() {
+        // Period 2 wakes 350 ns late: deadlines 3, 4 and 5 (at +100, +200,
+        // +300) have passed, so they are missed and period 6 is next.
+        let latencies = [5, 5, 350, 5, 5, 5, 5];
+        let (stats, end, woken) = run(&latencies, plan(10));
+        assert_eq!(stats.missed, 3);
+        assert_eq!(stats.count, 7);
+        assert_eq!(stats.count + stats.missed, end.periods);
+        assert_eq!(end.periods, 10);
+        assert_eq!(woken, 7);
+        assert_eq!(stats.max_ns, 350);
+    }
+
+    #[test]
+    fn a_wakeup_exactly_on_the_next_deadline_misses_nothing() {
+        let (stats, end, _) = run(&[100, 0, 0], plan(3));
+        assert_eq!((stats.count, stats.missed, end.periods), (3, 0, 3));
+    }
+
+    #[test]
+    fn misses_past_the_end_of_the_run_are_not_counted() {
+        // The last period overruns by far: only the run's own periods count.
+        let (stats, end, _) = run(&[0, 0, 0, 1_000_000], plan(5));
+        assert_eq!(stats.count, 4);
+        assert_eq!(stats.missed, 1);
+        assert_eq!(end.periods, 5);
+    }
+
+    #[test]
+    fn warmup_discards_samples_and_misses() {
+        let mut p = plan(5);
+        p.warmup_periods = 3;
+        // Period 1 overruns periods 2 and 3: period 2 belongs to the warm-up,
+        // period 3 to the measurement.
+        let (stats, end, _) = run(&[0, 250, 1, 2, 3, 4, 5], p);
+        assert_eq!(stats.missed, 1);
+        assert_eq!(stats.count, 4);
+        assert_eq!(stats.min_ns(), 1);
+        assert_eq!(end.periods, 5);
+    }
+
+    #[test]
+    fn max_samples_stops_after_that_many_samples() {
+        let mut p = plan(1_000);
+        p.max_samples = Some(4);
+        let (stats, end, _) = run(&[0, 150, 0, 0, 0, 0], p);
+        assert_eq!(stats.count, 4);
+        assert_eq!(stats.missed, 1);
+        assert_eq!(end.periods, 5);
+    }
+
+    #[test]
+    fn the_stop_flag_ends_the_loop_before_the_next_sleep() {
+        let template = LatencyStats::new(u64::MAX, None);
+        let (mut publisher, _collector) = handoff::channel(&template, 2);
+        let stop = AtomicBool::new(true);
+        let heartbeat = AtomicU64::new(0);
+        let mut clock = ScriptedClock {
+            latencies: vec![],
+            woken: 0,
+            now: 0,
+        };
+        let end = hot_loop(&mut clock, &plan(10), 0, &mut publisher, &stop, &heartbeat);
+        assert_eq!(end.reason, LoopEndReason::Stopped);
+        assert_eq!((end.periods, clock.woken), (0, 0));
+    }
+
+    #[test]
+    fn a_failing_sleep_ends_the_loop_with_its_error() {
+        struct Broken;
+        impl Clock for Broken {
+            fn now_ns(&mut self) -> u64 {
+                0
+            }
+            fn sleep_until_ns(&mut self, _: u64) -> Result<(), i32> {
+                Err(libc::EINVAL)
+            }
+        }
+        let template = LatencyStats::new(u64::MAX, None);
+        let (mut publisher, _collector) = handoff::channel(&template, 2);
+        let end = hot_loop(
+            &mut Broken,
+            &plan(10),
+            0,
+            &mut publisher,
+            &AtomicBool::new(false),
+            &AtomicU64::new(0),
+        );
+        assert_eq!(end.reason, LoopEndReason::SleepFailed(libc::EINVAL));
+    }
+}

@@ -1,0 +1,464 @@
+//! Latency statistics: exact count/min/max/sum, an HDR histogram in
+//! nanoseconds, and optionally cyclictest's linear `-h` histogram.
+//!
+//! One `LatencyStats` type serves three roles: the interval a sampler
+//! records into, the buffer that travels through the handoff, and the
+//! consumer's cumulative state. All of its memory is allocated by
+//! `LatencyStats::new`; `record`, `reset` and `merge` never allocate, which
+//! is what lets a real-time sampler own one.
+
+use std::fmt;
+
+use hdrhistogram::Histogram;
+
+use crate::units::NS_PER_SEC;
+
+/// The HDR histogram tracks 1 ns to at least 10 s at 3 significant digits
+/// (every recorded value is within 1/1024 of the true one). Larger samples
+/// are counted as overflows and still update the exact maximum.
+pub const HDR_LOWEST_NS: u64 = 1;
+pub const HDR_HIGHEST_NS: u64 = 10 * NS_PER_SEC;
+pub const HDR_SIGNIFICANT_DIGITS: u8 = 3;
+
+/// cyclictest's `-h` histogram: one bin per display unit (µs, or ns with
+/// `-N`), counts at or above `bins.len()` units are overflows, and the
+/// sample numbers of the first overflows are kept (as many as there are
+/// bins, as cyclictest keeps them).
+#[derive(Debug, PartialEq, Eq)]
+pub struct LinearHistogram {
+    unit_ns: u64,
+    bins: Vec<u64>,
+    overflows: u64,
+    /// Pre-allocated to hold `bins.len()` entries, so pushes never allocate.
+    overflow_samples: Vec<u64>,
+}
+
+// Cloning by hand: a derived clone of a Vec keeps its length, not its
+// capacity, and the overflow list must be able to grow without allocating.
+impl Clone for LinearHistogram {
+    fn clone(&self) -> LinearHistogram {
+        let mut overflow_samples = Vec::with_capacity(self.bins.len());
+        overflow_samples.extend_from_slice(&self.overflow_samples);
+        LinearHistogram {
+            unit_ns: self.unit_ns,
+            bins: self.bins.clone(),
+            overflows: self.overflows,
+            overflow_samples,
+        }
+    }
+}
+
+impl LinearHistogram {
+    pub fn new(n_bins: usize, unit_ns: u64) -> LinearHistogram {
+        LinearHistogram {
+            unit_ns,
+            bins: vec![0; n_bins],
+            overflows: 0,
+            overflow_samples: Vec::with_capacity(n_bins),
+        }
+    }
+
+    #[inline]
+    fn record(&mut self, latency_ns: u64, sample_idx: u64) {
+        let bin = latency_ns / self.unit_ns;
+        match self.bins.get_mut(bin as usize) {
+            Some(count) => *count += 1,
+            None => {
+                self.overflows += 1;
+                // Within the pre-allocated capacity, so the push never allocates.
+                if self.overflow_samples.len() < self.bins.len() {
+                    self.overflow_samples.push(sample_idx);
+                }
+            }
+        }
+    }
+
+    fn merge(&mut self, other: &LinearHistogram) {
+        for (mine, theirs) in self.bins.iter_mut().zip(&other.bins) {
+            *mine += theirs;
+        }
+        self.overflows += other.overflows;
+        let room = self.bins.len().saturating_sub(self.overflow_samples.len());
+        let take = room.min(other.overflow_samples.len());
+        self.overflow_samples
+            .extend_from_slice(&other.overflow_samples[..take]);
+    }
+
+    fn reset(&mut self) {
+        self.bins.fill(0);
+        self.overflows = 0;
+        self.overflow_samples.clear();
+    }
+
+    pub fn unit_ns(&self) -> u64 {
+        self.unit_ns
+    }
+
+    pub fn bins(&self) -> &[u64] {
+        &self.bins
+    }
+
+    pub fn overflows(&self) -> u64 {
+        self.overflows
+    }
+
+    /// Sample numbers (0-based) of the first overflows, in order.
+    pub fn overflow_samples(&self) -> &[u64] {
+        &self.overflow_samples
+    }
+}
+
+/// Merging statistics of different shapes is a programming error; it is
+/// reported rather than panicking, so no sample vanishes silently.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShapeMismatch;
+
+impl fmt::Display for ShapeMismatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("latency statistics with different histogram layouts cannot be merged")
+    }
+}
+
+impl std::error::Error for ShapeMismatch {}
+
+#[derive(Debug, Clone)]
+pub struct LatencyStats {
+    pub count: u64,
+    /// `u64::MAX` while empty; use `min_ns()` to read it.
+    min_ns: u64,
+    pub max_ns: u64,
+    pub sum_ns: u128,
+    /// The most recent sample (cyclictest's "Act").
+    pub last_ns: u64,
+    /// Samples above the HDR histogram's range (they are in count/min/max/sum).
+    pub hdr_overflows: u64,
+    /// Samples above `spike_threshold_ns`.
+    pub spikes: u64,
+    /// Periods skipped because a wake-up came after the next deadline.
+    pub missed: u64,
+    spike_threshold_ns: u64,
+    hdr: Histogram<u64>,
+    linear: Option<LinearHistogram>,
+}
+
+impl LatencyStats {
+    /// Allocates everything this value will ever need.
+    pub fn new(spike_threshold_ns: u64, linear: Option<LinearHistogram>) -> LatencyStats {
+        let hdr = Histogram::new_with_bounds(HDR_LOWEST_NS, HDR_HIGHEST_NS, HDR_SIGNIFICANT_DIGITS)
+            .expect("constant HDR bounds are valid");
+        LatencyStats {
+            count: 0,
+            min_ns: u64::MAX,
+            max_ns: 0,
+            sum_ns: 0,
+            last_ns: 0,
+            hdr_overflows: 0,
+            spikes: 0,
+            missed: 0,
+            spike_threshold_ns,
+            hdr,
+            linear,
+        }
+    }
+
+    /// Records one wake-up latency. `sample_idx` is the sample's 0-based
+    /// number over the whole run (kept for `-h` overflows). Never allocates.
+    #[inline]
+    pub fn record(&mut self, latency_ns: u64, sample_idx: u64) {
+        self.count += 1;
+        self.sum_ns += u128::from(latency_ns);
+        self.min_ns = self.min_ns.min(latency_ns);
+        self.max_ns = self.max_ns.max(latency_ns);
+        self.last_ns = latency_ns;
+        if latency_ns > self.spike_threshold_ns {
+            self.spikes += 1;
+        }
+        if self.hdr.record(latency_ns).is_err() {
+            self.hdr_overflows += 1;
+        }
+        if let Some(linear) = &mut self.linear {
+            linear.record(latency_ns, sample_idx);
+        }
+    }
+
+    /// Adds `other` into `self`. Never allocates.
+    pub fn merge(&mut self, other: &LatencyStats) -> Result<(), ShapeMismatch> {
+        match (&mut self.linear, &other.linear) {
+            (Some(mine), Some(theirs))
+                if mine.bins.len() == theirs.bins.len() && mine.unit_ns == theirs.unit_ns =>
+            {
+                mine.merge(theirs)
+            }
+            (None, None) => {}
+            _ => return Err(ShapeMismatch),
+        }
+        self.hdr.add(&other.hdr).map_err(|_| ShapeMismatch)?;
+        self.count += other.count;
+        self.sum_ns += other.sum_ns;
+        self.min_ns = self.min_ns.min(other.min_ns);
+        self.max_ns = self.max_ns.max(other.max_ns);
+        if other.count > 0 {
+            self.last_ns = other.last_ns;
+        }
+        self.hdr_overflows += other.hdr_overflows;
+        self.spikes += other.spikes;
+        self.missed += other.missed;
+        Ok(())
+    }
+
+    /// Empties the statistics, keeping their memory. Writing every counter
+    /// also faults in pages a fresh allocation may not have mapped yet.
+    pub fn reset(&mut self) {
+        self.count = 0;
+        self.min_ns = u64::MAX;
+        self.max_ns = 0;
+        self.sum_ns = 0;
+        self.last_ns = 0;
+        self.hdr_overflows = 0;
+        self.spikes = 0;
+        self.missed = 0;
+        self.hdr.reset();
+        if let Some(linear) = &mut self.linear {
+            linear.reset();
+        }
+    }
+
+    /// The smallest sample, or 0 when there is none.
+    pub fn min_ns(&self) -> u64 {
+        if self.count == 0 { 0 } else { self.min_ns }
+    }
+
+    pub fn avg_ns(&self) -> f64 {
+        if self.count == 0 {
+            0.0
+        } else {
+            self.sum_ns as f64 / self.count as f64
+        }
+    }
+
+    /// The latency at a quantile given in parts per million (p99.99 is
+    /// 999_900), by the nearest-rank rule: the smallest recorded value with
+    /// at least `ceil(q·count)` samples at or below it. The answer is the
+    /// upper edge of its HDR bucket (so never below the true value), capped
+    /// at the exact maximum. Samples past the HDR range rank above all
+    /// others, so a quantile that lands among them is the exact maximum.
+    pub fn quantile_ns(&self, quantile_ppm: u32) -> u64 {
+        if self.count == 0 {
+            return 0;
+        }
+        let ppm = u128::from(quantile_ppm.min(1_000_000));
+        let rank = (ppm * u128::from(self.count)).div_ceil(1_000_000).max(1) as u64;
+        let in_range = self.hdr.len();
+        if rank > in_range {
+            return self.max_ns;
+        }
+        // Ask the HDR histogram for this exact rank: any quantile strictly
+        // between (rank-1)/n and rank/n has ceil(q·n) == rank, so the middle
+        // one is immune to floating-point rounding.
+        let q = (rank as f64 - 0.5) / in_range as f64;
+        self.hdr.value_at_quantile(q).min(self.max_ns)
+    }
+
+    pub fn hdr(&self) -> &Histogram<u64> {
+        &self.hdr
+    }
+
+    pub fn linear(&self) -> Option<&LinearHistogram> {
+        self.linear.as_ref()
+    }
+
+    pub fn spike_threshold_ns(&self) -> u64 {
+        self.spike_threshold_ns
+    }
+}
+
+/// The quantiles latencyd reports, in parts per million, with the suffix
+/// used in field names (`p50` … `p9999`).
+pub const REPORTED_QUANTILES: [(u32, &str); 5] = [
+    (500_000, "p50"),
+    (900_000, "p90"),
+    (990_000, "p99"),
+    (999_000, "p999"),
+    (999_900, "p9999"),
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A small deterministic generator, so failures reproduce.
+    struct XorShift(u64);
+    impl XorShift {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+    }
+
+    /// Latencies shaped like real ones: mostly a few µs, a long tail.
+    fn latency_like_samples(n: usize, seed: u64) -> Vec<u64> {
+        let mut rng = XorShift(seed);
+        (0..n)
+            .map(|_| {
+                let r = rng.next();
+                match r % 1000 {
+                    0 => 100_000 + r % 5_000_000,
+                    1..=20 => 20_000 + r % 80_000,
+                    _ => 1_500 + r % 8_000,
+                }
+            })
+            .collect()
+    }
+
+    fn nearest_rank(sorted: &[u64], ppm: u32) -> u64 {
+        let rank = (ppm as u128 * sorted.len() as u128)
+            .div_ceil(1_000_000)
+            .max(1) as usize;
+        sorted[rank - 1]
+    }
+
+    #[test]
+    fn quantiles_match_a_brute_force_reference() {
+        for (n, seed) in [
+            (1, 1),
+            (2, 2),
+            (7, 3),
+            (1_000, 4),
+            (100_000, 5),
+            (12_345, 6),
+        ] {
+            let samples = latency_like_samples(n, seed);
+            let mut stats = LatencyStats::new(u64::MAX, None);
+            for (i, &s) in samples.iter().enumerate() {
+                stats.record(s, i as u64);
+            }
+            let mut sorted = samples.clone();
+            sorted.sort_unstable();
+            let mut quantiles: Vec<u32> = REPORTED_QUANTILES.iter().map(|q| q.0).collect();
+            quantiles.extend([0, 1, 250_000, 999_999, 1_000_000]);
+            for ppm in quantiles {
+                let exact = nearest_rank(&sorted, ppm);
+                let reported = stats.quantile_ns(ppm);
+                // 3 significant digits: the bucket's upper edge is within
+                // 1/1024 above the true value, and never past the maximum.
+                assert!(
+                    reported >= exact && reported <= exact + exact / 1024 + 1,
+                    "n={n} q={ppm}ppm: exact {exact}, reported {reported}"
+                );
+                assert!(reported <= *sorted.last().unwrap());
+            }
+            assert_eq!(stats.max_ns, *sorted.last().unwrap());
+            assert_eq!(stats.min_ns(), sorted[0]);
+            assert_eq!(
+                stats.sum_ns,
+                samples.iter().map(|&s| s as u128).sum::<u128>()
+            );
+        }
+    }
+
+    #[test]
+    fn samples_past_the_hdr_range_are_counted_not_dropped() {
+        let mut stats = LatencyStats::new(u64::MAX, None);
+        stats.record(5_000, 0);
+        stats.record(HDR_HIGHEST_NS * 100, 1);
+        assert_eq!(stats.count, 2);
+        assert_eq!(stats.hdr_overflows, 1);
+        assert_eq!(stats.max_ns, HDR_HIGHEST_NS * 100);
+        let p50 = stats.quantile_ns(500_000);
+        assert!((5_000..=5_000 + 5_000 / 1024 + 1).contains(&p50), "{p50}");
+        // The top sample is past the histogram: the p99 is the exact max.
+        assert_eq!(stats.quantile_ns(990_000), HDR_HIGHEST_NS * 100);
+        // A 10 s sample is still in range.
+        stats.record(HDR_HIGHEST_NS, 2);
+        assert_eq!(stats.hdr_overflows, 1);
+    }
+
+    #[test]
+    fn spikes_count_samples_strictly_above_the_threshold() {
+        let mut stats = LatencyStats::new(100_000, None);
+        for latency in [99_999, 100_000, 100_001, 5_000_000] {
+            stats.record(latency, 0);
+        }
+        assert_eq!(stats.spikes, 2);
+    }
+
+    #[test]
+    fn merge_equals_recording_everything_in_one() {
+        let samples = latency_like_samples(10_000, 9);
+        let linear = || Some(LinearHistogram::new(50, 1_000));
+        let mut whole = LatencyStats::new(30_000, linear());
+        let mut parts = LatencyStats::new(30_000, linear());
+        let mut interval = LatencyStats::new(30_000, linear());
+        for (i, chunk) in samples.chunks(777).enumerate() {
+            for (j, &s) in chunk.iter().enumerate() {
+                let idx = (i * 777 + j) as u64;
+                whole.record(s, idx);
+                interval.record(s, idx);
+            }
+            interval.missed += 1;
+            whole.missed += 1;
+            parts.merge(&interval).unwrap();
+            interval.reset();
+        }
+        assert_eq!(parts.count, whole.count);
+        assert_eq!(parts.min_ns(), whole.min_ns());
+        assert_eq!(parts.max_ns, whole.max_ns);
+        assert_eq!(parts.sum_ns, whole.sum_ns);
+        assert_eq!(parts.last_ns, whole.last_ns);
+        assert_eq!(parts.spikes, whole.spikes);
+        assert_eq!(parts.missed, whole.missed);
+        assert_eq!(parts.hdr(), whole.hdr());
+        assert_eq!(parts.linear(), whole.linear());
+        let linear = parts.linear().unwrap();
+        assert_eq!(
+            linear.bins().iter().sum::<u64>() + linear.overflows(),
+            parts.count
+        );
+        // Only the first 50 overflow sample numbers are kept, in order.
+        assert_eq!(linear.overflow_samples().len(), 50);
+        assert!(linear.overflow_samples().windows(2).all(|w| w[0] < w[1]));
+    }
+
+    #[test]
+    fn merging_different_shapes_is_an_error() {
+        let mut a = LatencyStats::new(0, None);
+        let b = LatencyStats::new(0, Some(LinearHistogram::new(10, 1_000)));
+        assert_eq!(a.merge(&b), Err(ShapeMismatch));
+        let mut c = LatencyStats::new(0, Some(LinearHistogram::new(20, 1_000)));
+        assert_eq!(c.merge(&b), Err(ShapeMismatch));
+    }
+
+    #[test]
+    fn clones_keep_room_for_overflow_sample_numbers() {
+        let template = LatencyStats::new(u64::MAX, Some(LinearHistogram::new(2, 1_000)));
+        let mut copy = template.clone();
+        for idx in 0..5 {
+            copy.record(9_000, idx);
+        }
+        assert_eq!(copy.linear().unwrap().overflow_samples(), &[0, 1]);
+        assert_eq!(copy.linear().unwrap().overflows(), 5);
+    }
+
+    #[test]
+    fn linear_bins_follow_cyclictest() {
+        // Bins are whole display units, truncated; N units and above overflow.
+        let mut stats = LatencyStats::new(u64::MAX, Some(LinearHistogram::new(3, 1_000)));
+        for (idx, latency) in [0, 999, 1_000, 2_999, 3_000, 7_000].into_iter().enumerate() {
+            stats.record(latency, idx as u64);
+        }
+        let linear = stats.linear().unwrap();
+        assert_eq!(linear.bins(), &[2, 1, 1]);
+        assert_eq!(linear.overflows(), 2);
+        assert_eq!(linear.overflow_samples(), &[4, 5]);
+    }
+
+    #[test]
+    fn empty_stats_report_zeroes() {
+        let stats = LatencyStats::new(0, None);
+        assert_eq!(stats.min_ns(), 0);
+        assert_eq!(stats.avg_ns(), 0.0);
+        assert_eq!(stats.quantile_ns(990_000), 0);
+    }
+}

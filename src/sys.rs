@@ -1,0 +1,366 @@
+//! The kernel-facing module: every `unsafe` block and every libc call of
+//! latencyd lives here.
+//!
+//! It owns thread affinity, scheduling policy and priority, memory locking,
+//! the absolute-deadline sleep and the monotonic clock, signal masks,
+//! resource limits and the `/dev/cpu_dma_latency` hold. Functions are thin:
+//! they translate between Rust types and the C API and report failures as
+//! `io::Error` so callers can say what failed and how to fix it.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::mem::MaybeUninit;
+
+use crate::cpulist::MAX_CPUS;
+
+/// The scheduling policies a sampler can run under.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Policy {
+    Fifo,
+    RoundRobin,
+    Other,
+}
+
+impl Policy {
+    /// The name cyclictest uses (`fifo`, `rr`, `other`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Policy::Fifo => "fifo",
+            Policy::RoundRobin => "rr",
+            Policy::Other => "other",
+        }
+    }
+
+    pub fn is_realtime(self) -> bool {
+        !matches!(self, Policy::Other)
+    }
+
+    fn to_libc(self) -> libc::c_int {
+        match self {
+            Policy::Fifo => libc::SCHED_FIFO,
+            Policy::RoundRobin => libc::SCHED_RR,
+            Policy::Other => libc::SCHED_OTHER,
+        }
+    }
+
+    /// The priority range the kernel accepts for this policy.
+    pub fn priority_range(self) -> (i32, i32) {
+        // SAFETY: both calls take a policy number and touch no memory.
+        unsafe {
+            (
+                libc::sched_get_priority_min(self.to_libc()),
+                libc::sched_get_priority_max(self.to_libc()),
+            )
+        }
+    }
+}
+
+/// Reads `CLOCK_MONOTONIC` in nanoseconds. Served by the vDSO: no system
+/// call, so it is allowed on the sampler's hot path.
+#[inline]
+pub fn monotonic_now_ns() -> u64 {
+    let mut ts = MaybeUninit::<libc::timespec>::uninit();
+    // SAFETY: `ts` is a valid out-pointer; CLOCK_MONOTONIC always exists on
+    // Linux, so the call cannot fail and fully initialises `ts`.
+    let ts = unsafe {
+        libc::clock_gettime(libc::CLOCK_MONOTONIC, ts.as_mut_ptr());
+        ts.assume_init()
+    };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Sleeps until `deadline_ns` on `CLOCK_MONOTONIC` (absolute time, so a
+/// late start of the call does not shift the deadline). Interrupted sleeps
+/// are resumed to the same deadline. Returns the error number on failure.
+#[inline]
+pub fn sleep_until_ns(deadline_ns: u64) -> Result<(), i32> {
+    let ts = libc::timespec {
+        tv_sec: (deadline_ns / 1_000_000_000) as libc::time_t,
+        tv_nsec: (deadline_ns % 1_000_000_000) as libc::c_long,
+    };
+    loop {
+        // SAFETY: `ts` is a valid timespec; with TIMER_ABSTIME the remaining
+        // time pointer is unused and may be null.
+        let rc = unsafe {
+            libc::clock_nanosleep(
+                libc::CLOCK_MONOTONIC,
+                libc::TIMER_ABSTIME,
+                &ts,
+                std::ptr::null_mut(),
+            )
+        };
+        match rc {
+            0 => return Ok(()),
+            libc::EINTR => continue,
+            err => return Err(err),
+        }
+    }
+}
+
+/// The resolution of `CLOCK_MONOTONIC` in nanoseconds.
+pub fn clock_resolution_ns() -> io::Result<u64> {
+    let mut ts = MaybeUninit::<libc::timespec>::uninit();
+    // SAFETY: `ts` is a valid out-pointer; it is read only on success.
+    let rc = unsafe { libc::clock_getres(libc::CLOCK_MONOTONIC, ts.as_mut_ptr()) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: clock_getres returned 0, so `ts` was written.
+    let ts = unsafe { ts.assume_init() };
+    Ok(ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
+}
+
+/// Pins the calling thread to one CPU.
+pub fn pin_current_thread(cpu: usize) -> io::Result<()> {
+    if cpu >= MAX_CPUS {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("CPU {cpu} is beyond CPU_SETSIZE"),
+        ));
+    }
+    // SAFETY: cpu_set_t is plain data; all-zeroes is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `cpu` < CPU_SETSIZE was checked above.
+    unsafe { libc::CPU_SET(cpu, &mut set) };
+    // SAFETY: pid 0 is the calling thread; `set` is a valid cpu_set_t of the
+    // size passed.
+    let rc = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// The CPUs this process may run on (its affinity mask, which cgroups,
+/// `taskset` and systemd's `CPUAffinity=` narrow).
+pub fn process_affinity() -> io::Result<Vec<usize>> {
+    // SAFETY: cpu_set_t is plain data; all-zeroes is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `set` is a valid out-buffer of the size passed.
+    let rc =
+        unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: every index is below CPU_SETSIZE and `set` is initialised.
+    Ok((0..MAX_CPUS)
+        .filter(|&cpu| unsafe { libc::CPU_ISSET(cpu, &set) })
+        .collect())
+}
+
+/// Sets the scheduling policy and priority of the calling thread only
+/// (Linux applies `sched_setscheduler(0, …)` to the calling thread, not to
+/// the whole process, so the other threads stay as they are).
+pub fn set_current_thread_policy(policy: Policy, priority: i32) -> io::Result<()> {
+    let param = libc::sched_param {
+        sched_priority: priority,
+    };
+    // SAFETY: pid 0 is the calling thread; `param` is a valid sched_param.
+    let rc = unsafe { libc::sched_setscheduler(0, policy.to_libc(), &param) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// The calling thread's current policy and priority, as the kernel reports
+/// them, so that what is claimed can be checked.
+pub fn current_thread_policy() -> io::Result<(i32, i32)> {
+    // SAFETY: pid 0 is the calling thread.
+    let policy = unsafe { libc::sched_getscheduler(0) };
+    if policy < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: `param` is a valid out-pointer.
+    let rc = unsafe { libc::sched_getparam(0, &mut param) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((policy, param.sched_priority))
+}
+
+/// The libc number of a policy, to compare with `current_thread_policy`.
+pub fn policy_number(policy: Policy) -> i32 {
+    policy.to_libc()
+}
+
+/// Locks all current and future pages of the process into RAM, so no
+/// sampler ever waits for a page fault.
+pub fn lock_all_memory() -> io::Result<()> {
+    // SAFETY: mlockall takes flags only.
+    let rc = unsafe { libc::mlockall(libc::MCL_CURRENT | libc::MCL_FUTURE) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Touches `bytes` of the calling thread's stack so that those pages are
+/// mapped (and, under `mlockall`, locked) before the thread turns
+/// real-time. The caller must leave that much stack free.
+#[inline(never)]
+pub fn prefault_stack<const BYTES: usize>() {
+    let mut buffer = [0u8; BYTES];
+    // Writing through black_box keeps the compiler from removing the array.
+    std::hint::black_box(&mut buffer);
+}
+
+/// Blocks every blockable signal in the calling thread, so that signals
+/// are delivered to the main thread and never interrupt a sampler.
+pub fn block_signals_in_current_thread() -> io::Result<()> {
+    let mut set = MaybeUninit::<libc::sigset_t>::uninit();
+    // SAFETY: `set` is initialised by sigfillset before it is read, and
+    // pthread_sigmask reads it and ignores the null old-set pointer.
+    let rc = unsafe {
+        libc::sigfillset(set.as_mut_ptr());
+        libc::pthread_sigmask(libc::SIG_BLOCK, set.as_ptr(), std::ptr::null_mut())
+    };
+    if rc != 0 {
+        return Err(io::Error::from_raw_os_error(rc));
+    }
+    Ok(())
+}
+
+/// The kernel's id of the calling thread (what `ps -L` and cyclictest show).
+pub fn current_tid() -> i32 {
+    // SAFETY: gettid has no arguments and cannot fail.
+    unsafe { libc::gettid() }
+}
+
+/// A resource limit's soft value; `None` means unlimited.
+fn soft_limit(resource: libc::__rlimit_resource_t) -> io::Result<Option<u64>> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `limit` is a valid out-pointer.
+    let rc = unsafe { libc::getrlimit(resource, &mut limit) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((limit.rlim_cur != libc::RLIM_INFINITY).then_some(limit.rlim_cur))
+}
+
+/// `RLIMIT_RTPRIO`: the highest real-time priority an unprivileged process
+/// may set (`None`: unlimited).
+pub fn rtprio_limit() -> io::Result<Option<u64>> {
+    soft_limit(libc::RLIMIT_RTPRIO)
+}
+
+/// `RLIMIT_MEMLOCK` in bytes (`None`: unlimited).
+pub fn memlock_limit() -> io::Result<Option<u64>> {
+    soft_limit(libc::RLIMIT_MEMLOCK)
+}
+
+/// What `uname(2)` reports.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Uname {
+    pub sysname: String,
+    pub nodename: String,
+    pub release: String,
+    pub version: String,
+    pub machine: String,
+}
+
+pub fn uname() -> io::Result<Uname> {
+    let mut raw = MaybeUninit::<libc::utsname>::uninit();
+    // SAFETY: `raw` is a valid out-pointer; it is read only on success.
+    let rc = unsafe { libc::uname(raw.as_mut_ptr()) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: uname returned 0, so every field holds a NUL-terminated string.
+    let raw = unsafe { raw.assume_init() };
+    let field = |chars: &[libc::c_char]| {
+        let bytes: Vec<u8> = chars
+            .iter()
+            .take_while(|&&c| c != 0)
+            .map(|&c| c as u8)
+            .collect();
+        String::from_utf8_lossy(&bytes).into_owned()
+    };
+    Ok(Uname {
+        sysname: field(&raw.sysname),
+        nodename: field(&raw.nodename),
+        release: field(&raw.release),
+        version: field(&raw.version),
+        machine: field(&raw.machine),
+    })
+}
+
+/// A hold on `/dev/cpu_dma_latency`: while the file stays open the kernel
+/// keeps CPUs out of idle states whose exit latency exceeds the value
+/// written. Dropping the hold closes the file and releases the request.
+#[derive(Debug)]
+pub struct CpuDmaLatencyHold {
+    _file: File,
+    pub latency_us: i32,
+}
+
+pub const CPU_DMA_LATENCY_PATH: &str = "/dev/cpu_dma_latency";
+
+impl CpuDmaLatencyHold {
+    pub fn acquire(latency_us: i32) -> io::Result<CpuDmaLatencyHold> {
+        let mut file = OpenOptions::new().write(true).open(CPU_DMA_LATENCY_PATH)?;
+        // The PM QoS interface takes a binary 32-bit value in host order.
+        file.write_all(&latency_us.to_ne_bytes())?;
+        Ok(CpuDmaLatencyHold {
+            _file: file,
+            latency_us,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn monotonic_clock_advances_and_sleep_reaches_its_deadline() {
+        let before = monotonic_now_ns();
+        let deadline = before + 2_000_000;
+        sleep_until_ns(deadline).unwrap();
+        assert!(monotonic_now_ns() >= deadline);
+    }
+
+    #[test]
+    fn sleep_to_a_past_deadline_returns_at_once() {
+        let now = monotonic_now_ns();
+        sleep_until_ns(now.saturating_sub(1_000_000_000)).unwrap();
+    }
+
+    #[test]
+    fn policy_ranges_are_the_kernels() {
+        assert_eq!(Policy::Fifo.priority_range(), (1, 99));
+        assert_eq!(Policy::RoundRobin.priority_range(), (1, 99));
+        assert_eq!(Policy::Other.priority_range(), (0, 0));
+    }
+
+    #[test]
+    fn process_affinity_is_not_empty_and_pinning_works() {
+        let cpus = process_affinity().unwrap();
+        assert!(!cpus.is_empty());
+        let cpu = *cpus.last().unwrap();
+        std::thread::spawn(move || {
+            pin_current_thread(cpu).unwrap();
+            assert_eq!(process_affinity().unwrap(), vec![cpu]);
+        })
+        .join()
+        .unwrap();
+        assert!(pin_current_thread(MAX_CPUS).is_err());
+    }
+
+    #[test]
+    fn uname_reports_linux() {
+        let u = uname().unwrap();
+        assert_eq!(u.sysname, "Linux");
+        assert!(!u.release.is_empty());
+    }
+
+    #[test]
+    fn clock_resolution_is_sane() {
+        let res = clock_resolution_ns().unwrap();
+        assert!((1..=10_000_000).contains(&res), "{res}");
+    }
+}
