@@ -39,7 +39,7 @@ pub enum PolicyArg {
 pub struct MeasureArgs {
     /// Run for this long, then stop (a bare number is seconds; units ns,
     /// us, ms, s, m, h, d). Default: until Ctrl-C or --loops.
-    #[arg(short = 'D', long, value_name = "TIME")]
+    #[arg(short = 'D', long, value_name = "TIME", allow_hyphen_values = true)]
     pub duration: Option<String>,
 
     /// Stop each thread after this many samples.
@@ -47,11 +47,17 @@ pub struct MeasureArgs {
     pub loops: Option<u64>,
 
     /// Sampling interval (a bare number is microseconds).
-    #[arg(short = 'i', long, value_name = "INTV", default_value = "1000")]
+    #[arg(
+        short = 'i',
+        long,
+        value_name = "INTV",
+        default_value = "1000",
+        allow_hyphen_values = true
+    )]
     pub interval: String,
 
     /// Real-time priority of the sampler threads [default: 80 for fifo/rr].
-    #[arg(short = 'p', long, value_name = "PRIO")]
+    #[arg(short = 'p', long, value_name = "PRIO", allow_negative_numbers = true)]
     pub priority: Option<i32>,
 
     /// Scheduling policy of the sampler threads [default: fifo, or other
@@ -104,7 +110,7 @@ pub struct MeasureArgs {
     pub allow_non_rt: bool,
 
     /// Discard the samples of this first stretch of the run (e.g. 1s).
-    #[arg(long, value_name = "TIME")]
+    #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
     pub warmup: Option<String>,
 
     /// Count samples above this latency as spikes (a bare number is
@@ -113,13 +119,19 @@ pub struct MeasureArgs {
         long = "spike-threshold",
         visible_alias = "spike",
         value_name = "TIME",
-        default_value = "100us"
+        default_value = "100us",
+        allow_hyphen_values = true
     )]
     pub spike_threshold: String,
 
     /// Hold /dev/cpu_dma_latency at this many microseconds while running
     /// [default: 0, as cyclictest; a failure to hold it is only a warning].
-    #[arg(long, value_name = "US", conflicts_with = "default_system")]
+    #[arg(
+        long,
+        value_name = "US",
+        conflicts_with = "default_system",
+        allow_negative_numbers = true
+    )]
     pub latency: Option<i32>,
 
     /// Leave power management alone: do not touch /dev/cpu_dma_latency.
