@@ -486,12 +486,10 @@ pub fn run(options: &MeasureOptions, host: &HostInfo, cmdline: String) -> anyhow
             )?;
         }
         if !(options.quiet && options.histogram.is_some()) {
-            let lines = (0..report.threads.len()).map(|i| report::summary_line(&report, i));
             if options.quiet {
-                for line in lines {
-                    writeln!(stdout, "{line}")?;
-                }
+                write!(stdout, "{}", report::summary_lines(&report))?;
             } else {
+                let lines = (0..report.threads.len()).map(|i| report::summary_line(&report, i));
                 write!(stdout, "{}", live_block(options.policy, lines, false))?;
             }
         }

@@ -102,6 +102,13 @@ pub fn format_summary_line(
     )
 }
 
+/// All summary lines, one per thread, each ending in a newline.
+pub fn summary_lines(report: &RunReport) -> String {
+    (0..report.threads.len())
+        .map(|i| summary_line(report, i) + "\n")
+        .collect()
+}
+
 /// cyclictest's `-h`/`-H` block: a row per bin with a column per thread,
 /// then the `# Total:`, `# Min/Avg/Max Latencies:`, `# Histogram
 /// Overflows:` and overflow sample-number footers. Empty if the run kept

@@ -26,8 +26,24 @@ fn u(value: &Value, key: &str) -> u64 {
 /// accounting invariants; returns its cycles + missed.
 fn check_thread(thread: &Value, histogram_expected: bool) -> u64 {
     for key in [
-        "histogram", "cycles", "min", "max", "avg", "cpu", "node", "missed", "overflows", "spikes",
-        "p50", "p90", "p99", "p999", "p9999", "tid", "priority", "realtime",
+        "histogram",
+        "cycles",
+        "min",
+        "max",
+        "avg",
+        "cpu",
+        "node",
+        "missed",
+        "overflows",
+        "spikes",
+        "p50",
+        "p90",
+        "p99",
+        "p999",
+        "p9999",
+        "tid",
+        "priority",
+        "realtime",
     ] {
         assert!(thread.get(key).is_some(), "thread lacks '{key}': {thread}");
     }
@@ -53,7 +69,10 @@ fn check_thread(thread: &Value, histogram_expected: bool) -> u64 {
         let mut previous = min;
         for p in ["p50", "p90", "p99", "p999", "p9999"] {
             let value = u(thread, p);
-            assert!(previous <= value && value <= max, "{p} out of order: {thread}");
+            assert!(
+                previous <= value && value <= max,
+                "{p} out of order: {thread}"
+            );
             previous = value;
         }
     }
@@ -67,16 +86,26 @@ fn json_follows_cyclictest_schema_and_accounts_for_every_period() {
     // 1500 periods of 1 ms, so that every sampler's accounting is checked.
     run_ok(
         latencyd()
-            .args(["measure", "-D", "1500ms", "-i", "1ms", "-q", "-h", "200", "--json"])
+            .args([
+                "measure", "-D", "1500ms", "-i", "1ms", "-q", "-h", "200", "--json",
+            ])
             .arg(&json)
             .args(run_flags()),
     );
     let doc = json_of(&json);
     assert_eq!(doc["file_version"], 1);
-    for key in ["cmdline:", "rt_test_version:", "start_time", "end_time", "return_code"] {
+    for key in [
+        "cmdline:",
+        "rt_test_version:",
+        "start_time",
+        "end_time",
+        "return_code",
+    ] {
         assert!(doc.get(key).is_some(), "missing '{key}'");
     }
-    for key in ["sysname", "nodename", "release", "version", "machine", "realtime"] {
+    for key in [
+        "sysname", "nodename", "release", "version", "machine", "realtime",
+    ] {
         assert!(doc["sysinfo"].get(key).is_some(), "sysinfo lacks '{key}'");
     }
     assert_eq!(doc["resolution_in_ns"], 0);
@@ -106,7 +135,9 @@ fn text_output_parses_like_cyclictests_and_agrees_with_the_json() {
     // A cyclictest command line as people type it, unchanged.
     let output = run_ok(
         latencyd()
-            .args(["measure", "-m", "-S", "-p80", "-i1000", "-l", "300", "-q", "-h", "50"])
+            .args([
+                "measure", "-m", "-S", "-p80", "-i1000", "-l", "300", "-q", "-h", "50",
+            ])
             .arg(format!("--json={}", json.display()))
             .args(run_flags()),
     );
@@ -118,7 +149,13 @@ fn text_output_parses_like_cyclictests_and_agrees_with_the_json() {
     assert!(parsed.threads.is_empty(), "{text}");
     assert_eq!(histogram.rows.len(), 50);
     let n = usable_cpus();
-    for footer in ["Total", "Min Latencies", "Avg Latencies", "Max Latencies", "Histogram Overflows"] {
+    for footer in [
+        "Total",
+        "Min Latencies",
+        "Avg Latencies",
+        "Max Latencies",
+        "Histogram Overflows",
+    ] {
         assert_eq!(histogram.footers[footer].len(), n, "{footer}: {text}");
     }
     assert_eq!(histogram.overflow_samples.len(), n);
@@ -133,7 +170,10 @@ fn text_output_parses_like_cyclictests_and_agrees_with_the_json() {
         );
         assert_eq!(histogram.footers["Min Latencies"][i], u(thread, "min"));
         assert_eq!(histogram.footers["Max Latencies"][i], u(thread, "max"));
-        assert_eq!(histogram.footers["Histogram Overflows"][i], u(thread, "overflows"));
+        assert_eq!(
+            histogram.footers["Histogram Overflows"][i],
+            u(thread, "overflows")
+        );
         let (listed, others) = &histogram.overflow_samples[i];
         assert_eq!(listed.len() as u64 + others, u(thread, "overflows"));
         assert!(listed.windows(2).all(|w| w[0] < w[1]) && listed.iter().all(|&c| c < 300));
@@ -152,7 +192,10 @@ fn text_output_parses_like_cyclictests_and_agrees_with_the_json() {
     let parsed = cyclictest::parse(&stdout_of(&output)).unwrap();
     assert_eq!(parsed.threads.len(), n);
     for line in parsed.threads.values() {
-        assert_eq!((line.cycles, line.interval_us, line.priority), (100, 500, 80));
+        assert_eq!(
+            (line.cycles, line.interval_us, line.priority),
+            (100, 500, 80)
+        );
         assert!(line.min <= line.avg && line.avg <= line.max && line.act <= line.max);
         assert!(line.tid > 0);
     }
@@ -183,19 +226,29 @@ fn histofall_adds_an_all_threads_column() {
 
 #[test]
 fn the_checked_in_real_cyclictest_outputs_parse() {
-    let read = |name: &str| std::fs::read_to_string(data_path(&format!("cyclictest/{name}"))).unwrap();
+    let read =
+        |name: &str| std::fs::read_to_string(data_path(&format!("cyclictest/{name}"))).unwrap();
     // Captured from cyclictest 2.40: `cyclictest -q -m -S -p80 -i1000 -l 200 …`.
     let quiet = cyclictest::parse(&read("quiet.txt")).unwrap();
     assert_eq!(quiet.threads.len(), 2);
     assert_eq!(quiet.threads[&0].cycles, 200);
-    assert_eq!(quiet.comments, vec!["# /dev/cpu_dma_latency set to 0us".to_string()]);
+    assert_eq!(
+        quiet.comments,
+        vec!["# /dev/cpu_dma_latency set to 0us".to_string()]
+    );
     let live = cyclictest::parse(&read("live.txt")).unwrap();
     assert_eq!(live.threads[&0].cycles, 200, "the last live line wins");
     let histogram = cyclictest::parse(&read("histogram.txt")).unwrap();
     let block = histogram.histogram.unwrap();
     assert_eq!(block.rows.len(), 20);
-    assert_eq!(block.footers["Total"][0] + block.footers["Histogram Overflows"][0], 200);
-    let histofall = cyclictest::parse(&read("histofall.txt")).unwrap().histogram.unwrap();
+    assert_eq!(
+        block.footers["Total"][0] + block.footers["Histogram Overflows"][0],
+        200
+    );
+    let histofall = cyclictest::parse(&read("histofall.txt"))
+        .unwrap()
+        .histogram
+        .unwrap();
     assert_eq!(histofall.footers["Total"].len(), 3);
     let nsecs = cyclictest::parse(&read("nsecs.txt")).unwrap();
     assert!(nsecs.threads[&0].min > 1000);
@@ -215,12 +268,20 @@ fn real_cyclictest_and_latencyd_agree_in_shape() {
         return;
     }
     let cyclictest_found = Command::new("cyclictest").arg("--help").output().is_ok();
-    assert!(cyclictest_found, "cyclictest is missing: install Debian's rt-tests (.ci/run does)");
+    assert!(
+        cyclictest_found,
+        "cyclictest is missing: install Debian's rt-tests (.ci/run does)"
+    );
     let dir = tempfile::tempdir().unwrap();
-    let args = ["-q", "-m", "-p80", "-i1000", "-l", "200", "-h", "40", "-a", "0"];
+    let args = [
+        "-q", "-m", "-p80", "-i1000", "-l", "200", "-h", "40", "-a", "0",
+    ];
     let run = |program: &mut Command, json: &Path| -> (Parsed, Value) {
         let output = run_ok(program.args(args).arg(format!("--json={}", json.display())));
-        (cyclictest::parse(&stdout_of(&output)).unwrap(), json_of(json))
+        (
+            cyclictest::parse(&stdout_of(&output)).unwrap(),
+            json_of(json),
+        )
     };
     let (theirs, their_json) = run(&mut Command::new("cyclictest"), &dir.path().join("c.json"));
     let (ours, our_json) = run(latencyd().arg("measure"), &dir.path().join("l.json"));
@@ -230,16 +291,31 @@ fn real_cyclictest_and_latencyd_agree_in_shape() {
         theirs_block.footers.keys().collect::<Vec<_>>(),
         ours_block.footers.keys().collect::<Vec<_>>()
     );
-    assert_eq!(theirs_block.overflow_samples.len(), ours_block.overflow_samples.len());
-    assert_eq!(theirs.comments, ours.comments, "the '#' lines before the block");
+    assert_eq!(
+        theirs_block.overflow_samples.len(),
+        ours_block.overflow_samples.len()
+    );
+    assert_eq!(
+        theirs.comments, ours.comments,
+        "the '#' lines before the block"
+    );
     let keys = |v: &Value| v.as_object().unwrap().keys().cloned().collect::<Vec<_>>();
     for key in keys(&their_json) {
-        assert!(our_json.get(&key).is_some(), "latencyd's JSON lacks cyclictest's '{key}'");
+        assert!(
+            our_json.get(&key).is_some(),
+            "latencyd's JSON lacks cyclictest's '{key}'"
+        );
     }
     for key in keys(&their_json["thread"]["0"]) {
-        assert!(our_json["thread"]["0"].get(&key).is_some(), "thread lacks '{key}'");
+        assert!(
+            our_json["thread"]["0"].get(&key).is_some(),
+            "thread lacks '{key}'"
+        );
     }
-    assert_eq!(our_json["thread"]["0"]["cycles"], their_json["thread"]["0"]["cycles"]);
+    assert_eq!(
+        our_json["thread"]["0"]["cycles"],
+        their_json["thread"]["0"]["cycles"]
+    );
 }
 
 #[test]
@@ -268,7 +344,9 @@ fn threads_without_samples_still_give_valid_json() {
     // Stopped during the warm-up: every thread has zero samples, where
     // cyclictest would write "avg": -nan.
     let child = latencyd()
-        .args(["measure", "-q", "--warmup", "30s", "-h", "10", "--json", "-"])
+        .args([
+            "measure", "-q", "--warmup", "30s", "-h", "10", "--json", "-",
+        ])
         .args(run_flags())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -336,7 +414,10 @@ fn bad_usage_names_the_option_and_exits_2() {
         let output = latencyd().arg("measure").args(*args).output().unwrap();
         let stderr = stderr_of(&output);
         assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
-        assert!(stderr.contains(option), "{args:?} should name {option}: {stderr}");
+        assert!(
+            stderr.contains(option),
+            "{args:?} should name {option}: {stderr}"
+        );
         assert!(output.stdout.is_empty(), "{args:?} printed results");
     }
     // clap's own errors (unknown flags, bad numbers) exit 2 as well.
@@ -382,14 +463,28 @@ fn without_privileges_it_refuses_unless_allowed_and_then_marks_results() {
         .unwrap();
     let stderr = stderr_of(&output);
     assert_eq!(output.status.code(), Some(1), "{stderr}");
-    assert!(output.stdout.is_empty(), "no results without RT: {}", stdout_of(&output));
     assert!(
-        stderr.contains("--allow-non-rt") && (stderr.contains("CAP_IPC_LOCK") || stderr.contains("CAP_SYS_NICE")),
+        output.stdout.is_empty(),
+        "no results without RT: {}",
+        stdout_of(&output)
+    );
+    assert!(
+        stderr.contains("--allow-non-rt")
+            && (stderr.contains("CAP_IPC_LOCK") || stderr.contains("CAP_SYS_NICE")),
         "the error says how to fix it: {stderr}"
     );
 
     let output = unprivileged_latencyd(dir.path())
-        .args(["measure", "-q", "-l", "20", "--default-system", "--allow-non-rt", "--json", "-"])
+        .args([
+            "measure",
+            "-q",
+            "-l",
+            "20",
+            "--default-system",
+            "--allow-non-rt",
+            "--json",
+            "-",
+        ])
         .output()
         .unwrap();
     assert!(output.status.success(), "{}", stderr_of(&output));
@@ -402,12 +497,22 @@ fn without_privileges_it_refuses_unless_allowed_and_then_marks_results() {
     assert!(stderr_of(&output).contains("not real-time"));
 
     let output = unprivileged_latencyd(dir.path())
-        .args(["measure", "-q", "-l", "20", "--default-system", "--allow-non-rt"])
+        .args([
+            "measure",
+            "-q",
+            "-l",
+            "20",
+            "--default-system",
+            "--allow-non-rt",
+        ])
         .output()
         .unwrap();
     let text = stdout_of(&output);
     assert!(text.starts_with("# latencyd: NOT REAL-TIME"), "{text}");
-    assert_eq!(cyclictest::parse(&text).unwrap().threads.len(), usable_cpus());
+    assert_eq!(
+        cyclictest::parse(&text).unwrap().threads.len(),
+        usable_cpus()
+    );
 }
 
 /// While a run is going, every sampler thread must be pinned to its CPU
@@ -439,9 +544,18 @@ fn samplers_run_pinned_at_the_requested_policy_and_priority() {
         let stat = std::fs::read_to_string(path.join("stat")).unwrap();
         // Fields after the ")" that ends comm: rt_priority is field 40 and
         // policy field 41 of the whole line.
-        let after_comm: Vec<&str> = stat.rsplit_once(')').unwrap().1.split_whitespace().collect();
+        let after_comm: Vec<&str> = stat
+            .rsplit_once(')')
+            .unwrap()
+            .1
+            .split_whitespace()
+            .collect();
         let (rt_priority, policy) = (after_comm[37], after_comm[38]);
-        assert_eq!((policy, rt_priority), ("1", "71"), "CPU {cpu}: SCHED_FIFO 71");
+        assert_eq!(
+            (policy, rt_priority),
+            ("1", "71"),
+            "CPU {cpu}: SCHED_FIFO 71"
+        );
         let status = std::fs::read_to_string(path.join("status")).unwrap();
         let allowed = status
             .lines()

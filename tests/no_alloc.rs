@@ -67,7 +67,10 @@ fn the_detector_sees_allocations() {
         let buffer = vec![1u8; 64];
         std::hint::black_box(&buffer);
     });
-    assert!(calls >= 2, "an allocation and a free were made, {calls} seen");
+    assert!(
+        calls >= 2,
+        "an allocation and a free were made, {calls} seen"
+    );
 }
 
 #[test]

@@ -1,0 +1,123 @@
+//! The cyclictest renderers against checked-in expected output: a fixed,
+//! synthetic run is rendered as summary lines, `-h`/`-H` blocks and JSON,
+//! and compared byte for byte with `tests/data/expected/`. After an
+//! intended format change, regenerate with `UPDATE_EXPECT=1 cargo test
+//! --test render` and review the diff.
+
+mod common;
+
+use std::time::{Duration, UNIX_EPOCH};
+
+use latencyd::report::{self, RunReport, ThreadReport};
+use latencyd::stats::{LatencyStats, LinearHistogram};
+use latencyd::sys::{Policy, Uname};
+
+fn thread(
+    cpu: usize,
+    samples_ns: &[u64],
+    missed: u64,
+    nsecs: bool,
+    bins: Option<usize>,
+) -> ThreadReport {
+    let unit = if nsecs { 1 } else { 1_000 };
+    let mut stats = LatencyStats::new(20_000, bins.map(|n| LinearHistogram::new(n, unit)));
+    for (i, &ns) in samples_ns.iter().enumerate() {
+        stats.record(ns, i as u64);
+    }
+    stats.missed = missed;
+    ThreadReport {
+        cpu,
+        numa_node: 0,
+        tid: 4242 + cpu as i32,
+        priority: 80,
+        interval_ns: 1_000_000,
+        realtime: true,
+        stats,
+    }
+}
+
+fn run(nsecs: bool, bins: Option<usize>, histofall: bool) -> RunReport {
+    let a: Vec<u64> = (0..40)
+        .map(|i| 2_500 + (i * 937) % 9_000)
+        .chain([31_400, 7_250])
+        .collect();
+    let b: Vec<u64> = (0..25)
+        .map(|i| 3_100 + (i * 611) % 4_000)
+        .chain([123_456])
+        .collect();
+    RunReport {
+        cmdline: "latencyd measure -q -l 42".to_string(),
+        start_time: UNIX_EPOCH + Duration::from_secs(1_795_315_538),
+        end_time: UNIX_EPOCH + Duration::from_secs(1_795_315_540),
+        return_code: 0,
+        uname: Uname {
+            sysname: "Linux".into(),
+            nodename: "rt-host-7".into(),
+            release: "6.12.0-rt5".into(),
+            version: "#1 SMP PREEMPT_RT".into(),
+            machine: "x86_64".into(),
+        },
+        preempt_rt: true,
+        policy: Policy::Fifo,
+        nsecs,
+        histofall,
+        threads: vec![
+            thread(0, &a, 0, nsecs, bins),
+            thread(3, &b, 2, nsecs, bins),
+            thread(5, &[], 0, nsecs, bins),
+        ],
+    }
+}
+
+fn check(name: &str, actual: &str) {
+    let path = common::data_path(&format!("expected/{name}"));
+    if std::env::var_os("UPDATE_EXPECT").is_some() {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, actual).unwrap();
+        return;
+    }
+    let expected = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e}; run with UPDATE_EXPECT=1", path.display()));
+    assert!(
+        expected == actual,
+        "{name} differs from {}\n--- expected\n{expected}\n--- actual\n{actual}",
+        path.display()
+    );
+}
+
+#[test]
+fn summary_lines_in_microseconds_and_nanoseconds() {
+    check(
+        "summary-us.txt",
+        &report::summary_lines(&run(false, None, false)),
+    );
+    check(
+        "summary-ns.txt",
+        &report::summary_lines(&run(true, None, false)),
+    );
+}
+
+#[test]
+fn histogram_blocks() {
+    check(
+        "histogram.txt",
+        &report::histogram_block(&run(false, Some(12), false)),
+    );
+    check(
+        "histofall.txt",
+        &report::histogram_block(&run(false, Some(12), true)),
+    );
+    assert_eq!(report::histogram_block(&run(false, None, false)), "");
+}
+
+#[test]
+fn json_documents() {
+    check(
+        "run.json",
+        &report::json_document(&run(false, Some(12), false)),
+    );
+    check(
+        "run-ns-no-histogram.json",
+        &report::json_document(&run(true, None, false)),
+    );
+}
