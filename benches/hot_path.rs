@@ -67,6 +67,20 @@ fn publish(c: &mut Criterion) {
             total
         })
     });
+    // What a triple_buffer design would do at every publish instead: copy
+    // the cumulative statistics (their 200 KiB HDR histogram) into the
+    // back buffer.
+    let mut cumulative = LatencyStats::new(100_000, None);
+    for (i, v) in samples().into_iter().enumerate() {
+        cumulative.record(v, i as u64);
+    }
+    let mut back_buffer = LatencyStats::new(100_000, None);
+    group.bench_function("cumulative_copy", |b| {
+        b.iter(|| {
+            back_buffer.reset();
+            back_buffer.merge(black_box(&cumulative)).unwrap();
+        })
+    });
     // No buffer is free (consumer behind): one failed pop.
     let (mut publisher, _collector) = handoff::channel(&template, 2);
     publisher.publish();
