@@ -7,7 +7,7 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use latencyd::handoff;
 use latencyd::sampler::{self, LoopEndReason, LoopPlan, MonotonicClock};
@@ -15,16 +15,17 @@ use latencyd::stats::{LatencyStats, LinearHistogram};
 
 struct CountingAllocator;
 
-static ARMED_CALLS: AtomicUsize = AtomicUsize::new(0);
-
 thread_local! {
-    // const-initialised, so reading it never allocates.
+    // const-initialised, so using them never allocates. Both are per
+    // thread: tests run in parallel, and another test's allocations must
+    // not be counted against this one.
     static ARMED: Cell<bool> = const { Cell::new(false) };
+    static ARMED_CALLS: Cell<usize> = const { Cell::new(0) };
 }
 
 fn note_call() {
     if ARMED.with(Cell::get) {
-        ARMED_CALLS.fetch_add(1, Ordering::SeqCst);
+        ARMED_CALLS.with(|calls| calls.set(calls.get() + 1));
     }
 }
 
@@ -53,11 +54,11 @@ static ALLOCATOR: CountingAllocator = CountingAllocator;
 /// Runs `f` with this thread armed and returns how many allocator calls it
 /// made.
 fn allocator_calls_during<T>(f: impl FnOnce() -> T) -> (T, usize) {
-    let before = ARMED_CALLS.load(Ordering::SeqCst);
+    let before = ARMED_CALLS.with(Cell::get);
     ARMED.with(|armed| armed.set(true));
     let value = f();
     ARMED.with(|armed| armed.set(false));
-    (value, ARMED_CALLS.load(Ordering::SeqCst) - before)
+    (value, ARMED_CALLS.with(Cell::get) - before)
 }
 
 #[test]
