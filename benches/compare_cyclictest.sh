@@ -32,7 +32,7 @@ done
 
 out=$(mktemp -d)
 trap 'rm -rf "$out"; [ -n "${stress_pid:-}" ] && kill "$stress_pid" 2>/dev/null; true' EXIT
-common=(-q -m -S -p "$priority" -i "$interval_us" -D "$duration" -h "$hist_us")
+common=(-q -m -S -p "$priority" -i "$interval_us" -D "$duration" -h "$hist_us" --latency 0)
 
 echo "# $(uname -r), $(nproc) CPUs, interval ${interval_us}us, priority $priority, $duration per run, $pairs pairs"
 for scenario in $scenarios; do

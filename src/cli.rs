@@ -124,8 +124,9 @@ pub struct MeasureArgs {
     )]
     pub spike_threshold: String,
 
-    /// Hold /dev/cpu_dma_latency at this many microseconds while running
-    /// [default: 0, as cyclictest; a failure to hold it is only a warning].
+    /// Hold /dev/cpu_dma_latency at this many microseconds while running,
+    /// keeping CPUs out of deeper idle states (cyclictest holds 0 unless
+    /// given --default-system; latencyd holds nothing unless asked).
     #[arg(
         long,
         value_name = "US",
@@ -134,7 +135,8 @@ pub struct MeasureArgs {
     )]
     pub latency: Option<i32>,
 
-    /// Leave power management alone: do not touch /dev/cpu_dma_latency.
+    /// Accepted for cyclictest compatibility: power management is left
+    /// alone unless --latency is given.
     #[arg(long)]
     pub default_system: bool,
 

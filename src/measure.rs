@@ -47,14 +47,12 @@ pub enum JsonTarget {
     File(PathBuf),
 }
 
-/// What to do about `/dev/cpu_dma_latency`.
+/// What to do about `/dev/cpu_dma_latency`: nothing (the default), or
+/// hold it at this many microseconds, failing if that is not possible.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PmQos {
     Off,
-    /// Hold it if possible (cyclictest's default), warn otherwise.
-    BestEffort(i32),
-    /// The user asked for it: failing to hold it is an error.
-    Required(i32),
+    Hold(i32),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -208,16 +206,15 @@ impl MeasureOptions {
             })
             .transpose()?;
 
-        let pm_qos = match (args.default_system, args.latency) {
-            (true, _) => PmQos::Off,
-            (false, Some(us)) if us < 0 => {
+        let pm_qos = match args.latency {
+            Some(us) if us < 0 => {
                 return Err(usage(
                     "--latency",
                     format!("{us}: write 0 or more microseconds"),
                 ));
             }
-            (false, Some(us)) => PmQos::Required(us),
-            (false, None) => PmQos::BestEffort(0),
+            Some(us) => PmQos::Hold(us),
+            None => PmQos::Off,
         };
 
         let json = args.json.as_ref().map(|path| {
@@ -306,28 +303,17 @@ pub fn run(options: &MeasureOptions, host: &HostInfo, cmdline: String) -> anyhow
     let text_to_stdout = options.json != Some(JsonTarget::Stdout);
     let mut stdout = io::stdout().lock();
 
-    let _pm_qos_hold = match options.pm_qos {
+    let pm_qos_hold = match options.pm_qos {
         PmQos::Off => None,
-        PmQos::Required(us) => Some(CpuDmaLatencyHold::acquire(us).with_context(|| {
+        PmQos::Hold(us) => Some(CpuDmaLatencyHold::acquire(us).with_context(|| {
             format!(
                 "cannot hold {} at {us}us (it needs root or write access to the device); \
                  drop --latency to run without it",
                 sys::CPU_DMA_LATENCY_PATH
             )
         })?),
-        PmQos::BestEffort(us) => match CpuDmaLatencyHold::acquire(us) {
-            Ok(hold) => Some(hold),
-            Err(err) => {
-                eprintln!(
-                    "latencyd measure: warning: cannot hold {} at {us}us ({err}); \
-                     deep C-states may add latency. Pass --default-system to silence this.",
-                    sys::CPU_DMA_LATENCY_PATH
-                );
-                None
-            }
-        },
     };
-    if let (Some(hold), true) = (&_pm_qos_hold, text_to_stdout) {
+    if let (Some(hold), true) = (&pm_qos_hold, text_to_stdout) {
         writeln!(
             stdout,
             "# /dev/cpu_dma_latency set to {}us",
@@ -458,8 +444,8 @@ pub fn run(options: &MeasureOptions, host: &HostInfo, cmdline: String) -> anyhow
         start_time,
         end_time: SystemTime::now(),
         return_code,
-        uname: host.uname.clone(),
-        preempt_rt: host.preempt_rt,
+        host: host.clone(),
+        pm_qos_us: pm_qos_hold.as_ref().map(|hold| hold.latency_us),
         policy: options.policy,
         nsecs: options.nsecs,
         histofall: options.histogram.is_some_and(|h| h.all_column),

@@ -13,8 +13,10 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 
+use crate::cpulist::format_cpu_list;
+use crate::host::HostInfo;
 use crate::stats::{LatencyStats, REPORTED_QUANTILES};
-use crate::sys::{Policy, Uname};
+use crate::sys::Policy;
 use crate::units::NS_PER_US;
 
 /// One sampler's results.
@@ -36,8 +38,9 @@ pub struct RunReport {
     pub start_time: SystemTime,
     pub end_time: SystemTime,
     pub return_code: i32,
-    pub uname: Uname,
-    pub preempt_rt: bool,
+    pub host: HostInfo,
+    /// The value `/dev/cpu_dma_latency` was held at, if it was.
+    pub pm_qos_us: Option<i32>,
     pub policy: Policy,
     /// Report in nanoseconds (cyclictest's `-N`) instead of microseconds.
     pub nsecs: bool,
@@ -271,6 +274,21 @@ struct JsonLatencyd {
     unit: &'static str,
     interval_ns: u64,
     spike_threshold_ns: u64,
+    pm_qos_us: Option<i32>,
+    host: JsonHost,
+}
+
+/// What decides whether the numbers can be trusted, as detected at start.
+#[derive(Serialize)]
+struct JsonHost {
+    preempt_rt: bool,
+    usable_cpus: String,
+    cap_sys_nice: bool,
+    cap_ipc_lock: bool,
+    rtprio_limit: Option<u64>,
+    memlock_limit_bytes: Option<u64>,
+    sched_rt_runtime_us: Option<i64>,
+    clock_resolution_ns: Option<u64>,
 }
 
 /// The `--json` file's text (pretty-printed, ending in a newline). Always
@@ -322,6 +340,7 @@ pub fn json_document(report: &RunReport) -> String {
         })
         .collect();
     let first = report.threads.first();
+    let host = &report.host;
     let doc = JsonRun {
         file_version: 1,
         cmdline_cyclictest: &report.cmdline,
@@ -331,12 +350,12 @@ pub fn json_document(report: &RunReport) -> String {
         end_time: format_rfc2822_utc(report.end_time),
         return_code: report.return_code,
         sysinfo: JsonSysinfo {
-            sysname: &report.uname.sysname,
-            nodename: &report.uname.nodename,
-            release: &report.uname.release,
-            version: &report.uname.version,
-            machine: &report.uname.machine,
-            realtime: u8::from(report.preempt_rt),
+            sysname: &host.uname.sysname,
+            nodename: &host.uname.nodename,
+            release: &host.uname.release,
+            version: &host.uname.version,
+            machine: &host.uname.machine,
+            realtime: host.realtime_flag(),
         },
         num_threads: report.threads.len(),
         resolution_in_ns: u8::from(report.nsecs),
@@ -348,6 +367,17 @@ pub fn json_document(report: &RunReport) -> String {
             unit: if report.nsecs { "ns" } else { "us" },
             interval_ns: first.map_or(0, |t| t.interval_ns),
             spike_threshold_ns: first.map_or(0, |t| t.stats.spike_threshold_ns()),
+            pm_qos_us: report.pm_qos_us,
+            host: JsonHost {
+                preempt_rt: host.preempt_rt,
+                usable_cpus: format_cpu_list(&host.usable_cpus),
+                cap_sys_nice: host.cap_sys_nice,
+                cap_ipc_lock: host.cap_ipc_lock,
+                rtprio_limit: host.rtprio_limit,
+                memlock_limit_bytes: host.memlock_limit,
+                sched_rt_runtime_us: host.sched_rt_runtime_us,
+                clock_resolution_ns: host.clock_resolution_ns,
+            },
         },
     };
     let mut text = serde_json::to_string_pretty(&doc).expect("the JSON DTOs always serialize");

@@ -274,7 +274,17 @@ fn real_cyclictest_and_latencyd_agree_in_shape() {
     );
     let dir = tempfile::tempdir().unwrap();
     let args = [
-        "-q", "-m", "-p80", "-i1000", "-l", "200", "-h", "40", "-a", "0",
+        "-q",
+        "-m",
+        "-p80",
+        "-i1000",
+        "-l",
+        "200",
+        "-h",
+        "40",
+        "-a",
+        "0",
+        "--latency=0",
     ];
     let run = |program: &mut Command, json: &Path| -> (Parsed, Value) {
         let output = run_ok(program.args(args).arg(format!("--json={}", json.display())));
