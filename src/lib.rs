@@ -10,6 +10,7 @@
 
 pub mod cli;
 pub mod cpulist;
+pub mod engine;
 pub mod handoff;
 pub mod host;
 pub mod measure;

@@ -13,17 +13,17 @@ use std::io::{self, IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{Context, bail};
 
 use crate::cli::{MeasureArgs, PolicyArg};
 use crate::cpulist::{format_cpu_list, parse_cpu_list};
-use crate::handoff::{self, Collector};
+use crate::engine::{Engine, EngineSpec};
 use crate::host::HostInfo;
 use crate::report::{self, RunReport, ThreadReport};
-use crate::sampler::{self, FailedStep, LoopEndReason, LoopPlan, SamplerSpec, SamplerState};
+use crate::sampler::{LoopEndReason, LoopPlan};
 use crate::stats::{LatencyStats, LinearHistogram};
 use crate::sys::{self, CpuDmaLatencyHold, Policy};
 use crate::units::{NS_PER_MS, NS_PER_SEC, NS_PER_US, format_duration_ns, parse_duration_ns};
@@ -38,8 +38,6 @@ const PUBLISH_PERIOD_NS: u64 = 100 * NS_PER_MS;
 /// never samples.
 const MAX_INTERVAL_NS: u64 = 3_600 * NS_PER_SEC;
 const MAX_HISTOGRAM_BINS: usize = 1_000_000;
-/// How long samplers get to pin themselves and switch policy.
-const STARTUP_TIMEOUT: Duration = Duration::from_secs(10);
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum JsonTarget {
@@ -281,15 +279,6 @@ pub fn main(args: &MeasureArgs) -> ExitCode {
     }
 }
 
-/// One sampler as seen from the main thread.
-struct Slot {
-    handle: sampler::SamplerHandle,
-    collector: Collector,
-    total: LatencyStats,
-    /// Ran with its real-time policy and memory locked.
-    realtime: bool,
-}
-
 pub fn run(options: &MeasureOptions, host: &HostInfo, cmdline: String) -> anyhow::Result<ExitCode> {
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
@@ -321,143 +310,91 @@ pub fn run(options: &MeasureOptions, host: &HostInfo, cmdline: String) -> anyhow
         )?;
     }
 
-    let mut non_rt_reasons = Vec::new();
-    let memory_locked = lock_memory(host, options.allow_non_rt, &mut non_rt_reasons)?;
-
     let linear = options
         .histogram
         .map(|h| LinearHistogram::new(h.bins, options.unit_ns()));
     let template = LatencyStats::new(options.spike_threshold_ns, linear);
-    let plan = options.loop_plan();
-    let mut slots = Vec::with_capacity(options.cpus.len());
-    for &cpu in &options.cpus {
-        let (publisher, collector) = handoff::channel(&template, handoff::DEFAULT_BUFFERS);
-        let spec = SamplerSpec {
-            cpu,
-            policy: options.policy,
-            priority: options.priority,
-            plan,
-            allow_non_rt: options.allow_non_rt,
-        };
-        let handle = sampler::spawn(spec, publisher, Arc::clone(&stop))
-            .with_context(|| format!("cannot start the sampler thread for CPU {cpu}"))?;
-        slots.push(Slot {
-            handle,
-            collector,
-            total: template.clone(),
-            realtime: false,
-        });
-    }
-
-    if let Err(err) = wait_for_start(&slots, host, options) {
-        stop.store(true, Ordering::Relaxed);
-        for slot in slots {
-            let _ = slot.handle.join();
-        }
-        return Err(err);
-    }
-    for slot in &mut slots {
-        slot.realtime =
-            memory_locked && slot.handle.shared.state() == SamplerState::RunningRealtime;
-        if slot.handle.shared.state() == SamplerState::RunningNonRealtime
-            && options.policy.is_realtime()
-        {
-            let (_, err) = slot.handle.shared.failure();
-            non_rt_reasons.push(format!(
-                "CPU {}: {} priority {} refused ({err})",
-                slot.handle.spec.cpu,
-                options.policy.name(),
-                options.priority
-            ));
-        }
-    }
-    if !options.policy.is_realtime() {
-        non_rt_reasons.push("the policy is 'other' (SCHED_OTHER)".to_string());
-    }
-    for reason in &non_rt_reasons {
+    let spec = EngineSpec {
+        cpus: options.cpus.clone(),
+        policy: options.policy,
+        priority: options.priority,
+        plan: options.loop_plan(),
+        allow_non_rt: options.allow_non_rt,
+        template: template.clone(),
+    };
+    let mut engine = Engine::start(spec, host, Arc::clone(&stop))?;
+    for reason in &engine.non_rt_reasons {
         eprintln!(
             "latencyd measure: warning: not real-time: {reason}; results do not show real-time latency"
         );
     }
 
+    let mut totals = vec![template; engine.slots.len()];
     let start_time = SystemTime::now();
     let live = !options.quiet && text_to_stdout && io::stdout().is_terminal();
     let mut next_refresh = Instant::now();
-    loop {
-        let finished = slots.iter().all(|s| s.handle.is_finished());
-        for slot in &mut slots {
-            slot.collector
-                .drain(|interval| slot.total.merge(interval))
-                .context("merging a sampler's interval")?;
-        }
-        if finished {
-            break;
-        }
+    // Samplers see a raised stop flag after their next wake-up; the loop
+    // keeps draining until every one has returned.
+    while !engine.all_finished() {
+        engine
+            .drain(|idx, interval| totals[idx].merge(interval))
+            .context("merging a sampler's interval")?;
         if live && Instant::now() >= next_refresh {
-            let lines = slots.iter().enumerate().map(|(i, slot)| {
-                report::format_summary_line(
-                    i,
-                    slot.handle.shared.tid(),
-                    slot.handle.spec.priority,
-                    slot.handle.spec.plan.interval_ns,
-                    &slot.total,
-                    options.nsecs,
-                )
-            });
+            let lines = engine
+                .slots
+                .iter()
+                .zip(&totals)
+                .enumerate()
+                .map(|(i, (slot, total))| {
+                    report::format_summary_line(
+                        i,
+                        slot.shared().tid(),
+                        options.priority,
+                        options.interval_ns,
+                        total,
+                        options.nsecs,
+                    )
+                });
             write!(stdout, "{}", live_block(options.policy, lines, true))?;
             stdout.flush()?;
             next_refresh += Duration::from_nanos(PUBLISH_PERIOD_NS);
         }
-        // Samplers see a raised stop flag after their next wake-up; the
-        // loop keeps draining until every one has returned.
         std::thread::sleep(Duration::from_millis(10));
     }
+    let non_rt_reasons = std::mem::take(&mut engine.non_rt_reasons);
+    let finished = engine.finish(|idx, interval| totals[idx].merge(interval))?;
 
-    let mut sampler_errors = Vec::new();
-    let mut finished_slots = Vec::with_capacity(slots.len());
-    for slot in slots {
-        let Slot {
-            handle,
-            mut collector,
-            mut total,
-            realtime,
-        } = slot;
-        let shared = Arc::clone(&handle.shared);
-        let (spec, exit) = handle.join()?;
-        collector.drain(|interval| total.merge(interval))?;
-        total.merge(&exit.remainder)?;
-        if let Some(end) = exit.end
-            && let LoopEndReason::SleepFailed(errno) = end.reason
-        {
-            sampler_errors.push(format!(
+    let sampler_errors: Vec<String> = finished
+        .iter()
+        .filter_map(|f| match f.end.map(|end| end.reason) {
+            Some(LoopEndReason::SleepFailed(errno)) => Some(format!(
                 "the sampler on CPU {} stopped: clock_nanosleep failed ({})",
-                spec.cpu,
+                f.cpu,
                 io::Error::from_raw_os_error(errno)
-            ));
-        }
-        finished_slots.push((spec, shared, total, realtime));
-    }
-
-    let return_code = i32::from(!sampler_errors.is_empty());
+            )),
+            _ => None,
+        })
+        .collect();
     let report = RunReport {
         cmdline,
         start_time,
         end_time: SystemTime::now(),
-        return_code,
+        return_code: i32::from(!sampler_errors.is_empty()),
         host: host.clone(),
         pm_qos_us: pm_qos_hold.as_ref().map(|hold| hold.latency_us),
         policy: options.policy,
         nsecs: options.nsecs,
         histofall: options.histogram.is_some_and(|h| h.all_column),
-        threads: finished_slots
-            .into_iter()
-            .map(|(spec, shared, stats, realtime)| ThreadReport {
-                cpu: spec.cpu,
-                numa_node: numa_node_of(spec.cpu),
-                tid: shared.tid(),
-                priority: spec.priority,
-                interval_ns: spec.plan.interval_ns,
-                realtime,
+        threads: finished
+            .iter()
+            .zip(totals)
+            .map(|(f, stats)| ThreadReport {
+                cpu: f.cpu,
+                numa_node: numa_node_of(f.cpu),
+                tid: f.shared.tid(),
+                priority: f.spec.priority,
+                interval_ns: f.spec.plan.interval_ns,
+                realtime: f.realtime,
                 stats,
             })
             .collect(),
@@ -492,101 +429,6 @@ pub fn run(options: &MeasureOptions, host: &HostInfo, cmdline: String) -> anyhow
         bail!("{}", sampler_errors.join("; "));
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// Locks all memory, or explains why it cannot and how to fix that.
-/// Returns whether memory is locked (it may not be with `allow_non_rt`).
-fn lock_memory(
-    host: &HostInfo,
-    allow_non_rt: bool,
-    non_rt_reasons: &mut Vec<String>,
-) -> anyhow::Result<bool> {
-    const FIX: &str = "run as root, grant CAP_IPC_LOCK, or raise RLIMIT_MEMLOCK to unlimited \
-                       (`ulimit -l unlimited`, or LimitMEMLOCK=infinity under systemd); \
-                       or pass --allow-non-rt to measure without it";
-    let problem = if host.memory_lock_is_safe() {
-        match sys::lock_all_memory() {
-            Ok(()) => return Ok(true),
-            Err(err) => format!("mlockall failed ({err})"),
-        }
-    } else {
-        format!(
-            "RLIMIT_MEMLOCK is {} KiB and the process lacks CAP_IPC_LOCK, so locking all \
-             memory would make later allocations fail",
-            host.memlock_limit.unwrap_or(0) / 1024
-        )
-    };
-    if allow_non_rt {
-        non_rt_reasons.push(format!("memory is not locked: {problem}"));
-        Ok(false)
-    } else {
-        bail!("cannot lock memory: {problem}. To fix: {FIX}")
-    }
-}
-
-/// Waits until every sampler runs or one fails; a failure becomes an
-/// error that says what failed and how to fix it.
-fn wait_for_start(slots: &[Slot], host: &HostInfo, options: &MeasureOptions) -> anyhow::Result<()> {
-    let deadline = Instant::now() + STARTUP_TIMEOUT;
-    loop {
-        let mut starting = false;
-        for slot in slots {
-            match slot.handle.shared.state() {
-                SamplerState::Starting => starting = true,
-                SamplerState::Failed => {
-                    let (step, err) = slot.handle.shared.failure();
-                    bail!(
-                        "{}",
-                        explain_start_failure(slot.handle.spec.cpu, step, &err, host, options)
-                    );
-                }
-                _ => {}
-            }
-        }
-        if !starting {
-            return Ok(());
-        }
-        if Instant::now() > deadline {
-            bail!("the samplers did not start within {STARTUP_TIMEOUT:?}");
-        }
-        std::thread::sleep(Duration::from_millis(1));
-    }
-}
-
-fn explain_start_failure(
-    cpu: usize,
-    step: FailedStep,
-    err: &io::Error,
-    host: &HostInfo,
-    options: &MeasureOptions,
-) -> String {
-    match step {
-        FailedStep::Affinity => format!(
-            "cannot pin the sampler to CPU {cpu} ({err}): the CPU may have gone offline or be \
-             outside this cgroup's cpuset; choose others with --cpus"
-        ),
-        FailedStep::Policy => {
-            let limit = match host.rtprio_limit {
-                None => "unlimited".to_string(),
-                Some(n) => n.to_string(),
-            };
-            format!(
-                "cannot switch the sampler on CPU {cpu} to SCHED_{} priority {} ({err}). \
-                 Real-time scheduling needs root, CAP_SYS_NICE, or RLIMIT_RTPRIO of at least {} \
-                 (now {limit}; `ulimit -r {}`, or LimitRTPRIO={} under systemd); a cgroup v1 \
-                 group with cpu.rt_runtime_us = 0 refuses it even to root. Pass --allow-non-rt \
-                 to measure anyway, marked as not real-time",
-                options.policy.name().to_uppercase(),
-                options.priority,
-                options.priority,
-                options.priority,
-                options.priority,
-            )
-        }
-        FailedStep::Sleep | FailedStep::None => {
-            format!("the sampler on CPU {cpu} failed to start ({err})")
-        }
-    }
 }
 
 /// cyclictest's screen: a `policy: … loadavg: …` line, a blank line and a
