@@ -13,17 +13,77 @@ use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
 #[command(
     name = "latencyd",
     version,
-    about = "Measure Linux wake-up latency the way cyclictest does, continuously"
+    about = "Measure Linux wake-up latency the way cyclictest does, continuously",
+    args_conflicts_with_subcommands = true
 )]
 pub struct Cli {
     #[command(subcommand)]
-    pub command: Command,
+    pub command: Option<Command>,
+    /// Without a subcommand, `latencyd` runs the daemon with these flags.
+    #[command(flatten)]
+    pub run: RunArgs,
 }
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Run the daemon: sample continuously, serve /metrics and the JSON API
+    /// (the default).
+    Run(RunArgs),
     /// One-shot measurement with cyclictest-compatible options and output.
     Measure(MeasureArgs),
+    /// Validate a configuration file and print the effective configuration.
+    CheckConfig {
+        /// The TOML file to check (the environment applies too).
+        file: PathBuf,
+    },
+}
+
+/// Flags of `latencyd run`. Each overrides the configuration key named in
+/// its help, above the file and the environment.
+#[derive(Debug, Clone, Default, Args)]
+pub struct RunArgs {
+    /// TOML configuration file (see config.example.toml).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// export.listen: address and port to serve on.
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub listen: Option<String>,
+    /// measure.cpus: CPUs to sample ("all" or a list such as 0-3,8).
+    #[arg(long, value_name = "LIST")]
+    pub cpus: Option<String>,
+    /// measure.interval: sampling interval with a unit (e.g. 1ms, 250us).
+    #[arg(long, value_name = "DURATION")]
+    pub interval: Option<String>,
+    /// measure.priority: real-time priority of the samplers.
+    #[arg(long, value_name = "PRIO", allow_negative_numbers = true)]
+    pub priority: Option<String>,
+    /// log.level: error, warn, info, debug or trace.
+    #[arg(long, value_name = "LEVEL")]
+    pub log_level: Option<String>,
+    /// log.format: text or json.
+    #[arg(long, value_name = "FORMAT")]
+    pub log_format: Option<String>,
+}
+
+impl RunArgs {
+    /// The configuration sources these flags describe.
+    pub fn sources(&self) -> crate::config::Sources {
+        let flags = [
+            ("export.listen", &self.listen, "--listen"),
+            ("measure.cpus", &self.cpus, "--cpus"),
+            ("measure.interval", &self.interval, "--interval"),
+            ("measure.priority", &self.priority, "--priority"),
+            ("log.level", &self.log_level, "--log-level"),
+            ("log.format", &self.log_format, "--log-format"),
+        ];
+        crate::config::Sources {
+            file: self.config.clone(),
+            flags: flags
+                .into_iter()
+                .filter_map(|(key, value, flag)| value.clone().map(|v| (key, v, flag)))
+                .collect(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

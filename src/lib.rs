@@ -9,7 +9,9 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod cli;
+pub mod config;
 pub mod cpulist;
+pub mod daemon;
 pub mod engine;
 pub mod handoff;
 pub mod host;

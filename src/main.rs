@@ -1,5 +1,6 @@
 //! The `latencyd` binary: parses the command line and hands over to the
-//! subcommand. Exit codes: 0 success, 1 a run-time failure, 2 bad usage.
+//! subcommand. Exit codes: 0 success, 1 a run-time failure, 2 bad usage,
+//! 77 real-time privileges refused (daemon), 78 bad configuration.
 
 use std::process::ExitCode;
 
@@ -17,6 +18,9 @@ fn main() -> ExitCode {
         }
     };
     match cli.command {
-        Command::Measure(args) => latencyd::measure::main(&args),
+        None => latencyd::daemon::main(&cli.run),
+        Some(Command::Run(args)) => latencyd::daemon::main(&args),
+        Some(Command::Measure(args)) => latencyd::measure::main(&args),
+        Some(Command::CheckConfig { file }) => latencyd::daemon::check_config(&file),
     }
 }

@@ -272,14 +272,20 @@ impl LatencyStats {
     }
 }
 
-/// The quantiles latencyd reports, in parts per million, with the suffix
-/// used in field names (`p50` … `p9999`).
+/// The quantiles latencyd reports, in parts per million.
+pub const P50: u32 = 500_000;
+pub const P90: u32 = 900_000;
+pub const P99: u32 = 990_000;
+pub const P999: u32 = 999_000;
+pub const P9999: u32 = 999_900;
+
+/// The same with the names used in field names (`p50` … `p9999`).
 pub const REPORTED_QUANTILES: [(u32, &str); 5] = [
-    (500_000, "p50"),
-    (900_000, "p90"),
-    (990_000, "p99"),
-    (999_000, "p999"),
-    (999_900, "p9999"),
+    (P50, "p50"),
+    (P90, "p90"),
+    (P99, "p99"),
+    (P999, "p999"),
+    (P9999, "p9999"),
 ];
 
 #[cfg(test)]

@@ -1,0 +1,207 @@
+//! `[measure]`: what to sample and how.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use super::{
+    ConfigError, Effective, RealtimeConfig, SectionReader, as_bool, as_duration_ns, as_integer,
+    as_string, key_error, quoted,
+};
+use crate::cpulist::{format_cpu_list, parse_cpu_list};
+use crate::host::HostInfo;
+use crate::measure::DEFAULT_RT_PRIORITY;
+use crate::sys::Policy;
+use crate::units::{NS_PER_MS, NS_PER_SEC, NS_PER_US, format_duration_ns};
+
+/// Below this a sampler spends its whole period waking up.
+const MIN_INTERVAL_NS: u64 = 10 * NS_PER_US;
+/// A sampler notices a stop request at its next wake-up, and the daemon
+/// promises to exit within a second of SIGTERM.
+const MAX_INTERVAL_NS: u64 = NS_PER_SEC;
+const MAX_WARMUP_NS: u64 = 3_600 * NS_PER_SEC;
+const MAX_SPIKE_THRESHOLD_NS: u64 = 10 * NS_PER_SEC;
+
+const KEYS: &[&str] = &[
+    "cpus",
+    "interval",
+    "policy",
+    "priority",
+    "warmup",
+    "spike_threshold",
+    "pm_qos",
+];
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CpuSelection {
+    /// Every CPU that is online and in the process's affinity mask.
+    All,
+    List(Vec<usize>),
+}
+
+impl fmt::Display for CpuSelection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CpuSelection::All => f.write_str("all"),
+            CpuSelection::List(cpus) => f.write_str(&format_cpu_list(cpus)),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MeasureConfig {
+    pub cpus: CpuSelection,
+    pub interval_ns: u64,
+    pub policy: Policy,
+    pub priority: i32,
+    pub warmup_ns: u64,
+    pub spike_threshold_ns: u64,
+    /// Hold /dev/cpu_dma_latency at 0 while running.
+    pub pm_qos: bool,
+}
+
+impl MeasureConfig {
+    pub(super) fn read(r: &mut SectionReader<'_>) -> Result<MeasureConfig, ConfigError> {
+        r.only(KEYS)?;
+        let cpus = r.read(
+            "cpus",
+            || CpuSelection::All,
+            |v| {
+                let text = as_string(v)?;
+                if text.trim() == "all" {
+                    return Ok(CpuSelection::All);
+                }
+                parse_cpu_list(&text)
+                    .map(CpuSelection::List)
+                    .map_err(|e| format!("{e} (or write \"all\")"))
+            },
+            |cpus| quoted(&cpus.to_string()),
+        )?;
+        let interval_ns = r.read(
+            "interval",
+            || NS_PER_MS,
+            |v| within(as_duration_ns(v)?, MIN_INTERVAL_NS, MAX_INTERVAL_NS),
+            |ns| quoted(&format_duration_ns(*ns)),
+        )?;
+        let policy = r.read(
+            "policy",
+            || Policy::Fifo,
+            |v| match as_string(v)?.as_str() {
+                "fifo" => Ok(Policy::Fifo),
+                "rr" => Ok(Policy::RoundRobin),
+                "other" => Ok(Policy::Other),
+                _ => Err("expected \"fifo\", \"rr\" or \"other\"".to_string()),
+            },
+            |p| quoted(p.name()),
+        )?;
+        let default_priority = if policy.is_realtime() {
+            DEFAULT_RT_PRIORITY
+        } else {
+            0
+        };
+        let priority = r.read(
+            "priority",
+            || default_priority,
+            |v| {
+                let n = as_integer(v)?;
+                let (lowest, highest) = policy.priority_range();
+                if (i64::from(lowest)..=i64::from(highest)).contains(&n) {
+                    Ok(n as i32)
+                } else {
+                    Err(format!(
+                        "outside {lowest}..={highest}, the range of the {} policy",
+                        policy.name()
+                    ))
+                }
+            },
+            |p| p.to_string(),
+        )?;
+        let warmup_ns = r.read(
+            "warmup",
+            || NS_PER_SEC,
+            |v| within(as_duration_ns(v)?, 0, MAX_WARMUP_NS),
+            |ns| quoted(&format_duration_ns(*ns)),
+        )?;
+        let spike_threshold_ns = r.read(
+            "spike_threshold",
+            || 100 * NS_PER_US,
+            |v| within(as_duration_ns(v)?, 1, MAX_SPIKE_THRESHOLD_NS),
+            |ns| quoted(&format_duration_ns(*ns)),
+        )?;
+        let pm_qos = r.read("pm_qos", || false, as_bool, |b| b.to_string())?;
+        Ok(MeasureConfig {
+            cpus,
+            interval_ns,
+            policy,
+            priority,
+            warmup_ns,
+            spike_threshold_ns,
+            pm_qos,
+        })
+    }
+
+    /// The CPUs to sample on this host.
+    pub fn cpu_list(&self, host: &HostInfo) -> Vec<usize> {
+        match &self.cpus {
+            CpuSelection::All => host.usable_cpus.clone(),
+            CpuSelection::List(cpus) => cpus.clone(),
+        }
+    }
+
+    pub(super) fn check_against(
+        &self,
+        host: &HostInfo,
+        realtime: &RealtimeConfig,
+        effective: &BTreeMap<String, Effective>,
+    ) -> Result<(), ConfigError> {
+        let usable = format_cpu_list(&host.usable_cpus);
+        match &self.cpus {
+            CpuSelection::All if host.usable_cpus.is_empty() => {
+                return Err(key_error(
+                    effective,
+                    "measure.cpus",
+                    "no CPU is usable".to_string(),
+                ));
+            }
+            CpuSelection::List(cpus) => {
+                if let Some(bad) = cpus.iter().find(|cpu| !host.usable_cpus.contains(cpu)) {
+                    return Err(key_error(
+                        effective,
+                        "measure.cpus",
+                        format!(
+                            "CPU {bad} is offline, absent or outside this process's affinity; \
+                             usable CPUs are {usable}"
+                        ),
+                    ));
+                }
+            }
+            CpuSelection::All => {}
+        }
+        let allowed = host.max_rt_priority();
+        if realtime.required && self.policy.is_realtime() && self.priority as u64 > allowed {
+            let p = self.priority;
+            return Err(key_error(
+                effective,
+                "measure.priority",
+                format!(
+                    "this process may not use real-time priority {p}: RLIMIT_RTPRIO is {allowed} \
+                     and it lacks CAP_SYS_NICE. Set LimitRTPRIO={p} in the systemd unit (or \
+                     `ulimit -r {p}`), lower measure.priority to {allowed} or less, or set \
+                     realtime.required = false to run without real-time guarantees"
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+fn within(ns: u64, lowest: u64, highest: u64) -> Result<u64, String> {
+    if (lowest..=highest).contains(&ns) {
+        Ok(ns)
+    } else {
+        Err(format!(
+            "must be between {} and {}",
+            format_duration_ns(lowest),
+            format_duration_ns(highest)
+        ))
+    }
+}

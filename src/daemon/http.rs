@@ -1,0 +1,374 @@
+//! The HTTP surface: `/metrics`, `/healthz` and the read-only JSON API.
+//!
+//! Handlers take the state's lock once and build their whole answer from
+//! it, so the numbers of a response agree with each other and with a
+//! `/metrics` scrape taken at the same moment. Errors are JSON
+//! `{"error": …}` with a 4xx status, mapped in one place (`ApiError`). The
+//! JSON shapes are DTOs of this module; the state types know nothing of
+//! serialization.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use axum::Router;
+use axum::extract::{Path, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use base64::Engine as _;
+use hdrhistogram::serialization::{Serializer, V2DeflateSerializer};
+use serde::Serialize;
+
+use super::metrics;
+use super::state::{CpuView, MonitorState};
+use crate::cpulist::format_cpu_list;
+use crate::stats::{P50, P90, P99, P999, P9999};
+use crate::sys;
+
+#[derive(Clone)]
+pub struct AppState {
+    pub state: Arc<Mutex<MonitorState>>,
+    pub registry: prometheus::Registry,
+    /// `CLOCK_MONOTONIC` now, replaceable so tests can pin time.
+    pub now_ns: fn() -> u64,
+}
+
+impl AppState {
+    pub fn new(state: Arc<Mutex<MonitorState>>, with_process_metrics: bool) -> AppState {
+        let registry = metrics::registry(Arc::clone(&state), with_process_metrics);
+        AppState {
+            state,
+            registry,
+            now_ns: sys::monotonic_now_ns,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, MonitorState> {
+        // The state stays consistent even if a holder panicked: every
+        // update is a whole merge done before the lock is released.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+pub fn router(app: AppState) -> Router {
+    Router::new()
+        .route("/metrics", get(metrics_handler))
+        .route("/healthz", get(healthz))
+        .route("/api/v1/status", get(status))
+        .route("/api/v1/latency", get(latency_all))
+        .route("/api/v1/latency/{cpu}", get(latency_one))
+        .fallback(not_found)
+        .with_state(app)
+}
+
+/// Every error a request can meet, with its status.
+#[derive(Debug)]
+pub enum ApiError {
+    NotFound(String),
+    BadRequest(String),
+    Internal(String),
+}
+
+#[derive(Serialize)]
+struct ErrorBody {
+    error: String,
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let (status, message) = match self {
+            ApiError::NotFound(m) => (StatusCode::NOT_FOUND, m),
+            ApiError::BadRequest(m) => (StatusCode::BAD_REQUEST, m),
+            ApiError::Internal(m) => (StatusCode::INTERNAL_SERVER_ERROR, m),
+        };
+        (status, axum::Json(ErrorBody { error: message })).into_response()
+    }
+}
+
+async fn not_found(uri: axum::http::Uri) -> ApiError {
+    ApiError::NotFound(format!(
+        "no such path: {}; try /metrics, /healthz, /api/v1/status, /api/v1/latency or \
+         /api/v1/latency/{{cpu}}",
+        uri.path()
+    ))
+}
+
+async fn metrics_handler(State(app): State<AppState>) -> Result<Response, ApiError> {
+    let text = metrics::render(&app.registry).map_err(|e| ApiError::Internal(e.to_string()))?;
+    Ok((
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        text,
+    )
+        .into_response())
+}
+
+#[derive(Serialize)]
+struct HealthBody {
+    status: &'static str,
+    stale: Vec<StaleSampler>,
+}
+
+#[derive(Serialize)]
+struct StaleSampler {
+    cpu: usize,
+    last_sample_age_ns: u64,
+}
+
+async fn healthz(State(app): State<AppState>) -> Response {
+    let health = app.lock().health((app.now_ns)());
+    let status = if health.healthy {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    let body = HealthBody {
+        status: if health.healthy { "ok" } else { "unhealthy" },
+        stale: health
+            .stale
+            .into_iter()
+            .map(|(cpu, age)| StaleSampler {
+                cpu,
+                last_sample_age_ns: age,
+            })
+            .collect(),
+    };
+    (status, axum::Json(body)).into_response()
+}
+
+#[derive(Serialize)]
+struct StatusBody {
+    version: &'static str,
+    uptime_ns: u64,
+    healthy: bool,
+    realtime: bool,
+    non_rt_reasons: Vec<String>,
+    listen: String,
+    reload_failures: u64,
+    host: HostBody,
+    config: ConfigBody,
+    samplers: Vec<SamplerBody>,
+}
+
+#[derive(Serialize)]
+struct HostBody {
+    nodename: String,
+    kernel: String,
+    kernel_version: String,
+    machine: String,
+    preempt_rt: bool,
+    usable_cpus: String,
+    cap_sys_nice: bool,
+    cap_ipc_lock: bool,
+    rtprio_limit: Option<u64>,
+    memlock_limit_bytes: Option<u64>,
+    sched_rt_runtime_us: Option<i64>,
+    clock_resolution_ns: Option<u64>,
+}
+
+#[derive(Serialize)]
+struct ConfigBody {
+    cpus: Vec<usize>,
+    interval_ns: u64,
+    policy: &'static str,
+    priority: i32,
+    warmup_ns: u64,
+    spike_threshold_ns: u64,
+    pm_qos: bool,
+    realtime_required: bool,
+    listen: String,
+    max_window_ns: u64,
+    per_cpu_histograms: bool,
+    buckets_ns: Vec<u64>,
+    log_level: &'static str,
+    /// Where each key's value came from (`section.key` → source).
+    sources: std::collections::BTreeMap<String, String>,
+}
+
+#[derive(Serialize)]
+struct SamplerBody {
+    cpu: usize,
+    tid: i32,
+    policy: &'static str,
+    priority: i32,
+    realtime: bool,
+    alive: bool,
+    last_sample_age_ns: Option<u64>,
+}
+
+async fn status(State(app): State<AppState>) -> axum::Json<StatusBody> {
+    let now = (app.now_ns)();
+    let s = app.lock();
+    let c = &s.config;
+    let host = &s.host;
+    axum::Json(StatusBody {
+        version: env!("CARGO_PKG_VERSION"),
+        uptime_ns: now.saturating_sub(s.started_ns),
+        healthy: s.health(now).healthy,
+        realtime: s.cpus.iter().all(|v| v.sampler.realtime),
+        non_rt_reasons: s.non_rt_reasons.clone(),
+        listen: s.listen.to_string(),
+        reload_failures: s.reload_failures,
+        host: HostBody {
+            nodename: host.uname.nodename.clone(),
+            kernel: host.uname.release.clone(),
+            kernel_version: host.uname.version.clone(),
+            machine: host.uname.machine.clone(),
+            preempt_rt: host.preempt_rt,
+            usable_cpus: format_cpu_list(&host.usable_cpus),
+            cap_sys_nice: host.cap_sys_nice,
+            cap_ipc_lock: host.cap_ipc_lock,
+            rtprio_limit: host.rtprio_limit,
+            memlock_limit_bytes: host.memlock_limit,
+            sched_rt_runtime_us: host.sched_rt_runtime_us,
+            clock_resolution_ns: host.clock_resolution_ns,
+        },
+        config: ConfigBody {
+            cpus: s.cpus.iter().map(|v| v.cpu).collect(),
+            interval_ns: c.measure.interval_ns,
+            policy: c.measure.policy.name(),
+            priority: c.measure.priority,
+            warmup_ns: c.measure.warmup_ns,
+            spike_threshold_ns: c.measure.spike_threshold_ns,
+            pm_qos: c.measure.pm_qos,
+            realtime_required: c.realtime.required,
+            listen: c.export.listen.to_string(),
+            max_window_ns: c.export.max_window_ns,
+            per_cpu_histograms: c.export.per_cpu_histograms,
+            buckets_ns: c.export.buckets_ns.clone(),
+            log_level: c.log.level.name(),
+            sources: c
+                .effective
+                .iter()
+                .map(|(key, e)| (key.clone(), e.source.clone()))
+                .collect(),
+        },
+        samplers: s
+            .cpus
+            .iter()
+            .map(|v| SamplerBody {
+                cpu: v.cpu,
+                tid: v.sampler.tid,
+                policy: v.sampler.policy.name(),
+                priority: v.sampler.priority,
+                realtime: v.sampler.realtime,
+                alive: v.sampler.alive,
+                last_sample_age_ns: (v.sampler.last_sample_ns > 0)
+                    .then(|| now.saturating_sub(v.sampler.last_sample_ns)),
+            })
+            .collect(),
+    })
+}
+
+/// One CPU's latency summary; all times in nanoseconds.
+#[derive(Serialize)]
+struct LatencyBody {
+    cpu: usize,
+    count: u64,
+    min_ns: u64,
+    avg_ns: f64,
+    max_ns: u64,
+    /// `null` while the window holds no sample.
+    window_max_ns: Option<u64>,
+    p50_ns: u64,
+    p90_ns: u64,
+    p99_ns: u64,
+    p999_ns: u64,
+    p9999_ns: u64,
+    missed: u64,
+    overflows: u64,
+    spikes: u64,
+}
+
+fn latency_body(view: &CpuView, now_ns: u64) -> LatencyBody {
+    let stats = &view.lifetime;
+    LatencyBody {
+        cpu: view.cpu,
+        count: stats.count,
+        min_ns: stats.min_ns(),
+        avg_ns: stats.avg_ns(),
+        max_ns: stats.max_ns,
+        window_max_ns: view.window.max(now_ns),
+        p50_ns: stats.quantile_ns(P50),
+        p90_ns: stats.quantile_ns(P90),
+        p99_ns: stats.quantile_ns(P99),
+        p999_ns: stats.quantile_ns(P999),
+        p9999_ns: stats.quantile_ns(P9999),
+        missed: stats.missed,
+        overflows: stats.hdr_overflows,
+        spikes: stats.spikes,
+    }
+}
+
+#[derive(Serialize)]
+struct LatencyAllBody {
+    window_ns: u64,
+    cpus: Vec<LatencyBody>,
+}
+
+async fn latency_all(State(app): State<AppState>) -> axum::Json<LatencyAllBody> {
+    let now = (app.now_ns)();
+    let s = app.lock();
+    axum::Json(LatencyAllBody {
+        window_ns: s.config.export.max_window_ns,
+        cpus: s.cpus.iter().map(|v| latency_body(v, now)).collect(),
+    })
+}
+
+#[derive(Serialize)]
+struct LatencyOneBody {
+    window_ns: u64,
+    #[serde(flatten)]
+    latency: LatencyBody,
+    /// The non-empty HDR buckets: samples from `lowest_ns` to `highest_ns`.
+    buckets: Vec<HdrBucket>,
+    /// The HDR histogram, base64 of HdrHistogram's V2 format compressed
+    /// with DEFLATE (what HdrHistogram's Java and JS tools decode).
+    hdr_histogram: String,
+}
+
+#[derive(Serialize)]
+struct HdrBucket {
+    lowest_ns: u64,
+    highest_ns: u64,
+    count: u64,
+}
+
+async fn latency_one(
+    State(app): State<AppState>,
+    Path(cpu): Path<String>,
+) -> Result<axum::Json<LatencyOneBody>, ApiError> {
+    let cpu: usize = cpu.parse().map_err(|_| {
+        ApiError::BadRequest(format!(
+            "'{cpu}' is not a CPU number: use e.g. /api/v1/latency/0"
+        ))
+    })?;
+    let now = (app.now_ns)();
+    let s = app.lock();
+    let view = s.view(cpu).ok_or_else(|| {
+        let sampled: Vec<usize> = s.cpus.iter().map(|v| v.cpu).collect();
+        ApiError::NotFound(format!(
+            "no sampler runs on CPU {cpu}; sampled CPUs are {}",
+            format_cpu_list(&sampled)
+        ))
+    })?;
+    let hdr = view.lifetime.hdr();
+    let mut encoded = Vec::new();
+    V2DeflateSerializer::new()
+        .serialize(hdr, &mut encoded)
+        .map_err(|e| ApiError::Internal(format!("cannot encode the histogram: {e:?}")))?;
+    Ok(axum::Json(LatencyOneBody {
+        window_ns: s.config.export.max_window_ns,
+        latency: latency_body(view, now),
+        buckets: hdr
+            .iter_recorded()
+            .map(|v| HdrBucket {
+                lowest_ns: hdr.lowest_equivalent(v.value_iterated_to()),
+                highest_ns: v.value_iterated_to(),
+                count: v.count_at_value(),
+            })
+            .collect(),
+        hdr_histogram: base64::engine::general_purpose::STANDARD.encode(encoded),
+    }))
+}

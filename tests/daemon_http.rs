@@ -1,0 +1,337 @@
+//! The daemon's HTTP surface in-process (tower `oneshot`) against a
+//! synthetic state: every route, status codes, JSON shapes, and the
+//! Prometheus text checked against expected output in
+//! `tests/data/expected/` (regenerate with `UPDATE_EXPECT=1`).
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, UNIX_EPOCH};
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use http_body_util::BodyExt;
+use latencyd::config::Config;
+use latencyd::daemon::http::{AppState, router};
+use latencyd::daemon::state::{BucketCounts, CpuView, MonitorState, SamplerView, WindowMax};
+use latencyd::host::HostInfo;
+use latencyd::stats::LatencyStats;
+use latencyd::sys::{Policy, Uname};
+use serde_json::Value;
+use tower::ServiceExt;
+
+const S: u64 = 1_000_000_000;
+/// The pinned `CLOCK_MONOTONIC` "now" of every request.
+const NOW_NS: u64 = 1_000 * S;
+
+fn fixed_now() -> u64 {
+    NOW_NS
+}
+
+fn view(cpu: usize, samples: &[u64], config: &Config, last_sample_ns: u64) -> CpuView {
+    let mut interval = LatencyStats::new(config.measure.spike_threshold_ns, None);
+    for (i, &ns) in samples.iter().enumerate() {
+        interval.record(ns, i as u64);
+    }
+    interval.missed = cpu as u64;
+    let mut view = CpuView {
+        cpu,
+        lifetime: LatencyStats::new(config.measure.spike_threshold_ns, None),
+        window: WindowMax::new(config.export.max_window_ns),
+        buckets: BucketCounts::new(&config.export.buckets_ns),
+        sampler: SamplerView {
+            tid: 100 + cpu as i32,
+            policy: Policy::Fifo,
+            priority: 80,
+            realtime: true,
+            last_sample_ns,
+            alive: true,
+        },
+    };
+    // Half the samples long ago (out of the window), half just now.
+    let (old, new) = samples.split_at(samples.len() / 2);
+    for (part, at) in [(old, NOW_NS - 600 * S), (new, NOW_NS - S)] {
+        let mut chunk = LatencyStats::new(config.measure.spike_threshold_ns, None);
+        for &ns in part {
+            chunk.record(ns, 0);
+        }
+        chunk.missed = cpu as u64 * u64::from(at == NOW_NS - S);
+        view.absorb(&chunk, at).unwrap();
+    }
+    view
+}
+
+fn state(per_cpu_histograms: bool) -> MonitorState {
+    let mut config = Config::builtin();
+    config.export.per_cpu_histograms = per_cpu_histograms;
+    // CPU 0's spike is in the old half (out of the window), CPU 2's in the
+    // recent half.
+    let a: Vec<u64> = [250_000, 1_800]
+        .into_iter()
+        .chain((0..400).map(|i| 2_000 + (i * 7_919) % 30_000))
+        .collect();
+    let b: Vec<u64> = (0..300)
+        .map(|i| 4_000 + (i * 104_729) % 90_000)
+        .chain([3_000_000])
+        .collect();
+    MonitorState {
+        host: HostInfo {
+            uname: Uname {
+                sysname: "Linux".into(),
+                nodename: "rt-host-7".into(),
+                release: "6.12.0-rt5".into(),
+                version: "#1 SMP PREEMPT_RT".into(),
+                machine: "x86_64".into(),
+            },
+            preempt_rt: true,
+            usable_cpus: vec![0, 1, 2],
+            online_cpus: Some(vec![0, 1, 2]),
+            cap_sys_nice: true,
+            cap_ipc_lock: true,
+            rtprio_limit: Some(0),
+            memlock_limit: None,
+            sched_rt_runtime_us: Some(-1),
+            clock_resolution_ns: Some(1),
+        },
+        started_wall: UNIX_EPOCH + Duration::from_secs(1_795_315_538),
+        started_ns: NOW_NS - 900 * S,
+        cpus: vec![
+            view(0, &a, &config, NOW_NS - 1_000_000),
+            view(2, &b, &config, NOW_NS - 2_000_000),
+        ],
+        non_rt_reasons: vec![],
+        reload_failures: 2,
+        listen: "127.0.0.1:9479".parse().unwrap(),
+        config,
+    }
+}
+
+fn app(state: MonitorState) -> axum::Router {
+    let mut app = AppState::new(Arc::new(Mutex::new(state)), false);
+    app.now_ns = fixed_now;
+    router(app)
+}
+
+async fn get(app: &axum::Router, path: &str) -> (StatusCode, String, String) {
+    request(app, "GET", path).await
+}
+
+async fn request(app: &axum::Router, method: &str, path: &str) -> (StatusCode, String, String) {
+    let response = app
+        .clone()
+        .oneshot(
+            Request::builder()
+                .method(method)
+                .uri(path)
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    let status = response.status();
+    let content_type = response
+        .headers()
+        .get("content-type")
+        .map(|v| v.to_str().unwrap().to_string())
+        .unwrap_or_default();
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    (
+        status,
+        content_type,
+        String::from_utf8(body.to_vec()).unwrap(),
+    )
+}
+
+fn check_expected(name: &str, actual: &str) {
+    let path = common::data_path(&format!("expected/{name}"));
+    if std::env::var_os("UPDATE_EXPECT").is_some() {
+        std::fs::write(&path, actual).unwrap();
+        return;
+    }
+    let expected = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e}; run with UPDATE_EXPECT=1", path.display()));
+    assert!(
+        expected == actual,
+        "{name} differs\n--- expected\n{expected}\n--- actual\n{actual}"
+    );
+}
+
+#[tokio::test]
+async fn metrics_match_the_expected_exposition() {
+    let (status, content_type, body) = get(&app(state(true)), "/metrics").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(content_type, "text/plain; version=0.0.4; charset=utf-8");
+    check_expected("metrics-per-cpu.txt", &body);
+
+    let (_, _, body) = get(&app(state(false)), "/metrics").await;
+    check_expected("metrics-summed.txt", &body);
+    assert!(
+        body.contains("latencyd_wakeup_latency_seconds_count 703\n"),
+        "{body}"
+    );
+    assert!(
+        !body.contains("latencyd_wakeup_latency_seconds_count{"),
+        "one summed histogram"
+    );
+}
+
+#[tokio::test]
+async fn latency_api_matches_the_expected_json_and_agrees_with_metrics() {
+    let app = app(state(true));
+    let (status, content_type, body) = get(&app, "/api/v1/latency").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(content_type, "application/json");
+    let json: Value = serde_json::from_str(&body).unwrap();
+    check_expected(
+        "latency.json",
+        &(serde_json::to_string_pretty(&json).unwrap() + "\n"),
+    );
+
+    let (_, _, metrics) = get(&app, "/metrics").await;
+    for cpu in json["cpus"].as_array().unwrap() {
+        let id = cpu["cpu"].as_u64().unwrap();
+        let count_line = format!(
+            "latencyd_wakeup_latency_seconds_count{{cpu=\"{id}\"}} {}\n",
+            cpu["count"]
+        );
+        assert!(metrics.contains(&count_line), "{count_line}");
+        let max = cpu["max_ns"].as_u64().unwrap() as f64 / 1e9;
+        let max_line = format!("latencyd_wakeup_latency_max_seconds{{cpu=\"{id}\"}} {max}\n");
+        assert!(metrics.contains(&max_line), "{max_line}");
+        let missed = format!(
+            "latencyd_missed_periods_total{{cpu=\"{id}\"}} {}\n",
+            cpu["missed"]
+        );
+        assert!(metrics.contains(&missed), "{missed}");
+    }
+    // The window forgets CPU 0's old spike but keeps CPU 2's recent one.
+    assert_eq!(json["cpus"][0]["max_ns"], 250_000);
+    assert!(json["cpus"][0]["window_max_ns"].as_u64().unwrap() < 250_000);
+    assert_eq!(json["cpus"][1]["max_ns"], 3_000_000);
+    assert_eq!(json["cpus"][1]["window_max_ns"], 3_000_000);
+}
+
+#[tokio::test]
+async fn one_cpu_has_buckets_and_a_decodable_hdr_histogram() {
+    let app = app(state(true));
+    let (status, _, body) = get(&app, "/api/v1/latency/2").await;
+    assert_eq!(status, StatusCode::OK);
+    let json: Value = serde_json::from_str(&body).unwrap();
+    let count = json["count"].as_u64().unwrap();
+    let buckets = json["buckets"].as_array().unwrap();
+    assert_eq!(
+        buckets
+            .iter()
+            .map(|b| b["count"].as_u64().unwrap())
+            .sum::<u64>(),
+        count
+    );
+    for b in buckets {
+        assert!(b["lowest_ns"].as_u64() <= b["highest_ns"].as_u64());
+        assert!(b["count"].as_u64().unwrap() > 0, "only non-empty buckets");
+    }
+    use base64::Engine as _;
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(json["hdr_histogram"].as_str().unwrap())
+        .unwrap();
+    let decoded: hdrhistogram::Histogram<u64> = hdrhistogram::serialization::Deserializer::new()
+        .deserialize(&mut bytes.as_slice())
+        .unwrap();
+    assert_eq!(decoded.len(), count);
+    assert_eq!(decoded.max(), decoded.highest_equivalent(3_000_000));
+}
+
+#[tokio::test]
+async fn bad_paths_and_parameters_get_json_errors() {
+    let app = app(state(true));
+    let cases = [
+        (
+            "GET",
+            "/api/v1/latency/1",
+            StatusCode::NOT_FOUND,
+            "sampled CPUs are 0,2",
+        ),
+        (
+            "GET",
+            "/api/v1/latency/abc",
+            StatusCode::BAD_REQUEST,
+            "not a CPU number",
+        ),
+        (
+            "GET",
+            "/api/v1/latency/-1",
+            StatusCode::BAD_REQUEST,
+            "not a CPU number",
+        ),
+        (
+            "GET",
+            "/api/v1/latency/99999999999999999999999",
+            StatusCode::BAD_REQUEST,
+            "not a CPU",
+        ),
+        (
+            "GET",
+            "/api/v2/latency",
+            StatusCode::NOT_FOUND,
+            "no such path",
+        ),
+        ("GET", "/", StatusCode::NOT_FOUND, "no such path"),
+    ];
+    for (method, path, expected_status, message) in cases {
+        let (status, content_type, body) = request(&app, method, path).await;
+        assert_eq!(status, expected_status, "{path}: {body}");
+        assert_eq!(content_type, "application/json", "{path}");
+        let json: Value = serde_json::from_str(&body).unwrap();
+        assert!(
+            json["error"].as_str().unwrap().contains(message),
+            "{path}: {body}"
+        );
+    }
+    let (status, _, _) = request(&app, "POST", "/metrics").await;
+    assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
+    let (status, _, body) = request(&app, "HEAD", "/metrics").await;
+    assert_eq!((status, body.as_str()), (StatusCode::OK, ""));
+}
+
+#[tokio::test]
+async fn healthz_reports_stale_and_dead_samplers() {
+    let (status, _, body) = get(&app(state(true)), "/healthz").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(
+        serde_json::from_str::<Value>(&body).unwrap()["status"],
+        "ok"
+    );
+
+    let mut stuck = state(true);
+    stuck.cpus[1].sampler.last_sample_ns = NOW_NS - 10 * S;
+    let (status, _, body) = get(&app(stuck), "/healthz").await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    let json: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(json["stale"][0]["cpu"], 2);
+    assert_eq!(json["stale"][0]["last_sample_age_ns"], 10 * S);
+
+    let mut dead = state(true);
+    dead.cpus[0].sampler.alive = false;
+    let (status, _, _) = get(&app(dead), "/healthz").await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+}
+
+#[tokio::test]
+async fn status_describes_host_config_and_samplers() {
+    let (status, _, body) = get(&app(state(true)), "/api/v1/status").await;
+    assert_eq!(status, StatusCode::OK);
+    let json: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(json["host"]["kernel"], "6.12.0-rt5");
+    assert_eq!(json["host"]["preempt_rt"], true);
+    assert_eq!(json["config"]["interval_ns"], 1_000_000);
+    assert_eq!(json["config"]["cpus"], serde_json::json!([0, 2]));
+    assert_eq!(
+        json["config"]["sources"]["measure.interval"],
+        "built-in default"
+    );
+    assert_eq!(json["samplers"][1]["last_sample_age_ns"], 2_000_000);
+    assert_eq!(json["uptime_ns"], 900 * S);
+    assert_eq!(json["reload_failures"], 2);
+    assert_eq!(json["realtime"], true);
+    assert_eq!(json["healthy"], true);
+}
