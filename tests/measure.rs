@@ -437,37 +437,11 @@ fn bad_usage_names_the_option_and_exits_2() {
     }
 }
 
-/// The command that runs `latencyd` without any privilege: directly when
-/// the tests already run unprivileged, else through setpriv as nobody
-/// (with a copy of the binary that nobody may execute).
-fn unprivileged_latencyd(dir: &Path) -> Command {
-    if !privileged() {
-        return latencyd();
-    }
-    use std::os::unix::fs::PermissionsExt;
-    let copy = dir.join("latencyd");
-    std::fs::copy(env!("CARGO_BIN_EXE_latencyd"), &copy).unwrap();
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-    std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let mut cmd = Command::new("setpriv");
-    cmd.args([
-        "--reuid=65534",
-        "--regid=65534",
-        "--clear-groups",
-        "--inh-caps=-all",
-        "--bounding-set=-all",
-    ])
-    // An RLIMIT_RTPRIO of 0 and a finite RLIMIT_MEMLOCK, as a default
-    // unprivileged login has them.
-    .args(["prlimit", "--rtprio=0", "--memlock=8388608", "--"])
-    .arg(copy);
-    cmd
-}
-
 #[test]
 fn without_privileges_it_refuses_unless_allowed_and_then_marks_results() {
     let dir = tempfile::tempdir().unwrap();
-    let output = unprivileged_latencyd(dir.path())
+    let output = unprivileged_latencyd(dir.path(), false)
+        .unwrap()
         .args(["measure", "-q", "-l", "20", "--default-system"])
         .output()
         .unwrap();
@@ -484,7 +458,8 @@ fn without_privileges_it_refuses_unless_allowed_and_then_marks_results() {
         "the error says how to fix it: {stderr}"
     );
 
-    let output = unprivileged_latencyd(dir.path())
+    let output = unprivileged_latencyd(dir.path(), false)
+        .unwrap()
         .args([
             "measure",
             "-q",
@@ -506,7 +481,8 @@ fn without_privileges_it_refuses_unless_allowed_and_then_marks_results() {
     }
     assert!(stderr_of(&output).contains("not real-time"));
 
-    let output = unprivileged_latencyd(dir.path())
+    let output = unprivileged_latencyd(dir.path(), false)
+        .unwrap()
         .args([
             "measure",
             "-q",

@@ -179,14 +179,19 @@ impl MeasureConfig {
         let allowed = host.max_rt_priority();
         if realtime.required && self.policy.is_realtime() && self.priority as u64 > allowed {
             let p = self.priority;
+            let lower = if allowed >= 1 {
+                format!(", lower measure.priority to {allowed} or less")
+            } else {
+                String::new()
+            };
             return Err(key_error(
                 effective,
                 "measure.priority",
                 format!(
                     "this process may not use real-time priority {p}: RLIMIT_RTPRIO is {allowed} \
                      and it lacks CAP_SYS_NICE. Set LimitRTPRIO={p} in the systemd unit (or \
-                     `ulimit -r {p}`), lower measure.priority to {allowed} or less, or set \
-                     realtime.required = false to run without real-time guarantees"
+                     `ulimit -r {p}`){lower}, or set realtime.required = false to run without \
+                     real-time guarantees"
                 ),
             ));
         }

@@ -43,7 +43,7 @@ const FAMILIES: &[(&str, &str, MetricType, &[&str])] = &[
         &["cpu"],
     ),
     (
-        "latencyd_histogram_overflows_total",
+        "latencyd_wakeup_latency_overflows_total",
         "Samples above the HDR histogram's range (10 s); still counted in the maximum.",
         MetricType::COUNTER,
         &["cpu"],
@@ -218,7 +218,7 @@ pub fn families(state: &MonitorState, now_ns: u64) -> Vec<MetricFamily> {
                 .iter()
                 .map(|v| counter(cpu(v.cpu), v.lifetime.missed as f64))
                 .collect(),
-            "latencyd_histogram_overflows_total" => state
+            "latencyd_wakeup_latency_overflows_total" => state
                 .cpus
                 .iter()
                 .map(|v| counter(cpu(v.cpu), v.lifetime.hdr_overflows as f64))

@@ -5,7 +5,7 @@
 
 #![allow(dead_code)]
 
-use std::io::Write;
+use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
@@ -72,4 +72,157 @@ pub fn data_path(name: &str) -> PathBuf {
 /// Number of CPUs `measure` uses by default: online and in our affinity.
 pub fn usable_cpus() -> usize {
     latencyd::host::HostInfo::detect().usable_cpus.len()
+}
+
+/// The command that runs `latencyd` without its privileges: directly
+/// when the tests already run unprivileged, else as nobody through setpriv
+/// with a default login's limits (RLIMIT_RTPRIO 0, RLIMIT_MEMLOCK 8 MiB) on
+/// a copy of the binary that nobody may execute. With `keep_sys_nice`,
+/// CAP_SYS_NICE is kept (real-time priority allowed, memory locking not);
+/// that needs root, so it is `None` when the tests run unprivileged.
+pub fn unprivileged_latencyd(dir: &std::path::Path, keep_sys_nice: bool) -> Option<Command> {
+    if !privileged() {
+        return (!keep_sys_nice).then(latencyd);
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let copy = dir.join("latencyd");
+    std::fs::copy(env!("CARGO_BIN_EXE_latencyd"), &copy).unwrap();
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let caps = if keep_sys_nice {
+        "-all,+sys_nice"
+    } else {
+        "-all"
+    };
+    let mut cmd = Command::new("setpriv");
+    cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(format!("--inh-caps={caps}"))
+        .arg(format!("--ambient-caps={caps}"))
+        .arg(format!("--bounding-set={caps}"))
+        .args(["prlimit", "--rtprio=0", "--memlock=8388608", "--"])
+        .arg(copy);
+    Some(cmd)
+}
+
+/// A minimal HTTP/1.1 GET against the daemon: (status, body).
+pub fn http_get(addr: std::net::SocketAddr, path: &str) -> std::io::Result<(u16, String)> {
+    use std::io::Read;
+    let mut stream =
+        std::net::TcpStream::connect_timeout(&addr, std::time::Duration::from_secs(5))?;
+    stream.set_read_timeout(Some(std::time::Duration::from_secs(10)))?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response)?;
+    let text = String::from_utf8_lossy(&response).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    Ok((status, body.to_string()))
+}
+
+/// A running daemon, killed when dropped. Its stderr is collected; the
+/// listening address is taken from its start-up log line.
+pub struct Daemon {
+    pub child: std::process::Child,
+    pub addr: std::net::SocketAddr,
+    pub log: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl Daemon {
+    /// Starts `cmd` (a `latencyd run …` command) and waits until it serves.
+    pub fn start(cmd: &mut Command) -> Daemon {
+        use std::io::BufRead;
+        let mut child = cmd
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("latencyd starts");
+        let stderr = child.stderr.take().unwrap();
+        let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let sink = std::sync::Arc::clone(&log);
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stderr)
+                .lines()
+                .map_while(Result::ok)
+            {
+                if let Some(addr) = line.split("serving http://").nth(1) {
+                    let _ = tx.send(addr.trim().to_string());
+                }
+                sink.lock().unwrap().push(line);
+            }
+        });
+        let addr = match rx.recv_timeout(std::time::Duration::from_secs(15)) {
+            Ok(addr) => addr.parse().expect("a socket address"),
+            Err(_) => {
+                let _ = child.kill();
+                let status = child.wait().unwrap();
+                panic!(
+                    "latencyd did not start ({status}): {:?}",
+                    log.lock().unwrap()
+                );
+            }
+        };
+        Daemon { child, addr, log }
+    }
+
+    pub fn get(&self, path: &str) -> (u16, String) {
+        http_get(self.addr, path).unwrap_or_else(|e| panic!("GET {path}: {e}"))
+    }
+
+    pub fn signal(&self, signal: i32) {
+        // SAFETY: kill with our child's pid and a valid signal.
+        unsafe { libc::kill(self.child.id() as i32, signal) };
+    }
+
+    pub fn log_text(&self) -> String {
+        self.log.lock().unwrap().join("\n")
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Writes a configuration file for a test daemon on a free loopback port
+/// with no warm-up (so samples arrive at once), plus `measure` and
+/// `export` keys and further `sections` (TOML text). Without privileges the
+/// daemon is allowed to run degraded.
+pub fn daemon_config(
+    dir: &std::path::Path,
+    measure: &str,
+    export: &str,
+    sections: &str,
+) -> PathBuf {
+    let realtime = if privileged() {
+        ""
+    } else {
+        "[realtime]\nrequired = false\n"
+    };
+    let path = dir.join("latencyd.toml");
+    let text = format!(
+        "[measure]\nwarmup = \"0s\"\n{measure}\n[export]\nlisten = \"127.0.0.1:0\"\n{export}\n{realtime}{sections}"
+    );
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// The value of an unlabelled or labelled sample line in a scrape.
+pub fn metric_value(scrape: &str, series: &str) -> Option<f64> {
+    scrape.lines().find_map(|line| {
+        line.strip_prefix(series)?
+            .strip_prefix(' ')?
+            .trim()
+            .parse()
+            .ok()
+    })
 }

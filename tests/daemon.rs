@@ -1,0 +1,466 @@
+//! `latencyd run` as a process: real HTTP, real promtool, the systemd
+//! notification protocol over a socket the test owns, signals, and every
+//! kind of bad configuration.
+
+mod common;
+
+use std::os::unix::net::UnixDatagram;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+use serde_json::Value;
+
+fn run_with(config: &std::path::Path) -> Command {
+    let mut cmd = latencyd();
+    cmd.arg("run").arg("--config").arg(config);
+    cmd
+}
+
+fn wait_until(what: &str, timeout: Duration, mut ready: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !ready() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn count_of(scrape: &str, cpu: u64) -> f64 {
+    metric_value(
+        scrape,
+        &format!("latencyd_wakeup_latency_seconds_count{{cpu=\"{cpu}\"}}"),
+    )
+    .unwrap_or_else(|| panic!("no count for CPU {cpu} in:\n{scrape}"))
+}
+
+#[test]
+fn metrics_pass_promtool_and_counts_grow_and_agree_with_the_api() {
+    let promtool = Command::new("promtool").arg("--version").output();
+    assert!(
+        promtool.is_ok_and(|o| o.status.success()),
+        "promtool is missing: install Debian's prometheus package (.ci/run does)"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = Daemon::start(&mut run_with(&daemon_config(dir.path(), "", "", "")));
+    wait_until("a first interval", Duration::from_secs(5), || {
+        daemon
+            .get("/metrics")
+            .1
+            .contains("latencyd_wakeup_latency_seconds_count{cpu=\"0\"}")
+    });
+
+    let first = daemon.get("/metrics").1;
+    let (status, api) = daemon.get("/api/v1/latency");
+    assert_eq!(status, 200);
+    std::thread::sleep(Duration::from_millis(1_500));
+    let (status, second) = daemon.get("/metrics");
+    assert_eq!(status, 200);
+
+    let api: Value = serde_json::from_str(&api).unwrap();
+    let cpus = api["cpus"].as_array().unwrap();
+    assert_eq!(cpus.len(), usable_cpus());
+    for cpu in cpus {
+        let id = cpu["cpu"].as_u64().unwrap();
+        let (before, after) = (count_of(&first, id), count_of(&second, id));
+        let between = cpu["count"].as_u64().unwrap() as f64;
+        assert!(
+            after > before,
+            "CPU {id}: samples grow: {before} then {after}"
+        );
+        assert!(
+            before <= between && between <= after,
+            "CPU {id}: {before} <= {between} <= {after}"
+        );
+        let realtime = format!("latencyd_sampler_realtime{{cpu=\"{id}\",policy=\"fifo\"}}");
+        assert_eq!(
+            metric_value(&second, &realtime),
+            Some(f64::from(u8::from(privileged())))
+        );
+    }
+    assert!(
+        second.contains("process_resident_memory_bytes"),
+        "process metrics are served"
+    );
+
+    let mut check = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    check
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(second.as_bytes())
+        .unwrap();
+    let output = check.wait_with_output().unwrap();
+    let said = format!("{}{}", stdout_of(&output), stderr_of(&output));
+    assert!(
+        output.status.success() && said.trim().is_empty(),
+        "promtool check metrics: {said}"
+    );
+    if !privileged() {
+        report_skip(
+            "metrics_pass_promtool_and_counts_grow_and_agree_with_the_api",
+            "not root: the daemon ran degraded (realtime.required = false)",
+        );
+    }
+}
+
+#[test]
+fn systemd_hears_ready_then_watchdog_pings() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket_path = dir.path().join("notify.sock");
+    let socket = UnixDatagram::bind(&socket_path).unwrap();
+    socket
+        .set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let config = daemon_config(dir.path(), "", "", "");
+    let started = Instant::now();
+    let daemon = Daemon::start(
+        run_with(&config)
+            .env("NOTIFY_SOCKET", &socket_path)
+            .env("WATCHDOG_USEC", "300000"),
+    );
+    let mut messages = Vec::new();
+    let mut buffer = [0u8; 4096];
+    while started.elapsed() < Duration::from_secs(3) {
+        if let Ok(n) = socket.recv(&mut buffer) {
+            messages.push(String::from_utf8_lossy(&buffer[..n]).into_owned());
+        }
+    }
+    let ready = messages
+        .iter()
+        .position(|m| m.lines().any(|l| l == "READY=1"));
+    let ready = ready.unwrap_or_else(|| panic!("no READY=1 in {messages:?}"));
+    assert!(
+        messages[ready].contains("STATUS=sampling CPUs"),
+        "{messages:?}"
+    );
+    let pings = messages[ready..]
+        .iter()
+        .filter(|m| m.lines().any(|l| l == "WATCHDOG=1"))
+        .count();
+    // A 300 ms watchdog is pinged every 150 ms: well over 5 times in ~2.5 s.
+    assert!(pings >= 5, "{pings} watchdog pings: {messages:?}");
+    assert!(
+        !messages[..ready].iter().any(|m| m.contains("WATCHDOG=1")),
+        "no ping before READY"
+    );
+    drop(daemon);
+}
+
+#[test]
+fn sigterm_stops_it_with_status_0_within_a_second() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut daemon = Daemon::start(&mut run_with(&daemon_config(dir.path(), "", "", "")));
+    wait_until("health", Duration::from_secs(5), || {
+        daemon.get("/healthz").0 == 200
+    });
+    let asked = Instant::now();
+    daemon.signal(libc::SIGTERM);
+    let status = daemon.child.wait().unwrap();
+    let took = asked.elapsed();
+    assert_eq!(status.code(), Some(0), "{}", daemon.log_text());
+    assert!(took < Duration::from_secs(1), "took {took:?}");
+}
+
+#[test]
+fn sighup_applies_live_keys_and_survives_a_broken_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = daemon_config(dir.path(), "", "max_window = \"60s\"", "");
+    let daemon = Daemon::start(&mut run_with(&config));
+    wait_until("health", Duration::from_secs(5), || {
+        daemon.get("/healthz").0 == 200
+    });
+
+    let good = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(&config, "[measure]\ninterval = \"fast\"\n").unwrap();
+    daemon.signal(libc::SIGHUP);
+    wait_until("the failure to be counted", Duration::from_secs(5), || {
+        metric_value(
+            &daemon.get("/metrics").1,
+            "latencyd_config_reload_failures_total",
+        ) == Some(1.0)
+    });
+    assert_eq!(
+        daemon.get("/healthz").0,
+        200,
+        "still running on the old configuration"
+    );
+    assert!(
+        daemon.log_text().contains("measure.interval"),
+        "{}",
+        daemon.log_text()
+    );
+
+    std::fs::write(
+        &config,
+        good.replace("max_window = \"60s\"", "max_window = \"5s\""),
+    )
+    .unwrap();
+    daemon.signal(libc::SIGHUP);
+    wait_until("the new window", Duration::from_secs(5), || {
+        let status: Value = serde_json::from_str(&daemon.get("/api/v1/status").1).unwrap();
+        status["config"]["max_window_ns"] == 5_000_000_000u64
+    });
+    assert!(
+        metric_value(
+            &daemon.get("/metrics").1,
+            "latencyd_config_reload_failures_total"
+        ) == Some(1.0)
+    );
+}
+
+/// Every kind of bad configuration: exit 78 before any sampler starts, and
+/// a message that names the source and the key.
+#[test]
+fn bad_configuration_exits_78_and_names_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let busy_port = busy.local_addr().unwrap().port();
+    let file = |name: &str, text: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    };
+    struct Case {
+        what: &'static str,
+        config: Option<std::path::PathBuf>,
+        env: Vec<(&'static str, String)>,
+        key: &'static str,
+        source: String,
+    }
+    let with_file = |what, name: &str, text: &str, key| {
+        let path = file(name, text);
+        Case {
+            what,
+            source: path.display().to_string(),
+            config: Some(path),
+            env: vec![],
+            key,
+        }
+    };
+    let cases = vec![
+        with_file(
+            "unknown key",
+            "a.toml",
+            "[measure]\nintervall = \"1ms\"\n",
+            "measure.intervall",
+        ),
+        with_file(
+            "wrong type",
+            "b.toml",
+            "[export]\nper_cpu_histograms = \"yes\"\n",
+            "export.per_cpu_histograms",
+        ),
+        with_file(
+            "interval 0",
+            "c.toml",
+            "[measure]\ninterval = \"0ms\"\n",
+            "measure.interval",
+        ),
+        with_file(
+            "offline CPU",
+            "d.toml",
+            "[measure]\ncpus = \"0,1000\"\n",
+            "measure.cpus",
+        ),
+        with_file(
+            "bad priority",
+            "e.toml",
+            "[measure]\npriority = 120\n",
+            "measure.priority",
+        ),
+        with_file(
+            "port in use",
+            "f.toml",
+            // Degraded mode allowed, so that an unprivileged run reaches the
+            // bind (the priority check comes first).
+            &format!(
+                "[export]\nlisten = \"127.0.0.1:{busy_port}\"\n[realtime]\nrequired = false\n"
+            ),
+            "export.listen",
+        ),
+        Case {
+            what: "unreadable file",
+            config: Some(dir.path().to_path_buf()),
+            env: vec![],
+            key: "the file",
+            source: dir.path().display().to_string(),
+        },
+        Case {
+            what: "missing file",
+            config: Some(dir.path().join("absent.toml")),
+            env: vec![],
+            key: "the file",
+            source: dir.path().join("absent.toml").display().to_string(),
+        },
+        Case {
+            what: "bad environment value",
+            config: None,
+            env: vec![("LATENCYD_MEASURE__PRIORITY", "high".to_string())],
+            key: "measure.priority",
+            source: "environment variable LATENCYD_MEASURE__PRIORITY".to_string(),
+        },
+    ];
+    for case in cases {
+        let mut cmd = latencyd();
+        cmd.arg("run");
+        if let Some(config) = &case.config {
+            cmd.arg("--config").arg(config);
+        }
+        for (name, value) in &case.env {
+            cmd.env(name, value);
+        }
+        let started = Instant::now();
+        let output = cmd.output().unwrap();
+        let stderr = stderr_of(&output);
+        assert_eq!(output.status.code(), Some(78), "{}: {stderr}", case.what);
+        assert!(
+            stderr.contains(case.key),
+            "{}: should name {}: {stderr}",
+            case.what,
+            case.key
+        );
+        assert!(
+            stderr.contains(&case.source),
+            "{}: should name {}: {stderr}",
+            case.what,
+            case.source
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "{}: fails fast",
+            case.what
+        );
+    }
+    drop(busy);
+}
+
+#[test]
+fn check_config_prints_the_effective_configuration_with_sources() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ok.toml");
+    std::fs::write(
+        &path,
+        "[measure]\ninterval = \"500us\"\n[realtime]\nrequired = false\n",
+    )
+    .unwrap();
+    let output = run_ok(
+        latencyd()
+            .args(["check-config"])
+            .arg(&path)
+            .env("LATENCYD_LOG__LEVEL", "debug"),
+    );
+    let text = stdout_of(&output);
+    let line = |key: &str| {
+        text.lines()
+            .find(|l| l.starts_with(key))
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert!(
+        line("interval = \"500us\"").ends_with(&format!("# {}", path.display())),
+        "{text}"
+    );
+    assert!(
+        line("level = \"debug\"").ends_with("# environment variable LATENCYD_LOG__LEVEL"),
+        "{text}"
+    );
+    assert!(
+        line("listen = \"0.0.0.0:9479\"").ends_with("# built-in default"),
+        "{text}"
+    );
+
+    std::fs::write(&path, "[measure]\ninterval = \"500\"\n").unwrap();
+    let output = latencyd().arg("check-config").arg(&path).output().unwrap();
+    assert_eq!(output.status.code(), Some(78));
+    assert!(stderr_of(&output).contains("measure.interval"));
+}
+
+/// As a user without real-time privileges: refused with the fix named, or
+/// run degraded and reported as such when allowed.
+#[test]
+fn without_privileges_it_refuses_or_runs_degraded_when_allowed() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("run.toml");
+    std::fs::write(
+        &config,
+        "[measure]\nwarmup = \"0s\"\n[export]\nlisten = \"127.0.0.1:0\"\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&config, std::fs::Permissions::from_mode(0o644)).unwrap();
+
+    // RLIMIT_RTPRIO 0: the configured priority is refused before start.
+    let output = unprivileged_latencyd(dir.path(), false)
+        .unwrap()
+        .arg("run")
+        .arg("--config")
+        .arg(&config)
+        .output()
+        .unwrap();
+    let stderr = stderr_of(&output);
+    assert_eq!(output.status.code(), Some(78), "{stderr}");
+    assert!(
+        stderr.contains("measure.priority") && stderr.contains("LimitRTPRIO=80"),
+        "{stderr}"
+    );
+
+    // The priority is allowed (CAP_SYS_NICE) but memory cannot be locked:
+    // EX_NOPERM, with the fix named.
+    match unprivileged_latencyd(dir.path(), true) {
+        Some(mut cmd) => {
+            let output = cmd
+                .arg("run")
+                .arg("--config")
+                .arg(&config)
+                .output()
+                .unwrap();
+            let stderr = stderr_of(&output);
+            assert_eq!(output.status.code(), Some(77), "{stderr}");
+            assert!(stderr.contains("LimitMEMLOCK=infinity"), "{stderr}");
+        }
+        None => report_skip(
+            "without_privileges_it_refuses_or_runs_degraded_when_allowed",
+            "not root: cannot keep CAP_SYS_NICE alone to reach the memory-locking refusal (exit 77)",
+        ),
+    }
+
+    // Allowed to run degraded: it serves, and says it is not real-time.
+    let daemon = Daemon::start(
+        unprivileged_latencyd(dir.path(), false)
+            .unwrap()
+            .arg("run")
+            .arg("--config")
+            .arg(&config)
+            .env("LATENCYD_REALTIME__REQUIRED", "false"),
+    );
+    wait_until("a first interval", Duration::from_secs(5), || {
+        daemon
+            .get("/metrics")
+            .1
+            .contains("latencyd_wakeup_latency_seconds_count")
+    });
+    let scrape = daemon.get("/metrics").1;
+    assert_eq!(
+        metric_value(
+            &scrape,
+            "latencyd_sampler_realtime{cpu=\"0\",policy=\"fifo\"}"
+        ),
+        Some(0.0),
+        "{scrape}"
+    );
+    let status: Value = serde_json::from_str(&daemon.get("/api/v1/status").1).unwrap();
+    assert_eq!(status["realtime"], false);
+    assert!(!status["non_rt_reasons"].as_array().unwrap().is_empty());
+    assert!(
+        daemon.log_text().contains("without real-time guarantees"),
+        "{}",
+        daemon.log_text()
+    );
+}
