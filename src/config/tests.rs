@@ -345,3 +345,35 @@ fn host_checks_name_the_key_and_the_fix() {
     let (config, _) = load(None, &[], &[]);
     assert!(config.unwrap().check_against(&host).is_ok());
 }
+
+/// config.example.toml must load with the real parser, set every key, and
+/// show exactly the built-in defaults it claims to show.
+#[test]
+fn the_example_file_documents_every_key_with_its_default() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/config.example.toml");
+    let sources = Sources {
+        file: Some(path.into()),
+        flags: vec![],
+    };
+    let example = Config::load_with_env(
+        &sources,
+        Environment::with_prefix(ENV_PREFIX).source(Some(Map::new())),
+    )
+    .unwrap();
+    assert!(
+        example.effective.values().all(|e| e.source == path),
+        "every key is set in the example: {:?}",
+        example
+            .effective
+            .iter()
+            .filter(|(_, e)| e.source != path)
+            .map(|(k, _)| k)
+            .collect::<Vec<_>>()
+    );
+    let builtin = Config::builtin();
+    assert!(
+        builtin.changed_keys(&example).is_empty(),
+        "{:?}",
+        builtin.changed_keys(&example)
+    );
+}

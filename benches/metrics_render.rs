@@ -1,0 +1,81 @@
+//! Rendering `/metrics` from a synthetic state of 2 and of 256 CPUs,
+//! through the same registry the handler uses (latencyd's collector and
+//! the process collector). Targets (issue 3): ≤ 1 ms and ≤ 10 ms median.
+
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use latencyd::config::Config;
+use latencyd::daemon::metrics;
+use latencyd::daemon::state::{BucketCounts, CpuView, MonitorState, SamplerView, WindowMax};
+use latencyd::host::HostInfo;
+use latencyd::stats::LatencyStats;
+use latencyd::sys::{self, Policy};
+
+/// A state whose CPUs each hold a minute of 1 ms samples spread like real
+/// latencies (a few µs, a tail to milliseconds).
+fn synthetic_state(n_cpus: usize) -> MonitorState {
+    let config = Config::builtin();
+    let now = sys::monotonic_now_ns();
+    let cpus = (0..n_cpus)
+        .map(|cpu| {
+            let mut interval = LatencyStats::new(config.measure.spike_threshold_ns, None);
+            let mut x = 0x2545_f491_4f6c_dd1du64 ^ cpu as u64;
+            for i in 0..60_000 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let latency = match x % 1000 {
+                    0 => 200_000 + x % 3_000_000,
+                    1..=30 => 20_000 + x % 100_000,
+                    _ => 1_500 + x % 15_000,
+                };
+                interval.record(latency, i);
+            }
+            let mut view = CpuView {
+                cpu,
+                lifetime: LatencyStats::new(config.measure.spike_threshold_ns, None),
+                window: WindowMax::new(config.export.max_window_ns),
+                buckets: BucketCounts::new(&config.export.buckets_ns),
+                sampler: SamplerView {
+                    tid: 1000 + cpu as i32,
+                    policy: Policy::Fifo,
+                    priority: 80,
+                    realtime: true,
+                    last_sample_ns: now,
+                    alive: true,
+                },
+            };
+            view.absorb(&interval, now).unwrap();
+            view
+        })
+        .collect();
+    MonitorState {
+        host: HostInfo::detect(),
+        config,
+        started_wall: SystemTime::now(),
+        started_ns: now,
+        cpus,
+        non_rt_reasons: vec![],
+        reload_failures: 0,
+        listen: "127.0.0.1:9479".parse().unwrap(),
+    }
+}
+
+fn render(c: &mut Criterion) {
+    let mut group = c.benchmark_group("metrics_render");
+    for n_cpus in [2, 256] {
+        let state = Arc::new(Mutex::new(synthetic_state(n_cpus)));
+        let registry = metrics::registry(state, true);
+        let size = metrics::render(&registry).unwrap().len();
+        eprintln!("metrics_render: {n_cpus} CPUs render {size} bytes");
+        group.bench_function(format!("{n_cpus}_cpus"), |b| {
+            b.iter(|| metrics::render(&registry).unwrap())
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, render);
+criterion_main!(benches);
