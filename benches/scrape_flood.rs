@@ -7,7 +7,11 @@
 //! and the ratio flooded/quiet (target in issue 3: ≤ 1.05).
 //!
 //! Run as root: cargo build --release && cargo bench --bench scrape_flood
-//! Environment: LATENCYD (binary), PHASES (6), PHASE_SECS (10), RATE (100).
+//! Environment: LATENCYD (binary), PHASES (6), PHASE_SECS (10), RATE (100),
+//! FLOOD_PATH (scrape only this path instead of the /metrics + API mix),
+//! FLOOD_CPU (pin the scraping thread to this CPU). Each phase's numbers
+//! are printed too: on a noisy machine their spread is the honest error
+//! bar of the pooled ratio.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -139,15 +143,20 @@ fn main() {
                 slowest_us.clone(),
             );
             let cpu0 = cpus[0];
+            let only_path = std::env::var("FLOOD_PATH").ok();
+            let pin = std::env::var("FLOOD_CPU").ok().and_then(|c| c.parse().ok());
             std::thread::spawn(move || {
+                if let Some(cpu) = pin {
+                    latencyd::sys::pin_current_thread(cpu).expect("FLOOD_CPU is a usable CPU");
+                }
                 let period = Duration::from_nanos(1_000_000_000 / rate);
                 let mut next = Instant::now();
                 let mut i = 0u64;
                 while !stop.load(Ordering::Relaxed) {
-                    let path = if i % 10 == 9 {
-                        format!("/api/v1/latency/{cpu0}")
-                    } else {
-                        "/metrics".into()
+                    let path = match &only_path {
+                        Some(path) => path.clone(),
+                        None if i % 10 == 9 => format!("/api/v1/latency/{cpu0}"),
+                        None => "/metrics".into(),
                     };
                     let started = Instant::now();
                     match get(addr, &path) {
@@ -169,13 +178,24 @@ fn main() {
         // Let the last second's interval arrive before reading.
         std::thread::sleep(Duration::from_millis(1_300));
         let after = snapshot(addr, &cpus);
+        let mut line = format!(
+            "phase {phase} {:>7}:",
+            if flooded { "flooded" } else { "quiet" }
+        );
         for (i, ((c0, s0, h0), (c1, s1, mut h1))) in before.into_iter().zip(after).enumerate() {
             h1.subtract(&h0).unwrap();
+            line.push_str(&format!(
+                "  CPU {} avg {:.2} us p99 {:.1} us;",
+                cpus[i],
+                (s1 - s0) / (c1 - c0).max(1) as f64 / 1000.0,
+                h1.value_at_quantile(0.99) as f64 / 1000.0
+            ));
             let slot = &mut pooled[i][usize::from(flooded)];
             slot.0 += c1 - c0;
             slot.1 += s1 - s0;
             slot.2.add(&h1).unwrap();
         }
+        println!("{line}");
     }
     let _ = Command::new("kill")
         .args(["-TERM", &daemon.id().to_string()])
