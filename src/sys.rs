@@ -112,16 +112,23 @@ pub fn clock_resolution_ns() -> io::Result<u64> {
 
 /// Pins the calling thread to one CPU.
 pub fn pin_current_thread(cpu: usize) -> io::Result<()> {
-    if cpu >= MAX_CPUS {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("CPU {cpu} is beyond CPU_SETSIZE"),
-        ));
-    }
+    set_current_thread_affinity(&[cpu])
+}
+
+/// Restricts the calling thread to a set of CPUs.
+pub fn set_current_thread_affinity(cpus: &[usize]) -> io::Result<()> {
     // SAFETY: cpu_set_t is plain data; all-zeroes is the empty set.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: `cpu` < CPU_SETSIZE was checked above.
-    unsafe { libc::CPU_SET(cpu, &mut set) };
+    for &cpu in cpus {
+        if cpu >= MAX_CPUS {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("CPU {cpu} is beyond CPU_SETSIZE"),
+            ));
+        }
+        // SAFETY: `cpu` < CPU_SETSIZE was checked above.
+        unsafe { libc::CPU_SET(cpu, &mut set) };
+    }
     // SAFETY: pid 0 is the calling thread; `set` is a valid cpu_set_t of the
     // size passed.
     let rc = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };

@@ -464,3 +464,27 @@ fn without_privileges_it_refuses_or_runs_degraded_when_allowed() {
         daemon.log_text()
     );
 }
+
+#[test]
+fn the_exporter_thread_can_be_pinned_to_housekeeping_cpus() {
+    let dir = tempfile::tempdir().unwrap();
+    let housekeeping = usable_cpus() - 1;
+    let config = daemon_config(dir.path(), "", &format!("cpus = \"{housekeeping}\""), "");
+    let daemon = Daemon::start(&mut run_with(&config));
+    let pid = daemon.child.id();
+    // The main thread (tid == pid) runs the exporter.
+    let status = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/status")).unwrap();
+    let allowed = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .unwrap()
+        .trim()
+        .to_string();
+    assert_eq!(allowed, housekeeping.to_string());
+    assert!(
+        daemon.log_text().contains("exporter pinned"),
+        "{}",
+        daemon.log_text()
+    );
+    assert_eq!(daemon.get("/healthz").0, 200);
+}

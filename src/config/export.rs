@@ -2,9 +2,14 @@
 
 use std::net::SocketAddr;
 
+use std::collections::BTreeMap;
+
 use super::{
-    ConfigError, SectionReader, as_bool, as_duration_list_ns, as_duration_ns, as_string, quoted,
+    ConfigError, CpuSelection, Effective, SectionReader, as_bool, as_duration_list_ns,
+    as_duration_ns, as_string, key_error, quoted,
 };
+use crate::cpulist::{format_cpu_list, parse_cpu_list};
+use crate::host::HostInfo;
 use crate::units::{NS_PER_SEC, NS_PER_US, format_duration_ns};
 
 const MAX_WINDOW_NS: u64 = 86_400 * NS_PER_SEC;
@@ -21,6 +26,8 @@ pub struct ExportConfig {
     pub per_cpu_histograms: bool,
     /// Upper bounds of the Prometheus histogram buckets, ascending.
     pub buckets_ns: Vec<u64>,
+    /// CPUs the exporter thread may run on (`All`: not pinned).
+    pub cpus: CpuSelection,
 }
 
 /// 1-2-5 steps from 1 µs to 1 s.
@@ -37,7 +44,13 @@ pub fn default_buckets_ns() -> Vec<u64> {
 
 impl ExportConfig {
     pub(super) fn read(r: &mut SectionReader<'_>) -> Result<ExportConfig, ConfigError> {
-        r.only(&["listen", "max_window", "per_cpu_histograms", "buckets"])?;
+        r.only(&[
+            "listen",
+            "max_window",
+            "per_cpu_histograms",
+            "buckets",
+            "cpus",
+        ])?;
         let listen = r.read(
             "listen",
             || SocketAddr::from(([0, 0, 0, 0], 9479)),
@@ -94,11 +107,47 @@ impl ExportConfig {
                 format!("[{}]", items.join(", "))
             },
         )?;
+        let cpus = r.read(
+            "cpus",
+            || CpuSelection::All,
+            |v| {
+                let text = as_string(v)?;
+                if text.trim() == "all" {
+                    return Ok(CpuSelection::All);
+                }
+                parse_cpu_list(&text)
+                    .map(CpuSelection::List)
+                    .map_err(|e| format!("{e} (or write \"all\")"))
+            },
+            |cpus| quoted(&cpus.to_string()),
+        )?;
         Ok(ExportConfig {
             listen,
             max_window_ns,
             per_cpu_histograms,
             buckets_ns,
+            cpus,
         })
+    }
+
+    pub(super) fn check_against(
+        &self,
+        host: &HostInfo,
+        effective: &BTreeMap<String, Effective>,
+    ) -> Result<(), ConfigError> {
+        if let CpuSelection::List(cpus) = &self.cpus
+            && let Some(bad) = cpus.iter().find(|cpu| !host.usable_cpus.contains(cpu))
+        {
+            return Err(key_error(
+                effective,
+                "export.cpus",
+                format!(
+                    "CPU {bad} is offline, absent or outside this process's affinity; usable \
+                     CPUs are {}",
+                    format_cpu_list(&host.usable_cpus)
+                ),
+            ));
+        }
+        Ok(())
     }
 }

@@ -179,7 +179,8 @@ impl Config {
     /// the priority is allowed to this process.
     pub fn check_against(&self, host: &HostInfo) -> Result<(), ConfigError> {
         self.measure
-            .check_against(host, &self.realtime, &self.effective)
+            .check_against(host, &self.realtime, &self.effective)?;
+        self.export.check_against(host, &self.effective)
     }
 
     /// The effective configuration as TOML, each key commented with where

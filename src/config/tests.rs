@@ -51,7 +51,7 @@ fn defaults_need_no_file() {
             .values()
             .all(|e| e.source == "built-in default")
     );
-    assert_eq!(config.effective.len(), 14, "every key is listed");
+    assert_eq!(config.effective.len(), 15, "every key is listed");
 }
 
 #[test]
@@ -206,6 +206,11 @@ fn bad_values_are_reported_with_source_key_and_reason() {
             "export.buckets",
             "item 2",
         ),
+        file_case(
+            "[export]\ncpus = \"x\"\n",
+            "export.cpus",
+            "not a CPU number",
+        ),
         file_case("[log]\nlevel = \"loud\"\n", "log.level", "\"info\""),
         file_case("[log]\nformat = \"xml\"\n", "log.format", "\"json\""),
         file_case("[measure\n", "the file", "TOML"),
@@ -341,6 +346,17 @@ fn host_checks_name_the_key_and_the_fix() {
         config.unwrap().check_against(&host).is_ok(),
         "degraded mode is allowed"
     );
+    let (config, _) = load(
+        None,
+        &[
+            ("LATENCYD_REALTIME__REQUIRED", "false"),
+            ("LATENCYD_EXPORT__CPUS", "1-2"),
+        ],
+        &[],
+    );
+    let err = config.unwrap().check_against(&host).unwrap_err();
+    assert_eq!(err.key, "export.cpus");
+    assert_eq!(err.source, "environment variable LATENCYD_EXPORT__CPUS");
     host.cap_sys_nice = true;
     let (config, _) = load(None, &[], &[]);
     assert!(config.unwrap().check_against(&host).is_ok());

@@ -29,7 +29,7 @@ use tokio::signal::unix::{SignalKind, signal};
 use tracing::{error, info, warn};
 
 use crate::cli::RunArgs;
-use crate::config::{self, Config, EX_CONFIG, Sources};
+use crate::config::{self, Config, CpuSelection, EX_CONFIG, Sources};
 use crate::cpulist::format_cpu_list;
 use crate::engine::{Engine, EngineSpec};
 use crate::host::HostInfo;
@@ -174,6 +174,18 @@ async fn serve(
     };
     for reason in &engine.non_rt_reasons {
         warn!("running without real-time guarantees: {reason}");
+    }
+    // Pinned after the samplers started: they pin themselves, and the
+    // exporter keeps its system calls and cache traffic on housekeeping CPUs.
+    if let CpuSelection::List(cpus) = &config.export.cpus {
+        if let Err(err) = sys::set_current_thread_affinity(cpus) {
+            error!(
+                "cannot pin the exporter to CPUs {}: {err}",
+                format_cpu_list(cpus)
+            );
+            return ExitCode::FAILURE;
+        }
+        info!("exporter pinned to CPUs {}", format_cpu_list(cpus));
     }
 
     let listener = match tokio::net::TcpListener::from_std(listener) {
