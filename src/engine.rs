@@ -72,6 +72,8 @@ impl Slot {
 
 /// A sampler after it was joined.
 pub struct Finished {
+    /// Its index among the engine's slots (and the `merge` callbacks).
+    pub idx: usize,
     pub cpu: usize,
     pub spec: SamplerSpec,
     pub shared: Arc<SamplerShared>,
@@ -180,12 +182,23 @@ impl Engine {
 
     /// Joins every sampler (the caller has raised the stop flag or the plan
     /// has ended), then hands over what is left: first the queued intervals,
-    /// then each sampler's unpublished remainder, so nothing is lost.
+    /// then each sampler's unpublished remainder, so nothing is lost. A
+    /// sampler that has not returned within `timeout` is stuck (its sleep
+    /// never returns): it is reported in `stuck` and left behind, its
+    /// last interval lost, rather than holding up the exit forever.
     pub fn finish(
         self,
+        timeout: Duration,
         mut merge: impl FnMut(usize, &LatencyStats) -> Result<(), ShapeMismatch>,
-    ) -> io::Result<Vec<Finished>> {
-        let mut finished = Vec::with_capacity(self.slots.len());
+    ) -> io::Result<FinishReport> {
+        let deadline = Instant::now() + timeout;
+        while !self.all_finished() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let mut report = FinishReport {
+            finished: Vec::with_capacity(self.slots.len()),
+            stuck: Vec::new(),
+        };
         for (idx, slot) in self.slots.into_iter().enumerate() {
             let Slot {
                 cpu,
@@ -193,13 +206,22 @@ impl Engine {
                 mut collector,
                 realtime,
             } = slot;
+            if !handle.is_finished() {
+                // What it published is still counted.
+                collector
+                    .drain(|interval| merge(idx, interval))
+                    .map_err(|e| io::Error::other(e.to_string()))?;
+                report.stuck.push(cpu);
+                continue;
+            }
             let shared = Arc::clone(&handle.shared);
             let (spec, exit) = handle.join()?;
             let merged = collector
                 .drain(|interval| merge(idx, interval))
                 .and_then(|_| merge(idx, &exit.remainder));
             merged.map_err(|e| io::Error::other(e.to_string()))?;
-            finished.push(Finished {
+            report.finished.push(Finished {
+                idx,
                 cpu,
                 spec,
                 shared,
@@ -207,8 +229,15 @@ impl Engine {
                 end: exit.end,
             });
         }
-        Ok(finished)
+        Ok(report)
     }
+}
+
+/// The samplers after `Engine::finish`.
+pub struct FinishReport {
+    pub finished: Vec<Finished>,
+    /// CPUs whose sampler did not return in time.
+    pub stuck: Vec<usize>,
 }
 
 fn stop_all(slots: Vec<Slot>, stop: &AtomicBool) {

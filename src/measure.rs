@@ -362,9 +362,12 @@ pub fn run(options: &MeasureOptions, host: &HostInfo, cmdline: String) -> anyhow
         std::thread::sleep(Duration::from_millis(10));
     }
     let non_rt_reasons = std::mem::take(&mut engine.non_rt_reasons);
-    let finished = engine.finish(|idx, interval| totals[idx].merge(interval))?;
+    // Samplers stop at their next wake-up: one interval, plus slack.
+    let timeout = Duration::from_nanos(options.interval_ns) + Duration::from_secs(2);
+    let outcome = engine.finish(timeout, |idx, interval| totals[idx].merge(interval))?;
+    let finished = outcome.finished;
 
-    let sampler_errors: Vec<String> = finished
+    let mut sampler_errors: Vec<String> = finished
         .iter()
         .filter_map(|f| match f.end.map(|end| end.reason) {
             Some(LoopEndReason::SleepFailed(errno)) => Some(format!(
@@ -375,6 +378,9 @@ pub fn run(options: &MeasureOptions, host: &HostInfo, cmdline: String) -> anyhow
             _ => None,
         })
         .collect();
+    sampler_errors.extend(outcome.stuck.iter().map(|cpu| {
+        format!("the sampler on CPU {cpu} did not stop; it is left out of the results")
+    }));
     let report = RunReport {
         cmdline,
         start_time,
@@ -387,7 +393,7 @@ pub fn run(options: &MeasureOptions, host: &HostInfo, cmdline: String) -> anyhow
         histofall: options.histogram.is_some_and(|h| h.all_column),
         threads: finished
             .iter()
-            .zip(totals)
+            .map(|f| (f, totals[f.idx].clone()))
             .map(|(f, stats)| ThreadReport {
                 cpu: f.cpu,
                 numa_node: numa_node_of(f.cpu),

@@ -285,6 +285,60 @@ impl SamplerHandle {
     }
 }
 
+/// Faults for tests of what happens around a broken sampler, compiled
+/// only with the `fault-injection` feature. `FAULT_INJECTION_LATENCYD`
+/// (deliberately not `LATENCYD_…`, which is configuration) is
+/// `die:CPU:AFTER_MS` (the sampler's sleep fails, so it ends) or
+/// `stall:CPU:AFTER_MS` (its sleep never returns, so its heartbeat stops).
+#[cfg(feature = "fault-injection")]
+pub mod fault {
+    use super::{Clock, MonotonicClock};
+
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum Kind {
+        Die,
+        Stall,
+    }
+
+    /// The fault planned for `cpu`, if any: (kind, delay in ns).
+    pub fn planned_for(cpu: usize) -> Option<(Kind, u64)> {
+        let spec = std::env::var("FAULT_INJECTION_LATENCYD").ok()?;
+        let mut parts = spec.split(':');
+        let kind = match parts.next()? {
+            "die" => Kind::Die,
+            "stall" => Kind::Stall,
+            _ => return None,
+        };
+        let target: usize = parts.next()?.parse().ok()?;
+        let after_ms: u64 = parts.next()?.parse().ok()?;
+        (target == cpu).then_some((kind, after_ms * 1_000_000))
+    }
+
+    /// The real clock, until the fault's time comes.
+    pub struct FaultyClock {
+        pub fault: Option<(Kind, u64)>,
+        pub armed_at_ns: u64,
+    }
+
+    impl Clock for FaultyClock {
+        fn now_ns(&mut self) -> u64 {
+            MonotonicClock.now_ns()
+        }
+
+        fn sleep_until_ns(&mut self, deadline_ns: u64) -> Result<(), i32> {
+            match self.fault {
+                Some((Kind::Die, after)) if deadline_ns >= self.armed_at_ns + after => {
+                    Err(libc::EIO)
+                }
+                Some((Kind::Stall, after)) if deadline_ns >= self.armed_at_ns + after => loop {
+                    let _ = MonotonicClock.sleep_until_ns(deadline_ns + 3_600_000_000_000);
+                },
+                _ => MonotonicClock.sleep_until_ns(deadline_ns),
+            }
+        }
+    }
+}
+
 /// Stack of a sampler thread, and how much of it is touched up front so
 /// that the hot loop never page-faults on its stack.
 const SAMPLER_STACK_BYTES: usize = 256 * 1024;
@@ -301,6 +355,8 @@ pub fn spawn(
     let shared = Arc::new(SamplerShared::new());
     let thread_shared = Arc::clone(&shared);
     let thread_spec = spec.clone();
+    #[cfg(feature = "fault-injection")]
+    let fault = fault::planned_for(spec.cpu);
     let join = thread::Builder::new()
         .name(format!("sampler-cpu{}", spec.cpu))
         .stack_size(SAMPLER_STACK_BYTES)
@@ -340,7 +396,13 @@ pub fn spawn(
             };
             // From here on: the hot loop only.
             shared.set_state(running);
+            #[cfg(not(feature = "fault-injection"))]
             let mut clock = MonotonicClock;
+            #[cfg(feature = "fault-injection")]
+            let mut clock = fault::FaultyClock {
+                fault,
+                armed_at_ns: MonotonicClock.now_ns(),
+            };
             let start_ns = clock.now_ns() + spec.plan.interval_ns;
             let end = hot_loop(
                 &mut clock,

@@ -50,6 +50,8 @@ const PUBLISH_PERIOD_NS: u64 = NS_PER_SEC;
 const COLLECT_PERIOD: Duration = Duration::from_millis(250);
 /// How long a dead sampler is shown as such on /healthz before exiting.
 const DEATH_GRACE: Duration = Duration::from_secs(1);
+/// How long past one interval shutdown waits for the samplers to return.
+const JOIN_SLACK: Duration = Duration::from_millis(300);
 /// How often STATUS= is refreshed for `systemctl status`.
 const STATUS_PERIOD: Duration = Duration::from_secs(10);
 
@@ -250,6 +252,7 @@ async fn serve(
     info!("{summary}");
     notify::ready(&summary);
 
+    let interval_ns = lock(&state).config.measure.interval_ns;
     let exit_code = match run_loop(&mut engine, &state, &sources, &log_level).await {
         Ok(code) => code,
         Err(err) => {
@@ -265,8 +268,18 @@ async fn serve(
     // Samplers notice the flag at their next wake-up (at most one interval,
     // at most 1 s by configuration); their last intervals are kept.
     let now = sys::monotonic_now_ns();
-    if let Err(err) = engine.finish(|idx, interval| lock(&state).cpus[idx].absorb(interval, now)) {
-        error!("a sampler could not be joined: {err}");
+    let timeout = Duration::from_nanos(interval_ns) + JOIN_SLACK;
+    match engine.finish(timeout, |idx, interval| {
+        lock(&state).cpus[idx].absorb(interval, now)
+    }) {
+        Ok(outcome) => {
+            for cpu in outcome.stuck {
+                error!(
+                    "the sampler on CPU {cpu} did not stop within {timeout:?}; exiting without it"
+                );
+            }
+        }
+        Err(err) => error!("a sampler could not be joined: {err}"),
     }
     // In-flight requests get a moment; then the server is dropped.
     let _ = tokio::time::timeout(Duration::from_millis(300), server).await;

@@ -1,0 +1,121 @@
+//! What happens around a broken sampler, with the test-only fault
+//! injection (`--features fault-injection`, which scripts/test enables): a
+//! sampler that dies turns /healthz to 503 and the daemon exits non-zero
+//! so systemd restarts it; a sampler that is stuck stops the watchdog
+//! pings and turns /healthz to 503, and does not hold up shutdown.
+
+mod common;
+
+#[cfg(not(feature = "fault-injection"))]
+#[test]
+fn fault_injection_tests_need_the_feature() {
+    common::report_skip(
+        "tests/faults.rs",
+        "built without --features fault-injection: dead and stuck samplers were not tested",
+    );
+}
+
+#[cfg(feature = "fault-injection")]
+mod with_faults {
+    use std::os::unix::net::UnixDatagram;
+    use std::time::{Duration, Instant};
+
+    use super::common::*;
+
+    fn wait_until(what: &str, timeout: Duration, mut ready: impl FnMut() -> bool) {
+        let deadline = Instant::now() + timeout;
+        while !ready() {
+            assert!(Instant::now() < deadline, "timed out waiting for {what}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    #[test]
+    fn a_dead_sampler_turns_healthz_to_503_and_the_daemon_exits_1() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = daemon_config(dir.path(), "", "", "");
+        let mut daemon = Daemon::start(
+            latencyd()
+                .args(["run", "--config"])
+                .arg(&config)
+                .env("FAULT_INJECTION_LATENCYD", "die:0:700"),
+        );
+        assert_eq!(daemon.get("/healthz").0, 200);
+        let mut saw_503 = false;
+        wait_until("the daemon to exit", Duration::from_secs(10), || {
+            if let Ok((503, body)) = http_get(daemon.addr, "/healthz") {
+                saw_503 |= body.contains("\"cpu\":0");
+            }
+            daemon.child.try_wait().unwrap().is_some()
+        });
+        let status = daemon.child.wait().unwrap();
+        assert_eq!(status.code(), Some(1), "{}", daemon.log_text());
+        assert!(saw_503, "/healthz showed the dead sampler before the exit");
+        assert!(
+            daemon.log_text().contains("CPU 0 has died"),
+            "{}",
+            daemon.log_text()
+        );
+    }
+
+    #[test]
+    fn a_stuck_sampler_stops_the_watchdog_and_does_not_block_shutdown() {
+        let dir = tempfile::tempdir().unwrap();
+        let socket_path = dir.path().join("notify.sock");
+        let socket = UnixDatagram::bind(&socket_path).unwrap();
+        socket
+            .set_read_timeout(Some(Duration::from_millis(50)))
+            .unwrap();
+        let config = daemon_config(dir.path(), "", "", "");
+        let mut daemon = Daemon::start(
+            latencyd()
+                .args(["run", "--config"])
+                .arg(&config)
+                .env("FAULT_INJECTION_LATENCYD", "stall:0:500")
+                .env("NOTIFY_SOCKET", &socket_path)
+                .env("WATCHDOG_USEC", "300000"),
+        );
+        // Pings (every 150 ms) arrive while the sampler is alive, then stop
+        // once its heartbeat is older than the 2 s staleness limit.
+        let started = Instant::now();
+        let mut pings = Vec::new();
+        let mut buffer = [0u8; 4096];
+        while started.elapsed() < Duration::from_secs(5) {
+            if let Ok(n) = socket.recv(&mut buffer)
+                && String::from_utf8_lossy(&buffer[..n])
+                    .lines()
+                    .any(|l| l == "WATCHDOG=1")
+            {
+                pings.push(started.elapsed());
+            }
+        }
+        let early = pings
+            .iter()
+            .filter(|t| **t < Duration::from_millis(1_500))
+            .count();
+        let late = pings
+            .iter()
+            .filter(|t| **t > Duration::from_millis(3_500))
+            .count();
+        assert!(early >= 3, "pings while healthy: {pings:?}");
+        assert_eq!(late, 0, "no pings once the sampler is stale: {pings:?}");
+        let (status, body) = daemon.get("/healthz");
+        assert_eq!(status, 503, "{body}");
+        assert!(body.contains("\"cpu\":0"), "{body}");
+
+        let asked = Instant::now();
+        daemon.signal(libc::SIGTERM);
+        let status = daemon.child.wait().unwrap();
+        assert!(
+            asked.elapsed() < Duration::from_secs(2),
+            "took {:?}",
+            asked.elapsed()
+        );
+        assert_eq!(status.code(), Some(0));
+        assert!(
+            daemon.log_text().contains("CPU 0 did not stop"),
+            "{}",
+            daemon.log_text()
+        );
+    }
+}
