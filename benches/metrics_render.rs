@@ -8,7 +8,7 @@ use std::time::SystemTime;
 use criterion::{Criterion, criterion_group, criterion_main};
 use latencyd::config::Config;
 use latencyd::daemon::metrics;
-use latencyd::daemon::state::{BucketCounts, CpuView, MonitorState, SamplerView, WindowMax};
+use latencyd::daemon::state::{CpuView, MonitorState, SamplerView};
 use latencyd::host::HostInfo;
 use latencyd::stats::LatencyStats;
 use latencyd::sys::{self, Policy};
@@ -33,20 +33,15 @@ fn synthetic_state(n_cpus: usize) -> MonitorState {
                 };
                 interval.record(latency, i);
             }
-            let mut view = CpuView {
-                cpu,
-                lifetime: LatencyStats::new(config.measure.spike_threshold_ns, None),
-                window: WindowMax::new(config.export.max_window_ns),
-                buckets: BucketCounts::new(&config.export.buckets_ns),
-                sampler: SamplerView {
-                    tid: 1000 + cpu as i32,
-                    policy: Policy::Fifo,
-                    priority: 80,
-                    realtime: true,
-                    last_sample_ns: now,
-                    alive: true,
-                },
+            let sampler = SamplerView {
+                tid: 1000 + cpu as i32,
+                policy: Policy::Fifo,
+                priority: 80,
+                realtime: true,
+                last_sample_ns: now,
+                alive: true,
             };
+            let mut view = CpuView::new(cpu, &config, sampler);
             view.absorb(&interval, now).unwrap();
             view
         })

@@ -275,12 +275,13 @@ struct JsonLatencyd {
     interval_ns: u64,
     spike_threshold_ns: u64,
     pm_qos_us: Option<i32>,
-    host: JsonHost,
+    host: HostFacts,
 }
 
-/// What decides whether the numbers can be trusted, as detected at start.
+/// What decides whether the numbers can be trusted, as detected at start;
+/// the same object in `measure --json` and the daemon's `/api/v1/status`.
 #[derive(Serialize)]
-struct JsonHost {
+pub(crate) struct HostFacts {
     preempt_rt: bool,
     usable_cpus: String,
     cap_sys_nice: bool,
@@ -289,6 +290,21 @@ struct JsonHost {
     memlock_limit_bytes: Option<u64>,
     sched_rt_runtime_us: Option<i64>,
     clock_resolution_ns: Option<u64>,
+}
+
+impl HostFacts {
+    pub(crate) fn of(host: &HostInfo) -> HostFacts {
+        HostFacts {
+            preempt_rt: host.preempt_rt,
+            usable_cpus: format_cpu_list(&host.usable_cpus),
+            cap_sys_nice: host.cap_sys_nice,
+            cap_ipc_lock: host.cap_ipc_lock,
+            rtprio_limit: host.rtprio_limit,
+            memlock_limit_bytes: host.memlock_limit,
+            sched_rt_runtime_us: host.sched_rt_runtime_us,
+            clock_resolution_ns: host.clock_resolution_ns,
+        }
+    }
 }
 
 /// The `--json` file's text (pretty-printed, ending in a newline). Always
@@ -368,16 +384,7 @@ pub fn json_document(report: &RunReport) -> String {
             interval_ns: first.map_or(0, |t| t.interval_ns),
             spike_threshold_ns: first.map_or(0, |t| t.stats.spike_threshold_ns()),
             pm_qos_us: report.pm_qos_us,
-            host: JsonHost {
-                preempt_rt: host.preempt_rt,
-                usable_cpus: format_cpu_list(&host.usable_cpus),
-                cap_sys_nice: host.cap_sys_nice,
-                cap_ipc_lock: host.cap_ipc_lock,
-                rtprio_limit: host.rtprio_limit,
-                memlock_limit_bytes: host.memlock_limit,
-                sched_rt_runtime_us: host.sched_rt_runtime_us,
-                clock_resolution_ns: host.clock_resolution_ns,
-            },
+            host: HostFacts::of(host),
         },
     };
     let mut text = serde_json::to_string_pretty(&doc).expect("the JSON DTOs always serialize");

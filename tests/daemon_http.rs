@@ -13,7 +13,7 @@ use axum::http::{Request, StatusCode};
 use http_body_util::BodyExt;
 use latencyd::config::Config;
 use latencyd::daemon::http::{AppState, router};
-use latencyd::daemon::state::{BucketCounts, CpuView, MonitorState, SamplerView, WindowMax};
+use latencyd::daemon::state::{CpuView, MonitorState, SamplerView};
 use latencyd::host::HostInfo;
 use latencyd::stats::LatencyStats;
 use latencyd::sys::{Policy, Uname};
@@ -29,25 +29,15 @@ fn fixed_now() -> u64 {
 }
 
 fn view(cpu: usize, samples: &[u64], config: &Config, last_sample_ns: u64) -> CpuView {
-    let mut interval = LatencyStats::new(config.measure.spike_threshold_ns, None);
-    for (i, &ns) in samples.iter().enumerate() {
-        interval.record(ns, i as u64);
-    }
-    interval.missed = cpu as u64;
-    let mut view = CpuView {
-        cpu,
-        lifetime: LatencyStats::new(config.measure.spike_threshold_ns, None),
-        window: WindowMax::new(config.export.max_window_ns),
-        buckets: BucketCounts::new(&config.export.buckets_ns),
-        sampler: SamplerView {
-            tid: 100 + cpu as i32,
-            policy: Policy::Fifo,
-            priority: 80,
-            realtime: true,
-            last_sample_ns,
-            alive: true,
-        },
+    let sampler = SamplerView {
+        tid: 100 + cpu as i32,
+        policy: Policy::Fifo,
+        priority: 80,
+        realtime: true,
+        last_sample_ns,
+        alive: true,
     };
+    let mut view = CpuView::new(cpu, config, sampler);
     // Half the samples long ago (out of the window), half just now.
     let (old, new) = samples.split_at(samples.len() / 2);
     for (part, at) in [(old, NOW_NS - 600 * S), (new, NOW_NS - S)] {
@@ -142,29 +132,15 @@ async fn request(app: &axum::Router, method: &str, path: &str) -> (StatusCode, S
     )
 }
 
-fn check_expected(name: &str, actual: &str) {
-    let path = common::data_path(&format!("expected/{name}"));
-    if std::env::var_os("UPDATE_EXPECT").is_some() {
-        std::fs::write(&path, actual).unwrap();
-        return;
-    }
-    let expected = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("{}: {e}; run with UPDATE_EXPECT=1", path.display()));
-    assert!(
-        expected == actual,
-        "{name} differs\n--- expected\n{expected}\n--- actual\n{actual}"
-    );
-}
-
 #[tokio::test]
 async fn metrics_match_the_expected_exposition() {
     let (status, content_type, body) = get(&app(state(true)), "/metrics").await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(content_type, "text/plain; version=0.0.4; charset=utf-8");
-    check_expected("metrics-per-cpu.txt", &body);
+    common::check_expected("metrics-per-cpu.txt", &body);
 
     let (_, _, body) = get(&app(state(false)), "/metrics").await;
-    check_expected("metrics-summed.txt", &body);
+    common::check_expected("metrics-summed.txt", &body);
     assert!(
         body.contains("latencyd_wakeup_latency_seconds_count 703\n"),
         "{body}"
@@ -182,7 +158,7 @@ async fn latency_api_matches_the_expected_json_and_agrees_with_metrics() {
     assert_eq!(status, StatusCode::OK);
     assert_eq!(content_type, "application/json");
     let json: Value = serde_json::from_str(&body).unwrap();
-    check_expected(
+    common::check_expected(
         "latency.json",
         &(serde_json::to_string_pretty(&json).unwrap() + "\n"),
     );

@@ -81,29 +81,13 @@ fn run(nsecs: bool, bins: Option<usize>, histofall: bool) -> RunReport {
     }
 }
 
-fn check(name: &str, actual: &str) {
-    let path = common::data_path(&format!("expected/{name}"));
-    if std::env::var_os("UPDATE_EXPECT").is_some() {
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(&path, actual).unwrap();
-        return;
-    }
-    let expected = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("{}: {e}; run with UPDATE_EXPECT=1", path.display()));
-    assert!(
-        expected == actual,
-        "{name} differs from {}\n--- expected\n{expected}\n--- actual\n{actual}",
-        path.display()
-    );
-}
-
 #[test]
 fn summary_lines_in_microseconds_and_nanoseconds() {
-    check(
+    common::check_expected(
         "summary-us.txt",
         &report::summary_lines(&run(false, None, false)),
     );
-    check(
+    common::check_expected(
         "summary-ns.txt",
         &report::summary_lines(&run(true, None, false)),
     );
@@ -111,11 +95,11 @@ fn summary_lines_in_microseconds_and_nanoseconds() {
 
 #[test]
 fn histogram_blocks() {
-    check(
+    common::check_expected(
         "histogram.txt",
         &report::histogram_block(&run(false, Some(12), false)),
     );
-    check(
+    common::check_expected(
         "histofall.txt",
         &report::histogram_block(&run(false, Some(12), true)),
     );
@@ -124,11 +108,11 @@ fn histogram_blocks() {
 
 #[test]
 fn json_documents() {
-    check(
+    common::check_expected(
         "run.json",
         &report::json_document(&run(false, Some(12), false)),
     );
-    check(
+    common::check_expected(
         "run-ns-no-histogram.json",
         &report::json_document(&run(true, None, false)),
     );

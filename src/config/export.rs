@@ -5,10 +5,10 @@ use std::net::SocketAddr;
 use std::collections::BTreeMap;
 
 use super::{
-    ConfigError, CpuSelection, Effective, SectionReader, as_bool, as_duration_list_ns,
-    as_duration_ns, as_string, key_error, quoted,
+    ConfigError, CpuSelection, Effective, SectionReader, as_bool, as_cpu_selection,
+    as_duration_list_ns, as_duration_ns, as_string, key_error, quoted,
 };
-use crate::cpulist::{format_cpu_list, parse_cpu_list};
+use crate::cpulist::format_cpu_list;
 use crate::host::HostInfo;
 use crate::units::{NS_PER_SEC, NS_PER_US, format_duration_ns};
 
@@ -110,15 +110,7 @@ impl ExportConfig {
         let cpus = r.read(
             "cpus",
             || CpuSelection::All,
-            |v| {
-                let text = as_string(v)?;
-                if text.trim() == "all" {
-                    return Ok(CpuSelection::All);
-                }
-                parse_cpu_list(&text)
-                    .map(CpuSelection::List)
-                    .map_err(|e| format!("{e} (or write \"all\")"))
-            },
+            as_cpu_selection,
             |cpus| quoted(&cpus.to_string()),
         )?;
         Ok(ExportConfig {

@@ -4,10 +4,10 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use super::{
-    ConfigError, Effective, RealtimeConfig, SectionReader, as_bool, as_duration_ns, as_integer,
-    as_string, key_error, quoted,
+    ConfigError, Effective, RealtimeConfig, SectionReader, as_bool, as_cpu_selection,
+    as_duration_ns, as_integer, as_string, key_error, quoted,
 };
-use crate::cpulist::{format_cpu_list, parse_cpu_list};
+use crate::cpulist::format_cpu_list;
 use crate::host::HostInfo;
 use crate::measure::DEFAULT_RT_PRIORITY;
 use crate::sys::Policy;
@@ -65,15 +65,7 @@ impl MeasureConfig {
         let cpus = r.read(
             "cpus",
             || CpuSelection::All,
-            |v| {
-                let text = as_string(v)?;
-                if text.trim() == "all" {
-                    return Ok(CpuSelection::All);
-                }
-                parse_cpu_list(&text)
-                    .map(CpuSelection::List)
-                    .map_err(|e| format!("{e} (or write \"all\")"))
-            },
+            as_cpu_selection,
             |cpus| quoted(&cpus.to_string()),
         )?;
         let interval_ns = r.read(

@@ -24,6 +24,7 @@ pub use log::{LogConfig, LogFormat, LogLevel};
 pub use measure::{CpuSelection, MeasureConfig};
 pub use realtime::RealtimeConfig;
 
+use crate::cpulist::parse_cpu_list;
 use crate::host::HostInfo;
 use crate::units::parse_duration_ns;
 
@@ -444,6 +445,17 @@ pub(crate) fn as_integer(value: &Value) -> Result<i64, String> {
         ValueKind::String(s) => s.trim().parse().map_err(|_| EXPECTED.to_string()),
         _ => Err(EXPECTED.to_string()),
     }
+}
+
+/// `"all"` or a CPU list such as `"0-3,8"`.
+pub(crate) fn as_cpu_selection(value: &Value) -> Result<CpuSelection, String> {
+    let text = as_string(value)?;
+    if text.trim() == "all" {
+        return Ok(CpuSelection::All);
+    }
+    parse_cpu_list(&text)
+        .map(CpuSelection::List)
+        .map_err(|e| format!("{e} (or write \"all\")"))
 }
 
 /// A duration string with a unit; a bare number is refused (is `1000`

@@ -21,6 +21,7 @@ use serde::Serialize;
 use super::metrics;
 use super::state::{CpuView, MonitorState};
 use crate::cpulist::format_cpu_list;
+use crate::report::HostFacts;
 use crate::stats::{P50, P90, P99, P999, P9999};
 use crate::sys;
 
@@ -157,14 +158,8 @@ struct HostBody {
     kernel: String,
     kernel_version: String,
     machine: String,
-    preempt_rt: bool,
-    usable_cpus: String,
-    cap_sys_nice: bool,
-    cap_ipc_lock: bool,
-    rtprio_limit: Option<u64>,
-    memlock_limit_bytes: Option<u64>,
-    sched_rt_runtime_us: Option<i64>,
-    clock_resolution_ns: Option<u64>,
+    #[serde(flatten)]
+    facts: HostFacts,
 }
 
 #[derive(Serialize)]
@@ -215,14 +210,7 @@ async fn status(State(app): State<AppState>) -> axum::Json<StatusBody> {
             kernel: host.uname.release.clone(),
             kernel_version: host.uname.version.clone(),
             machine: host.uname.machine.clone(),
-            preempt_rt: host.preempt_rt,
-            usable_cpus: format_cpu_list(&host.usable_cpus),
-            cap_sys_nice: host.cap_sys_nice,
-            cap_ipc_lock: host.cap_ipc_lock,
-            rtprio_limit: host.rtprio_limit,
-            memlock_limit_bytes: host.memlock_limit,
-            sched_rt_runtime_us: host.sched_rt_runtime_us,
-            clock_resolution_ns: host.clock_resolution_ns,
+            facts: HostFacts::of(host),
         },
         config: ConfigBody {
             cpus: s.cpus.iter().map(|v| v.cpu).collect(),

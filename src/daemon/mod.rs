@@ -37,7 +37,7 @@ use crate::sampler::{LoopPlan, SamplerState};
 use crate::stats::{LatencyStats, ShapeMismatch};
 use crate::sys::{self, CpuDmaLatencyHold};
 use crate::units::{NS_PER_SEC, format_duration_ns};
-use state::{BucketCounts, CpuView, MonitorState, SamplerView, WindowMax};
+use state::{CpuView, MonitorState, SamplerView};
 
 /// sysexits.h's EX_NOPERM: real-time scheduling or memory locking was
 /// refused and `realtime.required` is true.
@@ -205,19 +205,16 @@ async fn serve(
         cpus: engine
             .slots
             .iter()
-            .map(|slot| CpuView {
-                cpu: slot.cpu,
-                lifetime: template.clone(),
-                window: WindowMax::new(config.export.max_window_ns),
-                buckets: BucketCounts::new(&config.export.buckets_ns),
-                sampler: SamplerView {
+            .map(|slot| {
+                let sampler = SamplerView {
                     tid: slot.shared().tid(),
                     policy: config.measure.policy,
                     priority: config.measure.priority,
                     realtime: slot.realtime,
                     last_sample_ns: 0,
                     alive: true,
-                },
+                };
+                CpuView::new(slot.cpu, &config, sampler)
             })
             .collect(),
         non_rt_reasons: engine.non_rt_reasons.clone(),

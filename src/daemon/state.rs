@@ -149,6 +149,18 @@ pub struct CpuView {
 }
 
 impl CpuView {
+    /// An empty view shaped by the configuration (spike threshold, window,
+    /// buckets).
+    pub fn new(cpu: usize, config: &Config, sampler: SamplerView) -> CpuView {
+        CpuView {
+            cpu,
+            lifetime: LatencyStats::new(config.measure.spike_threshold_ns, None),
+            window: WindowMax::new(config.export.max_window_ns),
+            buckets: BucketCounts::new(&config.export.buckets_ns),
+            sampler,
+        }
+    }
+
     /// Takes in one interval published by this CPU's sampler.
     pub fn absorb(&mut self, interval: &LatencyStats, now_ns: u64) -> Result<(), ShapeMismatch> {
         self.lifetime.merge(interval)?;

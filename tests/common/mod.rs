@@ -226,3 +226,21 @@ pub fn metric_value(scrape: &str, series: &str) -> Option<f64> {
             .ok()
     })
 }
+
+/// Compares `actual` with `tests/data/expected/NAME`; with UPDATE_EXPECT
+/// set, writes it there instead (review the diff before committing).
+pub fn check_expected(name: &str, actual: &str) {
+    let path = data_path(&format!("expected/{name}"));
+    if std::env::var_os("UPDATE_EXPECT").is_some() {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, actual).unwrap();
+        return;
+    }
+    let expected = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e}; run with UPDATE_EXPECT=1", path.display()));
+    assert!(
+        expected == actual,
+        "{name} differs from {}\n--- expected\n{expected}\n--- actual\n{actual}",
+        path.display()
+    );
+}
