@@ -14,9 +14,8 @@ use http_body_util::BodyExt;
 use latencyd::config::Config;
 use latencyd::daemon::http::{AppState, router};
 use latencyd::daemon::state::{CpuView, MonitorState, SamplerView};
-use latencyd::host::HostInfo;
 use latencyd::stats::LatencyStats;
-use latencyd::sys::{Policy, Uname};
+use latencyd::sys::Policy;
 use serde_json::Value;
 use tower::ServiceExt;
 
@@ -65,24 +64,7 @@ fn state(per_cpu_histograms: bool) -> MonitorState {
         .chain([3_000_000])
         .collect();
     MonitorState {
-        host: HostInfo {
-            uname: Uname {
-                sysname: "Linux".into(),
-                nodename: "rt-host-7".into(),
-                release: "6.12.0-rt5".into(),
-                version: "#1 SMP PREEMPT_RT".into(),
-                machine: "x86_64".into(),
-            },
-            preempt_rt: true,
-            usable_cpus: vec![0, 1, 2],
-            online_cpus: Some(vec![0, 1, 2]),
-            cap_sys_nice: true,
-            cap_ipc_lock: true,
-            rtprio_limit: Some(0),
-            memlock_limit: None,
-            sched_rt_runtime_us: Some(-1),
-            clock_resolution_ns: Some(1),
-        },
+        host: common::synthetic_host(&[0, 1, 2], &[0, 1, 2]),
         started_wall: UNIX_EPOCH + Duration::from_secs(1_795_315_538),
         started_ns: NOW_NS - 900 * S,
         cpus: vec![

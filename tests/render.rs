@@ -8,10 +8,9 @@ mod common;
 
 use std::time::{Duration, UNIX_EPOCH};
 
-use latencyd::host::HostInfo;
 use latencyd::report::{self, RunReport, ThreadReport};
 use latencyd::stats::{LatencyStats, LinearHistogram};
-use latencyd::sys::{Policy, Uname};
+use latencyd::sys::Policy;
 
 fn thread(
     cpu: usize,
@@ -51,24 +50,7 @@ fn run(nsecs: bool, bins: Option<usize>, histofall: bool) -> RunReport {
         start_time: UNIX_EPOCH + Duration::from_secs(1_795_315_538),
         end_time: UNIX_EPOCH + Duration::from_secs(1_795_315_540),
         return_code: 0,
-        host: HostInfo {
-            uname: Uname {
-                sysname: "Linux".into(),
-                nodename: "rt-host-7".into(),
-                release: "6.12.0-rt5".into(),
-                version: "#1 SMP PREEMPT_RT".into(),
-                machine: "x86_64".into(),
-            },
-            preempt_rt: true,
-            usable_cpus: vec![0, 3, 5],
-            online_cpus: Some(vec![0, 1, 2, 3, 4, 5]),
-            cap_sys_nice: true,
-            cap_ipc_lock: true,
-            rtprio_limit: Some(0),
-            memlock_limit: None,
-            sched_rt_runtime_us: Some(-1),
-            clock_resolution_ns: Some(1),
-        },
+        host: common::synthetic_host(&[0, 3, 5], &[0, 1, 2, 3, 4, 5]),
         pm_qos_us: Some(0),
         policy: Policy::Fifo,
         nsecs,

@@ -244,3 +244,26 @@ pub fn check_expected(name: &str, actual: &str) {
         path.display()
     );
 }
+
+/// A PREEMPT_RT host with every privilege, for renderers fed synthetic
+/// data (the expected output under tests/data/expected/ shows it).
+pub fn synthetic_host(usable_cpus: &[usize], online_cpus: &[usize]) -> latencyd::host::HostInfo {
+    latencyd::host::HostInfo {
+        uname: latencyd::sys::Uname {
+            sysname: "Linux".into(),
+            nodename: "rt-host-7".into(),
+            release: "6.12.0-rt5".into(),
+            version: "#1 SMP PREEMPT_RT".into(),
+            machine: "x86_64".into(),
+        },
+        preempt_rt: true,
+        usable_cpus: usable_cpus.to_vec(),
+        online_cpus: Some(online_cpus.to_vec()),
+        cap_sys_nice: true,
+        cap_ipc_lock: true,
+        rtprio_limit: Some(0),
+        memlock_limit: None,
+        sched_rt_runtime_us: Some(-1),
+        clock_resolution_ns: Some(1),
+    }
+}
