@@ -488,3 +488,35 @@ fn the_exporter_thread_can_be_pinned_to_housekeeping_cpus() {
     );
     assert_eq!(daemon.get("/healthz").0, 200);
 }
+
+#[test]
+fn logs_are_json_lines_or_text_without_timestamps_under_the_journal() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = daemon_config(dir.path(), "", "", "");
+    let mut daemon = Daemon::start(run_with(&config).args(["--log-format", "json"]));
+    daemon.signal(libc::SIGTERM);
+    daemon.child.wait().unwrap();
+    // The reader thread may still be draining the pipe.
+    std::thread::sleep(Duration::from_millis(100));
+    let lines = daemon.log.lock().unwrap().clone();
+    assert!(lines.len() >= 2, "{lines:?}");
+    for line in &lines {
+        let record: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+        assert!(
+            record["level"].is_string() && record["fields"]["message"].is_string(),
+            "{line}"
+        );
+    }
+
+    // Under systemd's journal (JOURNAL_STREAM set) the journal stamps each
+    // line, so latencyd does not: lines start with the level.
+    let daemon = Daemon::start(run_with(&config).env("JOURNAL_STREAM", "8:12345"));
+    let first = daemon.log.lock().unwrap()[0].clone();
+    assert!(first.trim_start().starts_with("INFO"), "{first}");
+    let daemon = Daemon::start(&mut run_with(&config));
+    let first = daemon.log.lock().unwrap()[0].clone();
+    assert!(
+        first.starts_with("20"),
+        "a timestamp outside the journal: {first}"
+    );
+}

@@ -152,8 +152,14 @@ impl Daemon {
                 .lines()
                 .map_while(Result::ok)
             {
-                if let Some(addr) = line.split("serving http://").nth(1) {
-                    let _ = tx.send(addr.trim().to_string());
+                // The address ends where address characters do (in JSON
+                // logs a quote follows it).
+                if let Some(rest) = line.split("serving http://").nth(1) {
+                    let addr: String = rest
+                        .chars()
+                        .take_while(|c| c.is_ascii_hexdigit() || ".:[]".contains(*c))
+                        .collect();
+                    let _ = tx.send(addr);
                 }
                 sink.lock().unwrap().push(line);
             }
