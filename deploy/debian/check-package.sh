@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Installs the Debian package built by `cargo deb`, checks what it put on
+# the system, then removes it again. Run as root on Debian (scripts/test
+# does, after building the package).
+#
+# Usage: deploy/debian/check-package.sh [PACKAGE.deb]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+deb=${1:-$(ls -t target/debian/latencyd_*.deb | head -n 1)}
+[ "$(id -u)" = 0 ] || { echo "check-package: needs root (dpkg -i)" >&2; exit 2; }
+
+fail() { echo "check-package: $*" >&2; exit 1; }
+
+dpkg -i "$deb" >/dev/null
+trap 'dpkg --purge latencyd >/dev/null 2>&1 || true' EXIT
+
+dpkg -s latencyd | grep -q '^Status: install ok installed' || fail "not installed"
+/usr/bin/latencyd --version | grep -q '^latencyd ' || fail "the binary does not run"
+getent passwd latencyd >/dev/null || fail "no latencyd user"
+getent group cpu-dma-latency >/dev/null || fail "no cpu-dma-latency group"
+unit=/usr/lib/systemd/system/latencyd.service
+[ -f "$unit" ] || fail "no unit at $unit"
+verify=$(systemd-analyze verify "$unit" 2>&1) || fail "systemd-analyze verify: $verify"
+[ -z "$verify" ] || fail "systemd-analyze verify says: $verify"
+score=$(systemd-analyze security --offline=true "$unit" | sed -n 's/.*exposure level for latencyd.service: \([0-9.]*\).*/\1/p')
+awk -v s="$score" 'BEGIN { exit !(s <= 2.0) }' || fail "security exposure $score > 2.0"
+[ -L /etc/systemd/system/multi-user.target.wants/latencyd.service ] || fail "the unit is not enabled"
+/usr/bin/latencyd check-config /etc/latencyd/latencyd.toml >/dev/null || fail "the shipped configuration is invalid"
+for f in grafana/dashboards/latencyd-host.json grafana/dashboards/latencyd-fleet.json \
+         prometheus/latencyd.rules.yml systemd/latencyd-pmqos.conf udev/60-cpu-dma-latency.rules; do
+    [ -f "/usr/share/latencyd/$f" ] || fail "missing /usr/share/latencyd/$f"
+done
+dpkg-query -W -f='${Conffiles}\n' latencyd | grep -q /etc/latencyd/latencyd.toml || fail "the configuration is not a conffile"
+
+dpkg --purge latencyd >/dev/null
+[ ! -e /usr/bin/latencyd ] || fail "the binary is still there after purge"
+trap - EXIT
+echo "check-package: $(basename "$deb") installed, checked (unit exposure $score) and purged"
