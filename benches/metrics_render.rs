@@ -61,6 +61,16 @@ fn synthetic_state(n_cpus: usize) -> MonitorState {
 fn render(c: &mut Criterion) {
     let mut group = c.benchmark_group("metrics_render");
     for n_cpus in [2, 256] {
+        // Series per host (latencyd's own, without the process metrics),
+        // with and without per-CPU histograms.
+        for per_cpu in [true, false] {
+            let mut state = synthetic_state(n_cpus);
+            state.config.export.per_cpu_histograms = per_cpu;
+            let registry = metrics::registry(Arc::new(Mutex::new(state)), false);
+            let text = metrics::render(&registry).unwrap();
+            let series = text.lines().filter(|l| !l.starts_with('#')).count();
+            eprintln!("metrics_render: {n_cpus} CPUs, per_cpu_histograms = {per_cpu}: {series} series");
+        }
         let state = Arc::new(Mutex::new(synthetic_state(n_cpus)));
         let registry = metrics::registry(state, true);
         let size = metrics::render(&registry).unwrap().len();
