@@ -69,7 +69,9 @@ fn render(c: &mut Criterion) {
             let registry = metrics::registry(Arc::new(Mutex::new(state)), false);
             let text = metrics::render(&registry).unwrap();
             let series = text.lines().filter(|l| !l.starts_with('#')).count();
-            eprintln!("metrics_render: {n_cpus} CPUs, per_cpu_histograms = {per_cpu}: {series} series");
+            eprintln!(
+                "metrics_render: {n_cpus} CPUs, per_cpu_histograms = {per_cpu}: {series} series"
+            );
         }
         let state = Arc::new(Mutex::new(synthetic_state(n_cpus)));
         let registry = metrics::registry(state, true);
