@@ -495,10 +495,8 @@ fn logs_are_json_lines_or_text_without_timestamps_under_the_journal() {
     let config = daemon_config(dir.path(), "", "", "");
     let mut daemon = Daemon::start(run_with(&config).args(["--log-format", "json"]));
     daemon.signal(libc::SIGTERM);
-    daemon.child.wait().unwrap();
-    // The reader thread may still be draining the pipe.
-    std::thread::sleep(Duration::from_millis(100));
-    let lines = daemon.log.lock().unwrap().clone();
+    let (status, lines) = daemon.wait_with_log();
+    assert_eq!(status.code(), Some(0), "{lines:?}");
     assert!(lines.len() >= 2, "{lines:?}");
     for line in &lines {
         let record: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));

@@ -246,17 +246,21 @@ async fn serve(
             },
         )
     };
+    // Signal handlers first: a SIGTERM sent as soon as READY=1 (or the
+    // log line) is seen must find them, or it would kill the process
+    // without the orderly shutdown.
+    let signals = match Signals::install() {
+        Ok(signals) => signals,
+        Err(err) => {
+            error!("cannot watch for signals: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
     info!("{summary}");
     notify::ready(&summary);
 
     let interval_ns = lock(&state).config.measure.interval_ns;
-    let exit_code = match run_loop(&mut engine, &state, &sources, &log_level).await {
-        Ok(code) => code,
-        Err(err) => {
-            error!("cannot watch for signals: {err}");
-            ExitCode::FAILURE
-        }
-    };
+    let exit_code = run_loop(&mut engine, &state, &sources, &log_level, signals).await;
 
     notify::stopping();
     stop.store(true, Ordering::Relaxed);
@@ -289,16 +293,31 @@ fn lock(state: &Mutex<MonitorState>) -> std::sync::MutexGuard<'_, MonitorState> 
     state.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// The signals the daemon handles.
+struct Signals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+    hup: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn install() -> std::io::Result<Signals> {
+        Ok(Signals {
+            term: signal(SignalKind::terminate())?,
+            int: signal(SignalKind::interrupt())?,
+            hup: signal(SignalKind::hangup())?,
+        })
+    }
+}
+
 /// Runs until SIGTERM/SIGINT (exit 0) or a dead sampler (exit 1).
 async fn run_loop(
     engine: &mut Engine,
     state: &Mutex<MonitorState>,
     sources: &Sources,
     log_level: &logging::LevelHandle,
-) -> std::io::Result<ExitCode> {
-    let mut sigterm = signal(SignalKind::terminate())?;
-    let mut sigint = signal(SignalKind::interrupt())?;
-    let mut sighup = signal(SignalKind::hangup())?;
+    mut signals: Signals,
+) -> ExitCode {
     let mut collect_tick = tokio::time::interval(COLLECT_PERIOD);
     let mut status_tick = tokio::time::interval(STATUS_PERIOD);
     // systemd wants a ping within WatchdogSec; ping at half of it, and only
@@ -317,11 +336,11 @@ async fn run_loop(
                     }
                     Err(err) => {
                         error!("cannot merge a sampler's interval: {err}");
-                        return Ok(ExitCode::FAILURE);
+                        return ExitCode::FAILURE;
                     }
                 }
                 if dying_since.is_some_and(|since| since.elapsed() >= DEATH_GRACE) {
-                    return Ok(ExitCode::FAILURE);
+                    return ExitCode::FAILURE;
                 }
             }
             _ = status_tick.tick() => notify::status(&status_line(&lock(state))),
@@ -338,9 +357,9 @@ async fn run_loop(
                     warn!("withholding the watchdog ping: samplers not advancing: {:?}", health.stale);
                 }
             }
-            _ = sighup.recv() => reload(state, sources, log_level),
-            _ = sigterm.recv() => { info!("SIGTERM: stopping"); return Ok(ExitCode::SUCCESS); }
-            _ = sigint.recv() => { info!("SIGINT: stopping"); return Ok(ExitCode::SUCCESS); }
+            _ = signals.hup.recv() => reload(state, sources, log_level),
+            _ = signals.term.recv() => { info!("SIGTERM: stopping"); return ExitCode::SUCCESS; }
+            _ = signals.int.recv() => { info!("SIGINT: stopping"); return ExitCode::SUCCESS; }
         }
     }
 }

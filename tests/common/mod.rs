@@ -168,6 +168,7 @@ pub struct Daemon {
     pub child: std::process::Child,
     pub addr: std::net::SocketAddr,
     pub log: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    reader: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Daemon {
@@ -183,21 +184,23 @@ impl Daemon {
         let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
         let (tx, rx) = std::sync::mpsc::channel();
         let sink = std::sync::Arc::clone(&log);
-        std::thread::spawn(move || {
+        let reader = std::thread::spawn(move || {
             for line in std::io::BufReader::new(stderr)
                 .lines()
                 .map_while(Result::ok)
             {
                 // The address ends where address characters do (in JSON
                 // logs a quote follows it).
-                if let Some(rest) = line.split("serving http://").nth(1) {
-                    let addr: String = rest
-                        .chars()
+                let addr: Option<String> = line.split("serving http://").nth(1).map(|rest| {
+                    rest.chars()
                         .take_while(|c| c.is_ascii_hexdigit() || ".:[]".contains(*c))
-                        .collect();
+                        .collect()
+                });
+                // Stored before anyone is told the daemon serves.
+                sink.lock().unwrap().push(line);
+                if let Some(addr) = addr {
                     let _ = tx.send(addr);
                 }
-                sink.lock().unwrap().push(line);
             }
         });
         let addr = match rx.recv_timeout(std::time::Duration::from_secs(15)) {
@@ -211,7 +214,21 @@ impl Daemon {
                 );
             }
         };
-        Daemon { child, addr, log }
+        Daemon {
+            child,
+            addr,
+            log,
+            reader: Some(reader),
+        }
+    }
+
+    /// Waits for the daemon to exit and returns its status and whole log.
+    pub fn wait_with_log(&mut self) -> (std::process::ExitStatus, Vec<String>) {
+        let status = self.child.wait().unwrap();
+        if let Some(reader) = self.reader.take() {
+            let _ = reader.join();
+        }
+        (status, self.log.lock().unwrap().clone())
     }
 
     pub fn get(&self, path: &str) -> (u16, String) {
