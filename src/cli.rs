@@ -31,6 +31,16 @@ pub enum Command {
     Run(RunArgs),
     /// One-shot measurement with cyclictest-compatible options and output.
     Measure(MeasureArgs),
+    /// Draw an OSADL-style latency plot (log-scale counts over µs, one line
+    /// per CPU, maxima marked) from a latencyd or cyclictest --json file
+    /// (recorded with -h) or a jitterdebugger results file.
+    Plot {
+        /// The results file to plot.
+        input: PathBuf,
+        /// The picture to write: .svg or .png.
+        #[arg(short = 'o', long, value_name = "OUT.svg|OUT.png")]
+        output: PathBuf,
+    },
     /// Validate a configuration file and print the effective configuration.
     CheckConfig {
         /// The TOML file to check (the environment applies too).
@@ -163,6 +173,10 @@ pub struct MeasureArgs {
     /// standard output, which then carries only the JSON).
     #[arg(long, value_name = "FILE|-")]
     pub json: Option<PathBuf>,
+
+    /// Draw the OSADL-style latency plot of the run into this .svg or .png.
+    #[arg(long, value_name = "OUT.svg|OUT.png")]
+    pub plot: Option<PathBuf>,
 
     /// Run even if real-time scheduling or memory locking is refused; every
     /// result is then marked as not real-time.

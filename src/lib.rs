@@ -16,6 +16,7 @@ pub mod engine;
 pub mod handoff;
 pub mod host;
 pub mod measure;
+pub mod plot;
 pub mod report;
 pub mod sampler;
 pub mod stats;

@@ -74,6 +74,7 @@ pub struct MeasureOptions {
     pub nsecs: bool,
     pub quiet: bool,
     pub json: Option<JsonTarget>,
+    pub plot: Option<PathBuf>,
     pub allow_non_rt: bool,
     pub pm_qos: PmQos,
 }
@@ -223,6 +224,10 @@ impl MeasureOptions {
             }
         });
 
+        if let Some(path) = &args.plot {
+            crate::plot::Format::of(path).map_err(|e| usage("--plot", e.to_string()))?;
+        }
+
         Ok(MeasureOptions {
             cpus,
             policy,
@@ -237,6 +242,7 @@ impl MeasureOptions {
             nsecs: args.nsecs,
             quiet: args.quiet,
             json,
+            plot: args.plot.clone(),
             allow_non_rt: args.allow_non_rt,
             pm_qos,
         })
@@ -429,6 +435,23 @@ pub fn run(options: &MeasureOptions, host: &HostInfo, cmdline: String) -> anyhow
         Some(JsonTarget::File(path)) => fs::write(path, report::json_document(&report))
             .with_context(|| format!("cannot write the JSON results to {}", path.display()))?,
         None => {}
+    }
+    if let Some(path) = &options.plot {
+        let data = crate::plot::PlotData {
+            title: "Wake-up latency (latencyd)".to_string(),
+            subtitle: crate::plot::subtitle(
+                Some(&host.uname.nodename),
+                Some(&host.uname.release),
+                host.preempt_rt,
+            ),
+            series: report
+                .threads
+                .iter()
+                .map(|t| crate::plot::series_from_stats(format!("CPU {}", t.cpu), &t.stats))
+                .collect(),
+        };
+        crate::plot::write(&data, path)
+            .with_context(|| format!("cannot draw the plot {}", path.display()))?;
     }
     stdout.flush()?;
     if !sampler_errors.is_empty() {
