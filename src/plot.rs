@@ -116,24 +116,31 @@ fn bins(histogram: &Value, unit_ns: f64, what: &str) -> Result<Vec<(u64, u64)>, 
     Ok(out.into_iter().collect())
 }
 
+/// The entries of the object `json[key]`, whose keys are numbers (thread
+/// or CPU numbers), in numeric order.
+fn numbered<'a>(json: &'a Value, key: &str) -> Result<Vec<(u64, &'a Value)>, PlotError> {
+    let object = json[key]
+        .as_object()
+        .ok_or_else(|| input(format!("\"{key}\" is not an object")))?;
+    let mut ordered = object
+        .iter()
+        .map(|(k, v)| {
+            k.parse()
+                .map(|n| (n, v))
+                .map_err(|_| input(format!("{key} '{k}' is not a number")))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    ordered.sort_by_key(|(n, _)| *n);
+    Ok(ordered)
+}
+
 fn from_cyclictest_json(json: &Value) -> Result<PlotData, PlotError> {
     let unit_ns = if json["resolution_in_ns"].as_u64() == Some(1) {
         1.0
     } else {
         1_000.0
     };
-    let threads = json["thread"]
-        .as_object()
-        .ok_or_else(|| input("\"thread\" is not an object"))?;
-    let mut ordered: Vec<(u64, &Value)> = threads
-        .iter()
-        .map(|(k, v)| {
-            k.parse()
-                .map(|n| (n, v))
-                .map_err(|_| input(format!("thread '{k}' is not a number")))
-        })
-        .collect::<Result<_, _>>()?;
-    ordered.sort_by_key(|(n, _)| *n);
+    let ordered = numbered(json, "thread")?;
     let mut series = Vec::new();
     for (n, thread) in ordered {
         let what = format!("thread.{n}");
@@ -169,18 +176,7 @@ fn from_cyclictest_json(json: &Value) -> Result<PlotData, PlotError> {
 }
 
 fn from_jitterdebugger(json: &Value) -> Result<PlotData, PlotError> {
-    let cpus = json["cpu"]
-        .as_object()
-        .ok_or_else(|| input("\"cpu\" is not an object"))?;
-    let mut ordered: Vec<(u64, &Value)> = cpus
-        .iter()
-        .map(|(k, v)| {
-            k.parse()
-                .map(|n| (n, v))
-                .map_err(|_| input(format!("cpu '{k}' is not a number")))
-        })
-        .collect::<Result<_, _>>()?;
-    ordered.sort_by_key(|(n, _)| *n);
+    let ordered = numbered(json, "cpu")?;
     // Results files since version 3 say their unit; older ones are in µs.
     let sysinfo = &json["sysinfo"];
     let unit_ns = sysinfo["resolution_in_ns"].as_f64().unwrap_or(1_000.0);
