@@ -17,14 +17,6 @@ fn run_with(config: &std::path::Path) -> Command {
     cmd
 }
 
-fn wait_until(what: &str, timeout: Duration, mut ready: impl FnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while !ready() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 fn count_of(scrape: &str, cpu: u64) -> f64 {
     metric_value(
         scrape,
@@ -42,12 +34,17 @@ fn metrics_pass_promtool_and_counts_grow_and_agree_with_the_api() {
     );
     let dir = tempfile::tempdir().unwrap();
     let daemon = Daemon::start(&mut run_with(&daemon_config(dir.path(), "", "", "")));
-    wait_until("a first interval", Duration::from_secs(5), || {
-        daemon
-            .get("/metrics")
-            .1
-            .contains("latencyd_wakeup_latency_seconds_count{cpu=\"0\"}")
-    });
+    wait_until(
+        "a first interval",
+        Duration::from_millis(50),
+        Duration::from_secs(5),
+        || {
+            daemon
+                .get("/metrics")
+                .1
+                .contains("latencyd_wakeup_latency_seconds_count{cpu=\"0\"}")
+        },
+    );
 
     let first = daemon.get("/metrics").1;
     let (status, api) = daemon.get("/api/v1/latency");
@@ -157,9 +154,12 @@ fn systemd_hears_ready_then_watchdog_pings() {
 fn sigterm_stops_it_with_status_0_within_a_second() {
     let dir = tempfile::tempdir().unwrap();
     let mut daemon = Daemon::start(&mut run_with(&daemon_config(dir.path(), "", "", "")));
-    wait_until("health", Duration::from_secs(5), || {
-        daemon.get("/healthz").0 == 200
-    });
+    wait_until(
+        "health",
+        Duration::from_millis(50),
+        Duration::from_secs(5),
+        || daemon.get("/healthz").0 == 200,
+    );
     let asked = Instant::now();
     daemon.signal(libc::SIGTERM);
     let status = daemon.child.wait().unwrap();
@@ -173,19 +173,27 @@ fn sighup_applies_live_keys_and_survives_a_broken_file() {
     let dir = tempfile::tempdir().unwrap();
     let config = daemon_config(dir.path(), "", "max_window = \"60s\"", "");
     let daemon = Daemon::start(&mut run_with(&config));
-    wait_until("health", Duration::from_secs(5), || {
-        daemon.get("/healthz").0 == 200
-    });
+    wait_until(
+        "health",
+        Duration::from_millis(50),
+        Duration::from_secs(5),
+        || daemon.get("/healthz").0 == 200,
+    );
 
     let good = std::fs::read_to_string(&config).unwrap();
     std::fs::write(&config, "[measure]\ninterval = \"fast\"\n").unwrap();
     daemon.signal(libc::SIGHUP);
-    wait_until("the failure to be counted", Duration::from_secs(5), || {
-        metric_value(
-            &daemon.get("/metrics").1,
-            "latencyd_config_reload_failures_total",
-        ) == Some(1.0)
-    });
+    wait_until(
+        "the failure to be counted",
+        Duration::from_millis(50),
+        Duration::from_secs(5),
+        || {
+            metric_value(
+                &daemon.get("/metrics").1,
+                "latencyd_config_reload_failures_total",
+            ) == Some(1.0)
+        },
+    );
     assert_eq!(
         daemon.get("/healthz").0,
         200,
@@ -203,10 +211,15 @@ fn sighup_applies_live_keys_and_survives_a_broken_file() {
     )
     .unwrap();
     daemon.signal(libc::SIGHUP);
-    wait_until("the new window", Duration::from_secs(5), || {
-        let status: Value = serde_json::from_str(&daemon.get("/api/v1/status").1).unwrap();
-        status["config"]["max_window_ns"] == 5_000_000_000u64
-    });
+    wait_until(
+        "the new window",
+        Duration::from_millis(50),
+        Duration::from_secs(5),
+        || {
+            let status: Value = serde_json::from_str(&daemon.get("/api/v1/status").1).unwrap();
+            status["config"]["max_window_ns"] == 5_000_000_000u64
+        },
+    );
     assert!(
         metric_value(
             &daemon.get("/metrics").1,
@@ -440,12 +453,17 @@ fn without_privileges_it_refuses_or_runs_degraded_when_allowed() {
             .arg(&config)
             .env("LATENCYD_REALTIME__REQUIRED", "false"),
     );
-    wait_until("a first interval", Duration::from_secs(5), || {
-        daemon
-            .get("/metrics")
-            .1
-            .contains("latencyd_wakeup_latency_seconds_count")
-    });
+    wait_until(
+        "a first interval",
+        Duration::from_millis(50),
+        Duration::from_secs(5),
+        || {
+            daemon
+                .get("/metrics")
+                .1
+                .contains("latencyd_wakeup_latency_seconds_count")
+        },
+    );
     let scrape = daemon.get("/metrics").1;
     assert_eq!(
         metric_value(

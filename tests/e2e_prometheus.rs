@@ -8,7 +8,7 @@ mod common;
 
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::*;
 use serde_json::Value;
@@ -54,14 +54,6 @@ fn free_port() -> u16 {
         .local_addr()
         .unwrap()
         .port()
-}
-
-fn wait_until(what: &str, timeout: Duration, mut ready: impl FnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while !ready() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(250));
-    }
 }
 
 /// What Grafana would put in place of the variables and macros.
@@ -163,29 +155,37 @@ fn every_dashboard_query_and_rule_works_against_a_real_prometheus() {
             .unwrap(),
         addr,
     };
-    wait_until("Prometheus to be ready", Duration::from_secs(30), || {
-        http_get(addr, "/-/ready").is_ok_and(|(status, _)| status == 200)
-    });
+    wait_until(
+        "Prometheus to be ready",
+        Duration::from_millis(250),
+        Duration::from_secs(30),
+        || http_get(addr, "/-/ready").is_ok_and(|(status, _)| status == 200),
+    );
     // Enough scrapes for 10 s rate windows, and every rule evaluated.
-    wait_until("data and evaluated rules", Duration::from_secs(60), || {
-        let scraped = prometheus
-            .query("count_over_time(latencyd_build_info[1m])")
-            .first()
-            .and_then(|s| {
-                s["value"][1]
-                    .as_str()
-                    .map(|v| v.parse::<f64>().unwrap_or(0.0))
-            })
-            .is_some_and(|n| n >= 12.0);
-        let rules = prometheus.api("/api/v1/rules");
-        let healthy = rules["data"]["groups"].as_array().is_some_and(|groups| {
-            groups
-                .iter()
-                .flat_map(|g| g["rules"].as_array().unwrap())
-                .all(|r| r["health"] == "ok")
-        });
-        scraped && healthy
-    });
+    wait_until(
+        "data and evaluated rules",
+        Duration::from_millis(250),
+        Duration::from_secs(60),
+        || {
+            let scraped = prometheus
+                .query("count_over_time(latencyd_build_info[1m])")
+                .first()
+                .and_then(|s| {
+                    s["value"][1]
+                        .as_str()
+                        .map(|v| v.parse::<f64>().unwrap_or(0.0))
+                })
+                .is_some_and(|n| n >= 12.0);
+            let rules = prometheus.api("/api/v1/rules");
+            let healthy = rules["data"]["groups"].as_array().is_some_and(|groups| {
+                groups
+                    .iter()
+                    .flat_map(|g| g["rules"].as_array().unwrap())
+                    .all(|r| r["health"] == "ok")
+            });
+            scraped && healthy
+        },
+    );
     assert_eq!(prometheus.query("up{job=\"latencyd\"}")[0]["value"][1], "1");
 
     let mut checked = 0;

@@ -22,14 +22,6 @@ mod with_faults {
 
     use super::common::*;
 
-    fn wait_until(what: &str, timeout: Duration, mut ready: impl FnMut() -> bool) {
-        let deadline = Instant::now() + timeout;
-        while !ready() {
-            assert!(Instant::now() < deadline, "timed out waiting for {what}");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
     #[test]
     fn a_dead_sampler_turns_healthz_to_503_and_the_daemon_exits_1() {
         let dir = tempfile::tempdir().unwrap();
@@ -42,12 +34,17 @@ mod with_faults {
         );
         assert_eq!(daemon.get("/healthz").0, 200);
         let mut saw_503 = false;
-        wait_until("the daemon to exit", Duration::from_secs(10), || {
-            if let Ok((503, body)) = http_get(daemon.addr, "/healthz") {
-                saw_503 |= body.contains("\"cpu\":0");
-            }
-            daemon.child.try_wait().unwrap().is_some()
-        });
+        wait_until(
+            "the daemon to exit",
+            Duration::from_millis(20),
+            Duration::from_secs(10),
+            || {
+                if let Ok((503, body)) = http_get(daemon.addr, "/healthz") {
+                    saw_503 |= body.contains("\"cpu\":0");
+                }
+                daemon.child.try_wait().unwrap().is_some()
+            },
+        );
         let status = daemon.child.wait().unwrap();
         assert_eq!(status.code(), Some(1), "{}", daemon.log_text());
         assert!(saw_503, "/healthz showed the dead sampler before the exit");

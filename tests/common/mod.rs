@@ -326,3 +326,21 @@ pub fn synthetic_host(usable_cpus: &[usize], online_cpus: &[usize]) -> latencyd:
         clock_resolution_ns: Some(1),
     }
 }
+
+/// Polls `ready` every `poll` until it holds; fails the test, naming
+/// `what`, after `timeout`.
+pub fn wait_until(
+    what: &str,
+    poll: std::time::Duration,
+    timeout: std::time::Duration,
+    mut ready: impl FnMut() -> bool,
+) {
+    let deadline = std::time::Instant::now() + timeout;
+    while !ready() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(poll);
+    }
+}
