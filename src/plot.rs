@@ -56,16 +56,22 @@ fn input(message: impl Into<String>) -> PlotError {
     PlotError::Input(message.into())
 }
 
-/// Bins a latencyd histogram into 1 µs bins (HDR buckets wider than 1 µs
-/// at high latencies go to the bin of their value).
-pub fn series_from_stats(label: String, stats: &LatencyStats) -> CpuSeries {
-    let mut bins = BTreeMap::new();
+/// Adds a latencyd histogram's samples to 1 µs bins (HDR buckets wider
+/// than 1 µs at high latencies go to the bin of their upper edge; samples
+/// past the HDR range to the bin of the exact maximum).
+pub fn add_bins_us(stats: &LatencyStats, bins: &mut BTreeMap<u64, u64>) {
     for value in stats.hdr().iter_recorded() {
         *bins.entry(value.value_iterated_to() / 1_000).or_insert(0) += value.count_at_value();
     }
     if stats.hdr_overflows > 0 {
         *bins.entry(stats.max_ns / 1_000).or_insert(0) += stats.hdr_overflows;
     }
+}
+
+/// One CPU's series from a latencyd histogram.
+pub fn series_from_stats(label: String, stats: &LatencyStats) -> CpuSeries {
+    let mut bins = BTreeMap::new();
+    add_bins_us(stats, &mut bins);
     CpuSeries {
         label,
         bins_us: bins.into_iter().collect(),
@@ -215,14 +221,25 @@ pub fn subtitle(host: Option<&str>, kernel: Option<&str>, preempt_rt: bool) -> S
 }
 
 const WIDTH: u32 = 1000;
+/// The chart's height; the legend below it adds a row per
+/// `LEGEND_COLUMNS` CPUs.
 const HEIGHT: u32 = 600;
+const LEGEND_COLUMNS: usize = 4;
+const LEGEND_ROW: u32 = 20;
+
+/// The picture's size: the chart, then the legend's rows under it (a
+/// legend inside the chart would hide the maximum markers under it).
+fn size(data: &PlotData) -> (u32, u32) {
+    let rows = data.series.len().div_ceil(LEGEND_COLUMNS) as u32;
+    (WIDTH, HEIGHT + rows * LEGEND_ROW + 10)
+}
 
 /// The plot as an SVG document.
 pub fn render_svg(data: &PlotData) -> Result<String, PlotError> {
     register_system_font()?;
     let mut svg = String::new();
     {
-        let root = SVGBackend::with_string(&mut svg, (WIDTH, HEIGHT)).into_drawing_area();
+        let root = SVGBackend::with_string(&mut svg, size(data)).into_drawing_area();
         draw(&root, data)?;
         root.present().map_err(|e| PlotError::Draw(e.to_string()))?;
     }
@@ -232,7 +249,7 @@ pub fn render_svg(data: &PlotData) -> Result<String, PlotError> {
 /// Draws the plot into a PNG file.
 pub fn render_png(data: &PlotData, path: &Path) -> Result<(), PlotError> {
     register_system_font()?;
-    let root = BitMapBackend::new(path, (WIDTH, HEIGHT)).into_drawing_area();
+    let root = BitMapBackend::new(path, size(data)).into_drawing_area();
     draw(&root, data)?;
     root.present()
         .map_err(|e| PlotError::Draw(format!("cannot write {}: {e}", path.display())))
@@ -277,6 +294,7 @@ where
 {
     let err = |e: DrawingAreaErrorKind<DB::ErrorType>| PlotError::Draw(e.to_string());
     root.fill(&WHITE).map_err(err)?;
+    let (root, legend) = root.split_vertically(HEIGHT);
     let max_us = data.series.iter().map(|s| s.max_us).fold(1.0, f64::max);
     let max_count = data
         .series
@@ -292,7 +310,7 @@ where
     } else {
         format!("{} — {}", data.title, data.subtitle)
     };
-    let mut chart = ChartBuilder::on(root)
+    let mut chart = ChartBuilder::on(&root)
         .caption(caption, ("sans-serif", 22))
         .margin(15)
         .x_label_area_size(45)
@@ -312,11 +330,7 @@ where
         let points = step_outline(&series.bins_us, floor);
         chart
             .draw_series(LineSeries::new(points, color.stroke_width(2)))
-            .map_err(err)?
-            .label(format!("{} (max {:.0} µs)", series.label, series.max_us))
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
-            });
+            .map_err(err)?;
         // The maximum: a marker above the exact value; each CPU's a little
         // lower than the previous one's, so close maxima stay legible.
         let top = max_count * 3.0 / 1.6f64.powi(i as i32);
@@ -335,13 +349,27 @@ where
             )))
             .map_err(err)?;
     }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .position(SeriesLabelPosition::UpperMiddle)
-        .draw()
-        .map_err(err)?;
+    // The legend: a sample of each line and its label, in columns under
+    // the chart, left to right then down.
+    let column_width = (WIDTH as i32 - 100) / LEGEND_COLUMNS as i32;
+    for (i, series) in data.series.iter().enumerate() {
+        let color = Palette99::pick(i).to_rgba();
+        let x = 85 + (i % LEGEND_COLUMNS) as i32 * column_width;
+        let y = 8 + (i / LEGEND_COLUMNS) as i32 * LEGEND_ROW as i32;
+        legend
+            .draw(&PathElement::new(
+                vec![(x, y + 7), (x + 24, y + 7)],
+                color.stroke_width(2),
+            ))
+            .map_err(err)?;
+        legend
+            .draw(&Text::new(
+                format!("{} (max {:.0} µs)", series.label, series.max_us),
+                (x + 30, y),
+                ("sans-serif", 14).into_font().color(&BLACK),
+            ))
+            .map_err(err)?;
+    }
     Ok(())
 }
 

@@ -233,7 +233,37 @@ async fn bad_paths_and_parameters_get_json_errors() {
             StatusCode::NOT_FOUND,
             "no such path",
         ),
-        ("GET", "/", StatusCode::NOT_FOUND, "no such path"),
+        ("GET", "/index.html", StatusCode::NOT_FOUND, "no such path"),
+        (
+            "GET",
+            "/plot.svg?window=2h",
+            StatusCode::BAD_REQUEST,
+            "longer than the 1m kept (export.max_window)",
+        ),
+        (
+            "GET",
+            "/plot.svg?window=30",
+            StatusCode::BAD_REQUEST,
+            "query parameter window",
+        ),
+        (
+            "GET",
+            "/plot.svg?window=%FF%FE",
+            StatusCode::BAD_REQUEST,
+            "query",
+        ),
+        (
+            "GET",
+            "/?cpu=1",
+            StatusCode::BAD_REQUEST,
+            "unknown query parameter 'cpu'",
+        ),
+        (
+            "GET",
+            "/?window=10s&window=20s",
+            StatusCode::BAD_REQUEST,
+            "more than once",
+        ),
     ];
     for (method, path, expected_status, message) in cases {
         let (status, content_type, body) = request(&app, method, path).await;
@@ -292,4 +322,94 @@ async fn status_describes_host_config_and_samplers() {
     assert_eq!(json["reload_failures"], 2);
     assert_eq!(json["realtime"], true);
     assert_eq!(json["healthy"], true);
+}
+
+#[tokio::test]
+async fn plot_svg_draws_the_lifetime_or_the_recent_window() {
+    let app = app(state(true));
+    let (status, content_type, lifetime) = get(&app, "/plot.svg").await;
+    assert_eq!(status, StatusCode::OK, "{lifetime}");
+    assert_eq!(content_type, "image/svg+xml");
+    common::check_plot_svg(&lifetime, &["CPU 0", "CPU 2"]);
+    assert!(
+        lifetime.contains("since start"),
+        "the title says what it covers"
+    );
+    assert!(lifetime.contains("CPU 0 (max 250 µs)"), "CPU 0's old spike");
+    assert!(lifetime.contains("CPU 2 (max 3000 µs)"));
+    assert!(
+        lifetime.contains("6.12.0-rt5 PREEMPT_RT"),
+        "kernel subtitle"
+    );
+
+    // The last 60 s hold only the recent half: CPU 0's spike is gone,
+    // CPU 2's is there.
+    let (status, _, window) = get(&app, "/plot.svg?window=60s").await;
+    assert_eq!(status, StatusCode::OK, "{window}");
+    common::check_plot_svg(&window, &["CPU 0", "CPU 2"]);
+    assert!(window.contains("last 1m"), "the title names the window");
+    assert!(!window.contains("CPU 0 (max 250 µs)"));
+    assert!(window.contains("CPU 2 (max 3000 µs)"));
+    // A window holding nothing still draws, with every maximum at 0.
+    let (status, _, empty) = get(&app, "/plot.svg?window=1s").await;
+    assert_eq!(status, StatusCode::OK, "{empty}");
+    assert!(empty.contains("CPU 0 (max 0 µs)") && empty.contains("CPU 2 (max 0 µs)"));
+}
+
+#[tokio::test]
+async fn status_page_shows_host_samplers_table_and_plot() {
+    let mut s = state(true);
+    s.host.uname.nodename = "rig<7>&\"co\"".to_string();
+    s.cpus[1].sampler.alive = false;
+    s.non_rt_reasons = vec!["memory is not locked <mlockall refused>".to_string()];
+    let app = app(s);
+    let (status, content_type, page) = get(&app, "/").await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+    assert_eq!(content_type, "text/html; charset=utf-8");
+    assert!(page.starts_with("<!DOCTYPE html>"));
+    assert!(
+        page.contains("<meta http-equiv=\"refresh\""),
+        "refreshes itself"
+    );
+    // Self-contained: no script, no stylesheet or image fetched.
+    for outside in ["<script", "<link", "src=", "http://", "https://"] {
+        assert!(
+            !page.replace("http://www.w3.org", "").contains(outside),
+            "{outside} in the page"
+        );
+    }
+    // Host names and reasons are text, never markup.
+    assert!(page.contains("rig&lt;7&gt;&amp;&quot;co&quot;"));
+    assert!(!page.contains("rig<7>"));
+    assert!(page.contains("&lt;mlockall refused&gt;"));
+    assert!(page.contains("6.12.0-rt5") && page.contains("PREEMPT_RT"));
+    // A row per CPU with its numbers, the dead sampler marked.
+    let row = |cpu: usize| -> String {
+        let start = page.find(&format!("<tr id=\"cpu-{cpu}\"")).expect("a row");
+        page[start..start + page[start..].find("</tr>").unwrap()].to_string()
+    };
+    let cpu0 = row(0);
+    assert!(
+        cpu0.contains("fifo 80") && cpu0.contains(">sampling<"),
+        "{cpu0}"
+    );
+    assert!(cpu0.contains("<td>402</td>"), "count: {cpu0}");
+    assert!(cpu0.contains("<td>250.0</td>"), "lifetime max: {cpu0}");
+    let cpu2 = row(2);
+    assert!(
+        cpu2.contains(">dead<") && cpu2.contains("problem"),
+        "{cpu2}"
+    );
+    assert!(cpu2.contains("<td>3000.0</td>"), "window max: {cpu2}");
+    assert!(page.contains("UNHEALTHY"));
+    // The plot, inline.
+    assert_eq!(page.matches("<svg").count(), 1);
+    common::check_plot_svg(
+        &page[page.find("<svg").unwrap()..page.find("</svg>").unwrap() + 6],
+        &["CPU 0", "CPU 2"],
+    );
+
+    let (status, _, windowed) = get(&app, "/?window=60s").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(windowed.contains("over the last 1m"));
 }

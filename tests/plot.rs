@@ -10,37 +10,6 @@ use std::process::Command;
 
 use common::*;
 
-/// What every plot must show for `cpus` (as "CPU n" labels).
-fn check_svg(svg: &str, cpus: &[&str]) {
-    assert!(svg.starts_with("<svg"), "{}", &svg[..svg.len().min(200)]);
-    assert!(
-        svg.contains("Latency (µs)") && svg.contains("Number of samples"),
-        "axis labels"
-    );
-    // One outline per CPU (the legend's short samples have two points).
-    assert_eq!(polylines_of_series(svg), cpus.len(), "one series per CPU");
-    for cpu in cpus {
-        let legend = format!("{cpu} (max ");
-        assert!(svg.contains(&legend), "legend entry for {cpu}");
-    }
-    // Each maximum is marked with its value.
-    assert_eq!(
-        svg.matches(" max ").count(),
-        cpus.len(),
-        "one max marker per CPU"
-    );
-}
-
-/// Series outlines are the polylines of more than two points (a series
-/// has at least four: up, across, down; ticks and legend samples have two).
-fn polylines_of_series(svg: &str) -> usize {
-    svg.split("<polyline")
-        .skip(1)
-        .filter_map(|p| p.split("points=\"").nth(1)?.split('"').next())
-        .filter(|points| points.split_whitespace().count() > 2)
-        .count()
-}
-
 fn plot(input: &Path, output: &Path) -> std::process::Output {
     latencyd()
         .arg("plot")
@@ -69,7 +38,7 @@ fn plots_cyclictest_latencyd_and_jitterdebugger_files() {
             input.display(),
             stderr_of(&output)
         );
-        check_svg(&std::fs::read_to_string(&svg).unwrap(), &cpus);
+        check_plot_svg(&std::fs::read_to_string(&svg).unwrap(), &cpus);
         let png = dir.path().join("out.png");
         let output = plot(&input, &png);
         assert!(output.status.success(), "{}", stderr_of(&output));
@@ -90,12 +59,12 @@ fn plots_cyclictest_latencyd_and_jitterdebugger_files() {
     );
     let labels: Vec<String> = (0..usable_cpus()).map(|c| format!("CPU {c}")).collect();
     let labels: Vec<&str> = labels.iter().map(String::as_str).collect();
-    check_svg(&std::fs::read_to_string(&direct).unwrap(), &labels);
+    check_plot_svg(&std::fs::read_to_string(&direct).unwrap(), &labels);
     let from_file = dir.path().join("from-file.svg");
     let output = plot(&json, &from_file);
     assert!(output.status.success(), "{}", stderr_of(&output));
     let svg = std::fs::read_to_string(&from_file).unwrap();
-    check_svg(&svg, &labels);
+    check_plot_svg(&svg, &labels);
     assert!(svg.contains("(latencyd)"), "the title names the tool");
 }
 
@@ -122,7 +91,7 @@ fn plots_what_real_cyclictest_and_jitterdebugger_write_now() {
     let labels: Vec<&str> = labels.iter().map(String::as_str).collect();
     let svg = dir.path().join("ct.svg");
     assert!(plot(&json, &svg).status.success());
-    check_svg(&std::fs::read_to_string(&svg).unwrap(), &labels);
+    check_plot_svg(&std::fs::read_to_string(&svg).unwrap(), &labels);
 
     let found = Command::new("jitterdebugger").arg("--version").output();
     assert!(
@@ -139,7 +108,7 @@ fn plots_what_real_cyclictest_and_jitterdebugger_write_now() {
     let svg = dir.path().join("jd.svg");
     let output = plot(&out.join("results.json"), &svg);
     assert!(output.status.success(), "{}", stderr_of(&output));
-    check_svg(&std::fs::read_to_string(&svg).unwrap(), &labels);
+    check_plot_svg(&std::fs::read_to_string(&svg).unwrap(), &labels);
 }
 
 #[test]

@@ -1,4 +1,5 @@
-//! The HTTP surface: `/metrics`, `/healthz` and the read-only JSON API.
+//! The HTTP surface: `/metrics`, `/healthz`, the read-only JSON API, and
+//! for people the status page `/` and the plot `/plot.svg` (see `page`).
 //!
 //! Handlers take the state's lock once and build their whole answer from
 //! it, so the numbers of a response agree with each other and with a
@@ -10,7 +11,8 @@
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use axum::Router;
-use axum::extract::{Path, State};
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Path, Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -19,8 +21,10 @@ use hdrhistogram::serialization::{Serializer, V2DeflateSerializer};
 use serde::Serialize;
 
 use super::metrics;
+use super::page::{self, Snapshot};
 use super::state::{CpuView, MonitorState};
 use crate::cpulist::format_cpu_list;
+use crate::plot;
 use crate::report::HostFacts;
 use crate::stats::{P50, P90, P99, P999, P9999};
 use crate::sys;
@@ -52,6 +56,8 @@ impl AppState {
 
 pub fn router(app: AppState) -> Router {
     Router::new()
+        .route("/", get(status_page))
+        .route("/plot.svg", get(plot_svg))
         .route("/metrics", get(metrics_handler))
         .route("/healthz", get(healthz))
         .route("/api/v1/status", get(status))
@@ -87,10 +93,55 @@ impl IntoResponse for ApiError {
 
 async fn not_found(uri: axum::http::Uri) -> ApiError {
     ApiError::NotFound(format!(
-        "no such path: {}; try /metrics, /healthz, /api/v1/status, /api/v1/latency or \
-         /api/v1/latency/{{cpu}}",
+        "no such path: {}; try /, /plot.svg, /metrics, /healthz, /api/v1/status, \
+         /api/v1/latency or /api/v1/latency/{{cpu}}",
         uri.path()
     ))
+}
+
+type QueryPairs = Result<Query<Vec<(String, String)>>, QueryRejection>;
+
+/// The plot's and the page's data, for `?window=` (lifetime without it).
+fn snapshot(app: &AppState, query: QueryPairs) -> Result<Snapshot, ApiError> {
+    let Query(pairs) = query.map_err(|e| {
+        ApiError::BadRequest(format!("the query string is not valid: {}", e.body_text()))
+    })?;
+    let now = (app.now_ns)();
+    let s = app.lock();
+    let window =
+        page::parse_window(&pairs, s.config.export.max_window_ns).map_err(ApiError::BadRequest)?;
+    Ok(Snapshot::take(&s, now, window))
+}
+
+/// The OSADL-style plot of every sampled CPU, drawn after the lock is
+/// released.
+async fn plot_svg(State(app): State<AppState>, query: QueryPairs) -> Result<Response, ApiError> {
+    let snap = snapshot(&app, query)?;
+    let svg = plot::render_svg(&snap.plot).map_err(|e| ApiError::Internal(e.to_string()))?;
+    Ok((
+        [
+            (header::CONTENT_TYPE, "image/svg+xml"),
+            (header::CACHE_CONTROL, "no-store"),
+        ],
+        svg,
+    )
+        .into_response())
+}
+
+/// The status page. A plot that cannot be drawn (no font) leaves the
+/// rest of the page standing, with the reason in its place.
+async fn status_page(State(app): State<AppState>, query: QueryPairs) -> Result<Response, ApiError> {
+    let snap = snapshot(&app, query)?;
+    let svg = plot::render_svg(&snap.plot).map_err(|e| e.to_string());
+    let html = page::render_page(&snap, svg.as_deref().map_err(String::as_str));
+    Ok((
+        [
+            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+            (header::CACHE_CONTROL, "no-store"),
+        ],
+        html,
+    )
+        .into_response())
 }
 
 async fn metrics_handler(State(app): State<AppState>) -> Result<Response, ApiError> {

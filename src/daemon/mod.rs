@@ -17,6 +17,7 @@ pub mod http;
 mod logging;
 pub mod metrics;
 mod notify;
+pub mod page;
 pub mod state;
 
 use std::net::TcpListener;
@@ -435,6 +436,7 @@ fn reload(state: &Mutex<MonitorState>, sources: &Sources, log_level: &logging::L
                         s.config.export.max_window_ns = new.export.max_window_ns;
                         for view in &mut s.cpus {
                             view.window = view.window.resized(new.export.max_window_ns, now);
+                            view.recent = view.recent.resized(new.export.max_window_ns, now);
                         }
                         true
                     }

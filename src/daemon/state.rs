@@ -7,6 +7,7 @@
 //! handlers read it under one lock, so the numbers of one response come
 //! from one state. Tests build it synthetically, without samplers.
 
+use std::collections::BTreeMap;
 use std::time::SystemTime;
 
 use crate::config::Config;
@@ -50,8 +51,14 @@ impl WindowMax {
     /// The maximum recorded in the last `window` seconds (the current one
     /// included), or `None` if nothing was.
     pub fn max(&self, now_ns: u64) -> Option<u64> {
+        self.max_within(now_ns, self.window_ns())
+    }
+
+    /// The maximum recorded in the last `window_ns` (whole seconds, the
+    /// current one included; at most this ring's own window).
+    pub fn max_within(&self, now_ns: u64, window_ns: u64) -> Option<u64> {
         let second = now_ns / NS_PER_SEC;
-        let n = self.slots.len() as u64;
+        let n = (window_ns / NS_PER_SEC).clamp(1, self.slots.len() as u64);
         self.slots
             .iter()
             .filter(|(s, _)| *s != u64::MAX && *s <= second && second - *s < n)
@@ -66,6 +73,104 @@ impl WindowMax {
         for &(s, max) in &self.slots {
             if s != u64::MAX && s <= second && second - s < resized.slots.len() as u64 {
                 resized.record(s * NS_PER_SEC, max);
+            }
+        }
+        resized
+    }
+}
+
+/// The most slots a [`WindowHistogram`] keeps, whatever the window: it
+/// bounds the memory of a long `export.max_window` (24 h: 12-minute slots).
+pub const MAX_HISTOGRAM_SLOTS: u64 = 120;
+
+/// Histograms of the recent past in 1 µs bins, for plots of a trailing
+/// window. A ring of slots, each the histogram of `slot_ns` of
+/// `CLOCK_MONOTONIC` time kept sparse (only the bins that hold samples);
+/// a slot is a second for windows up to 120 s and longer beyond, so the
+/// memory stays bounded by [`MAX_HISTOGRAM_SLOTS`] × the bins in use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WindowHistogram {
+    slot_ns: u64,
+    /// (slot number since boot, µs bin → samples); `u64::MAX`: never used.
+    slots: Vec<(u64, BTreeMap<u64, u64>)>,
+}
+
+impl WindowHistogram {
+    pub fn new(window_ns: u64) -> WindowHistogram {
+        let seconds = (window_ns / NS_PER_SEC).max(1);
+        let slot_seconds = seconds.div_ceil(MAX_HISTOGRAM_SLOTS);
+        let n = seconds.div_ceil(slot_seconds) as usize;
+        WindowHistogram {
+            slot_ns: slot_seconds * NS_PER_SEC,
+            slots: vec![(u64::MAX, BTreeMap::new()); n],
+        }
+    }
+
+    /// The length of one slot: windows are covered in whole slots.
+    pub fn slot_ns(&self) -> u64 {
+        self.slot_ns
+    }
+
+    pub fn window_ns(&self) -> u64 {
+        self.slots.len() as u64 * self.slot_ns
+    }
+
+    /// Adds one interval's samples to the slot of `now_ns`.
+    pub fn record(&mut self, now_ns: u64, interval: &LatencyStats) {
+        if interval.count == 0 {
+            return;
+        }
+        let slot = self.slot_mut(now_ns);
+        crate::plot::add_bins_us(interval, slot);
+    }
+
+    fn slot_mut(&mut self, now_ns: u64) -> &mut BTreeMap<u64, u64> {
+        let number = now_ns / self.slot_ns;
+        let n = self.slots.len() as u64;
+        let slot = &mut self.slots[(number % n) as usize];
+        if slot.0 != number {
+            slot.0 = number;
+            slot.1.clear();
+        }
+        &mut slot.1
+    }
+
+    /// The bins of the slots that overlap the last `window_ns` (the current
+    /// slot included), and the span those slots cover: `window_ns` rounded
+    /// up to whole slots, at most this ring's window.
+    pub fn bins_within(&self, now_ns: u64, window_ns: u64) -> (BTreeMap<u64, u64>, u64) {
+        let current = now_ns / self.slot_ns;
+        let n = window_ns
+            .div_ceil(self.slot_ns)
+            .clamp(1, self.slots.len() as u64);
+        let mut bins = BTreeMap::new();
+        for (number, slot) in &self.slots {
+            if *number != u64::MAX && *number <= current && current - number < n {
+                for (us, count) in slot {
+                    *bins.entry(*us).or_insert(0) += count;
+                }
+            }
+        }
+        (bins, n * self.slot_ns)
+    }
+
+    /// The same histograms in a window of another length (a live reload);
+    /// a slot that moves to a longer slot lands in the one holding its
+    /// start.
+    pub fn resized(&self, window_ns: u64, now_ns: u64) -> WindowHistogram {
+        let mut resized = WindowHistogram::new(window_ns);
+        // The start of the oldest slot the new ring still covers.
+        let oldest = (now_ns / resized.slot_ns).saturating_sub(resized.slots.len() as u64 - 1);
+        let earliest = oldest * resized.slot_ns;
+        for (number, slot) in &self.slots {
+            let start_ns = number.saturating_mul(self.slot_ns);
+            let end_ns = start_ns.saturating_add(self.slot_ns);
+            if *number == u64::MAX || start_ns > now_ns || end_ns <= earliest {
+                continue;
+            }
+            let target = resized.slot_mut(start_ns.max(earliest));
+            for (us, count) in slot {
+                *target.entry(*us).or_insert(0) += count;
             }
         }
         resized
@@ -144,6 +249,8 @@ pub struct CpuView {
     pub cpu: usize,
     pub lifetime: LatencyStats,
     pub window: WindowMax,
+    /// Histograms of the same window, for `/plot.svg?window=`.
+    pub recent: WindowHistogram,
     pub buckets: BucketCounts,
     pub sampler: SamplerView,
 }
@@ -156,6 +263,7 @@ impl CpuView {
             cpu,
             lifetime: LatencyStats::new(config.measure.spike_threshold_ns, None),
             window: WindowMax::new(config.export.max_window_ns),
+            recent: WindowHistogram::new(config.export.max_window_ns),
             buckets: BucketCounts::new(&config.export.buckets_ns),
             sampler,
         }
@@ -167,6 +275,7 @@ impl CpuView {
         if interval.count > 0 {
             self.window.record(now_ns, interval.max_ns);
         }
+        self.recent.record(now_ns, interval);
         self.buckets.add(interval);
         Ok(())
     }
@@ -271,6 +380,73 @@ mod tests {
         assert_eq!(shorter.max(109 * S), Some(200));
         let longer = shorter.resized(60 * S, 109 * S);
         assert_eq!(longer.max(109 * S), Some(200));
+    }
+
+    fn interval(values_ns: &[u64]) -> LatencyStats {
+        let mut stats = LatencyStats::new(u64::MAX, None);
+        for &v in values_ns {
+            stats.record(v, 0);
+        }
+        stats
+    }
+
+    #[test]
+    fn window_histogram_keeps_only_the_recent_slots() {
+        let mut h = WindowHistogram::new(60 * S);
+        assert_eq!(h.slot_ns(), S, "one-second slots up to 120 s");
+        h.record(100 * S, &interval(&[3_200, 3_900, 12_000]));
+        h.record(100 * S + 500_000_000, &interval(&[3_100]));
+        h.record(130 * S, &interval(&[5_000]));
+        h.record(131 * S, &LatencyStats::new(u64::MAX, None)); // empty: nothing
+        let (bins, covered) = h.bins_within(131 * S, 60 * S);
+        assert_eq!(covered, 60 * S);
+        assert_eq!(bins, BTreeMap::from([(3, 3), (5, 1), (12, 1)]));
+        // The last 2 s hold only second 130.
+        let (bins, covered) = h.bins_within(131 * S, 2 * S);
+        assert_eq!((bins, covered), (BTreeMap::from([(5, 1)]), 2 * S));
+        // A window past the ring's is the ring's.
+        assert_eq!(h.bins_within(131 * S, 3600 * S).1, 60 * S);
+        // Second 100 leaves the 60 s window at second 160.
+        let (bins, _) = h.bins_within(160 * S, 60 * S);
+        assert_eq!(bins, BTreeMap::from([(5, 1)]));
+        // A reused slot starts afresh.
+        h.record(190 * S, &interval(&[7_000]));
+        assert_eq!(h.bins_within(190 * S, 60 * S).0, BTreeMap::from([(7, 1)]));
+    }
+
+    #[test]
+    fn window_histogram_slots_grow_with_long_windows() {
+        let day = WindowHistogram::new(24 * 3600 * S);
+        assert_eq!(day.slot_ns(), 720 * S);
+        assert_eq!(day.window_ns(), 24 * 3600 * S);
+        assert!(day.slots.len() as u64 <= MAX_HISTOGRAM_SLOTS);
+        let odd = WindowHistogram::new(121 * S);
+        assert_eq!(odd.slot_ns(), 2 * S);
+        assert!(odd.window_ns() >= 121 * S);
+        // A 10 s question of 2 s slots covers 5 slots.
+        assert_eq!(odd.bins_within(1_000 * S, 9 * S).1, 10 * S);
+    }
+
+    #[test]
+    fn window_histogram_resizing_keeps_what_still_fits() {
+        let mut h = WindowHistogram::new(60 * S);
+        h.record(100 * S, &interval(&[2_000]));
+        h.record(150 * S, &interval(&[4_000]));
+        h.record(159 * S, &interval(&[6_000]));
+        let shorter = h.resized(10 * S, 159 * S);
+        assert_eq!(
+            shorter.bins_within(159 * S, 10 * S).0,
+            BTreeMap::from([(4, 1), (6, 1)])
+        );
+        let day = h.resized(24 * 3600 * S, 159 * S);
+        assert_eq!(
+            day.bins_within(159 * S, 24 * 3600 * S).0,
+            BTreeMap::from([(2, 1), (4, 1), (6, 1)])
+        );
+        // And back: 12-minute slots squeezed into 1 s slots keep their
+        // samples within the new window rather than dropping them.
+        let back = day.resized(60 * S, 159 * S);
+        assert_eq!(back.bins_within(159 * S, 60 * S).0.values().sum::<u64>(), 3);
     }
 
     #[test]

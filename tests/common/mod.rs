@@ -344,3 +344,34 @@ pub fn wait_until(
         std::thread::sleep(poll);
     }
 }
+
+/// What every plot must show for `cpus` (as "CPU n" labels).
+pub fn check_plot_svg(svg: &str, cpus: &[&str]) {
+    assert!(svg.starts_with("<svg"), "{}", &svg[..svg.len().min(200)]);
+    assert!(
+        svg.contains("Latency (µs)") && svg.contains("Number of samples"),
+        "axis labels"
+    );
+    // One outline per CPU (the legend's short samples have two points).
+    assert_eq!(polylines_of_series(svg), cpus.len(), "one series per CPU");
+    for cpu in cpus {
+        let legend = format!("{cpu} (max ");
+        assert!(svg.contains(&legend), "legend entry for {cpu}");
+    }
+    // Each maximum is marked with its value.
+    assert_eq!(
+        svg.matches(" max ").count(),
+        cpus.len(),
+        "one max marker per CPU"
+    );
+}
+
+/// Series outlines are the polylines of more than two points (a series
+/// has at least four: up, across, down; ticks and legend samples have two).
+pub fn polylines_of_series(svg: &str) -> usize {
+    svg.split("<polyline")
+        .skip(1)
+        .filter_map(|p| p.split("points=\"").nth(1)?.split('"').next())
+        .filter(|points| points.split_whitespace().count() > 2)
+        .count()
+}

@@ -1,0 +1,391 @@
+//! What people look at: the latency plot of the samplers' histograms
+//! (`/plot.svg`) and the status page (`/`) that shows it with the host, the
+//! samplers' real-time state and a per-CPU table.
+//!
+//! Both are built in two steps: a snapshot of plain data taken under the
+//! state's lock ([`Snapshot::take`]), then the drawing and the HTML, done
+//! after the lock is released so that a slow render never holds up the
+//! collector. The page is self-contained (inline CSS, the SVG inline, no
+//! script, no external asset) and refreshes itself with a `<meta>` tag.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use super::state::MonitorState;
+use crate::plot::{self, CpuSeries, PlotData};
+use crate::stats::P99;
+use crate::units::{NS_PER_SEC, format_duration_ns, parse_duration_ns};
+
+/// How often the page reloads itself, in seconds.
+pub const REFRESH_SECONDS: u32 = 5;
+
+/// Parses `?window=` of `/plot.svg` and `/`: a duration with its unit, of
+/// whole seconds, from 1 s to `export.max_window`. `None` (no parameter)
+/// means the lifetime histograms. The error names the parameter and says
+/// what would be accepted.
+pub fn parse_window(pairs: &[(String, String)], max_window_ns: u64) -> Result<Option<u64>, String> {
+    let mut window = None;
+    for (key, value) in pairs {
+        if key != "window" {
+            return Err(format!(
+                "unknown query parameter '{key}': the only one is window, e.g. ?window=30s"
+            ));
+        }
+        if window.is_some() {
+            return Err("window is given more than once".to_string());
+        }
+        let ns =
+            parse_duration_ns(value, None).map_err(|e| format!("query parameter window: {e}"))?;
+        if ns < NS_PER_SEC || ns % NS_PER_SEC != 0 {
+            return Err(format!(
+                "window '{value}' must be whole seconds, at least 1s"
+            ));
+        }
+        if ns > max_window_ns {
+            return Err(format!(
+                "window '{value}' is longer than the {} kept (export.max_window); ask for at \
+                 most that, or leave window out for the lifetime histograms",
+                format_duration_ns(max_window_ns)
+            ));
+        }
+        window = Some(ns);
+    }
+    Ok(window)
+}
+
+/// One CPU's row of the status table; times in ns.
+#[derive(Debug, Clone)]
+pub struct CpuRow {
+    pub cpu: usize,
+    pub tid: i32,
+    pub policy: &'static str,
+    pub priority: i32,
+    pub realtime: bool,
+    pub alive: bool,
+    pub stale: bool,
+    pub count: u64,
+    pub min_ns: u64,
+    pub avg_ns: f64,
+    pub p99_ns: u64,
+    pub max_ns: u64,
+    pub window_max_ns: Option<u64>,
+    pub missed: u64,
+}
+
+/// Everything the plot and the page show, copied out of the state.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    pub nodename: String,
+    pub kernel: String,
+    pub kernel_version: String,
+    pub preempt_rt: bool,
+    pub uptime_ns: u64,
+    pub healthy: bool,
+    pub non_rt_reasons: Vec<String>,
+    pub interval_ns: u64,
+    pub max_window_ns: u64,
+    /// The span the plot covers: `None` for the lifetime.
+    pub plot_window_ns: Option<u64>,
+    pub rows: Vec<CpuRow>,
+    pub plot: PlotData,
+}
+
+impl Snapshot {
+    /// Copies what is needed from the state; `window_ns` chooses the
+    /// plot's histograms (lifetime when `None`).
+    pub fn take(s: &MonitorState, now_ns: u64, window_ns: Option<u64>) -> Snapshot {
+        let health = s.health(now_ns);
+        let mut plot_window_ns = None;
+        let series = s
+            .cpus
+            .iter()
+            .map(|v| {
+                let label = format!("CPU {}", v.cpu);
+                match window_ns {
+                    None => plot::series_from_stats(label, &v.lifetime),
+                    Some(window) => {
+                        let (bins, covered) = v.recent.bins_within(now_ns, window);
+                        plot_window_ns = Some(covered);
+                        window_series(label, bins, v.window.max_within(now_ns, covered))
+                    }
+                }
+            })
+            .collect();
+        let title = match plot_window_ns {
+            None => "Wake-up latency since start".to_string(),
+            Some(ns) => format!("Wake-up latency, last {}", format_duration_ns(ns)),
+        };
+        Snapshot {
+            nodename: s.host.uname.nodename.clone(),
+            kernel: s.host.uname.release.clone(),
+            kernel_version: s.host.uname.version.clone(),
+            preempt_rt: s.host.preempt_rt,
+            uptime_ns: now_ns.saturating_sub(s.started_ns),
+            healthy: health.healthy,
+            non_rt_reasons: s.non_rt_reasons.clone(),
+            interval_ns: s.config.measure.interval_ns,
+            max_window_ns: s.config.export.max_window_ns,
+            plot_window_ns,
+            rows: s
+                .cpus
+                .iter()
+                .map(|v| CpuRow {
+                    cpu: v.cpu,
+                    tid: v.sampler.tid,
+                    policy: v.sampler.policy.name(),
+                    priority: v.sampler.priority,
+                    realtime: v.sampler.realtime,
+                    alive: v.sampler.alive,
+                    stale: health.stale.iter().any(|(cpu, _)| *cpu == v.cpu),
+                    count: v.lifetime.count,
+                    min_ns: v.lifetime.min_ns(),
+                    avg_ns: v.lifetime.avg_ns(),
+                    p99_ns: v.lifetime.quantile_ns(P99),
+                    max_ns: v.lifetime.max_ns,
+                    window_max_ns: v.window.max(now_ns),
+                    missed: v.lifetime.missed,
+                })
+                .collect(),
+            plot: PlotData {
+                title,
+                subtitle: plot::subtitle(
+                    Some(&s.host.uname.nodename),
+                    Some(&s.host.uname.release),
+                    s.host.preempt_rt,
+                ),
+                series,
+            },
+        }
+    }
+}
+
+/// A CPU's series over a window: its 1 µs bins and the window's exact
+/// maximum (0 when the window holds no sample).
+fn window_series(label: String, bins: BTreeMap<u64, u64>, max_ns: Option<u64>) -> CpuSeries {
+    CpuSeries {
+        label,
+        bins_us: bins.into_iter().collect(),
+        max_us: max_ns.unwrap_or(0) as f64 / 1_000.0,
+    }
+}
+
+/// Escapes text for HTML element content and attribute values.
+pub fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn us(ns: u64) -> String {
+    format!("{:.1}", ns as f64 / 1_000.0)
+}
+
+fn human_duration(ns: u64) -> String {
+    let s = ns / NS_PER_SEC;
+    match s {
+        0..60 => format!("{s} s"),
+        60..3600 => format!("{} min {} s", s / 60, s % 60),
+        3600..86400 => format!("{} h {} min", s / 3600, s % 3600 / 60),
+        _ => format!("{} d {} h", s / 86400, s % 86400 / 3600),
+    }
+}
+
+const STYLE: &str = "\
+body{font-family:sans-serif;margin:1.5em;color:#222;background:#fff}\
+h1{font-size:1.4em;margin:0 0 .2em}\
+.sub{color:#555;margin:0 0 1em}\
+.ok{color:#17692b;font-weight:bold}.bad{color:#b00020;font-weight:bold}\
+table{border-collapse:collapse;margin:1em 0}\
+th,td{border:1px solid #ccc;padding:.25em .6em;text-align:right}\
+th{background:#f0f0f0}td.l,th.l{text-align:left}\
+tr.problem td{background:#fde8ea}\
+.plot svg{max-width:100%;height:auto;border:1px solid #ddd}\
+footer{color:#666;font-size:.85em;margin-top:1em}";
+
+/// The status page; `plot_svg` is the rendered plot, or why it could not
+/// be drawn.
+pub fn render_page(snap: &Snapshot, plot_svg: Result<&str, &str>) -> String {
+    let mut html = String::with_capacity(16 * 1024);
+    let host = escape(&snap.nodename);
+    let _ = write!(
+        html,
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <meta http-equiv=\"refresh\" content=\"{REFRESH_SECONDS}\">\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
+         <title>latencyd — {host}</title><style>{STYLE}</style></head><body>\n"
+    );
+    let _ = write!(
+        html,
+        "<h1>latencyd on {host}</h1>\n<p class=\"sub\" id=\"kernel\">Linux {} {}{} · up {} · \
+         every {} · window max over {}</p>\n",
+        escape(&snap.kernel),
+        escape(&snap.kernel_version),
+        if snap.preempt_rt { " (PREEMPT_RT)" } else { "" },
+        human_duration(snap.uptime_ns),
+        format_duration_ns(snap.interval_ns),
+        format_duration_ns(snap.max_window_ns),
+    );
+    let _ = writeln!(
+        html,
+        "<p id=\"health\">Health: {}. Real-time: {}.</p>",
+        if snap.healthy {
+            "<span class=\"ok\">ok</span>"
+        } else {
+            "<span class=\"bad\">UNHEALTHY</span> (a sampler is dead or stalled)"
+        },
+        if snap.non_rt_reasons.is_empty() {
+            "<span class=\"ok\">yes</span>".to_string()
+        } else {
+            let reasons: Vec<String> = snap.non_rt_reasons.iter().map(|r| escape(r)).collect();
+            format!("<span class=\"bad\">no</span> — {}", reasons.join("; "))
+        },
+    );
+    html.push_str(
+        "<table id=\"cpus\"><thead><tr><th>CPU</th><th class=\"l\">Sampler</th>\
+         <th class=\"l\">State</th><th>Samples</th><th>Min µs</th><th>Avg µs</th>\
+         <th>P99 µs</th><th>Max µs</th><th>Window max µs</th><th>Missed</th></tr></thead>\
+         <tbody>\n",
+    );
+    for row in &snap.rows {
+        let state = if !row.alive {
+            "dead"
+        } else if row.stale {
+            "stalled"
+        } else if row.count == 0 {
+            "starting"
+        } else {
+            "sampling"
+        };
+        let problem = !row.alive || row.stale || !row.realtime;
+        let _ = writeln!(
+            html,
+            "<tr id=\"cpu-{cpu}\" class=\"cpu{}\"><td>{cpu}</td>\
+             <td class=\"l\">tid {} · {} {} · {}</td><td class=\"l\">{state}</td>\
+             <td>{}</td><td>{}</td><td>{:.1}</td><td>{}</td><td>{}</td><td>{}</td>\
+             <td>{}</td></tr>",
+            if problem { " problem" } else { "" },
+            row.tid,
+            row.policy,
+            row.priority,
+            if row.realtime {
+                "real-time"
+            } else {
+                "NOT real-time"
+            },
+            row.count,
+            if row.count == 0 {
+                "-".to_string()
+            } else {
+                us(row.min_ns)
+            },
+            row.avg_ns / 1_000.0,
+            if row.count == 0 {
+                "-".to_string()
+            } else {
+                us(row.p99_ns)
+            },
+            if row.count == 0 {
+                "-".to_string()
+            } else {
+                us(row.max_ns)
+            },
+            row.window_max_ns.map_or_else(|| "-".to_string(), us),
+            row.missed,
+            cpu = row.cpu,
+        );
+    }
+    html.push_str("</tbody></table>\n");
+    let scope = match snap.plot_window_ns {
+        None => "since start".to_string(),
+        Some(ns) => format!("over the last {}", format_duration_ns(ns)),
+    };
+    let _ = writeln!(
+        html,
+        "<div class=\"plot\" id=\"plot\"><p>Histogram {scope} (<a href=\"/\">since start</a> · \
+         <a href=\"/?window={w}\">last {w}</a>)</p>",
+        w = format_duration_ns(snap.max_window_ns),
+    );
+    match plot_svg {
+        Ok(svg) => html.push_str(strip_xml_declaration(svg)),
+        Err(why) => {
+            let _ = write!(html, "<p class=\"bad\">No plot: {}</p>", escape(why));
+        }
+    }
+    let _ = write!(
+        html,
+        "</div>\n<footer>latencyd {} · refreshes every {REFRESH_SECONDS} s · \
+         <a href=\"/metrics\">/metrics</a> · <a href=\"/api/v1/status\">/api/v1/status</a> · \
+         <a href=\"/api/v1/latency\">/api/v1/latency</a> · <a href=\"/plot.svg\">/plot.svg</a>\
+         </footer>\n</body></html>\n",
+        env!("CARGO_PKG_VERSION")
+    );
+    html
+}
+
+/// An SVG document's root element, fit to go inline in HTML.
+fn strip_xml_declaration(svg: &str) -> &str {
+    match svg.find("<svg") {
+        Some(start) => &svg[start..],
+        None => svg,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pairs(query: &[(&str, &str)]) -> Vec<(String, String)> {
+        query
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn window_parameter_is_checked() {
+        let max = 60 * NS_PER_SEC;
+        assert_eq!(parse_window(&[], max), Ok(None));
+        assert_eq!(
+            parse_window(&pairs(&[("window", "30s")]), max),
+            Ok(Some(30 * NS_PER_SEC))
+        );
+        assert_eq!(
+            parse_window(&pairs(&[("window", "1m")]), max),
+            Ok(Some(max))
+        );
+        for (query, needle) in [
+            (vec![("window", "61s")], "longer than the 1m kept"),
+            (vec![("window", "30")], "'30' has no unit"),
+            (vec![("window", "")], "query parameter window"),
+            (vec![("window", "1500ms")], "whole seconds"),
+            (vec![("window", "0s")], "at least 1s"),
+            (vec![("window", "-1s")], "query parameter window"),
+            (
+                vec![("window", "99999999999999999999s")],
+                "query parameter window",
+            ),
+            (vec![("window", "1s"), ("window", "2s")], "more than once"),
+            (vec![("span", "1s")], "unknown query parameter 'span'"),
+        ] {
+            let err = parse_window(&pairs(&query), max).expect_err(needle);
+            assert!(err.contains(needle), "{query:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn escape_leaves_no_markup() {
+        assert_eq!(
+            escape("<a href=\"x\">&'"),
+            "&lt;a href=&quot;x&quot;&gt;&amp;&#39;"
+        );
+    }
+}

@@ -1,0 +1,110 @@
+//! The status page `/` of a running daemon, opened in a real browser:
+//! headless Chromium (Debian's `chromium`, installed by `.ci/run`) renders
+//! it; the DOM it built must hold a row per sampled CPU and the plot, and
+//! a screenshot must come out.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use common::*;
+use serde_json::Value;
+
+fn chromium(profile: &Path, extra: &[&str], url: &str) -> Output {
+    Command::new("chromium")
+        .args([
+            "--headless",
+            // The sandbox needs user namespaces, which containers and root
+            // often lack; the page is our own.
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--window-size=1200,1100",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .args(extra)
+        .arg(url)
+        // Chromium wants a writable home for its caches, also as nobody.
+        .env("HOME", profile)
+        .output()
+        .expect("chromium runs")
+}
+
+#[test]
+fn chromium_renders_a_row_per_cpu_and_the_plot() {
+    let found = Command::new("chromium").arg("--version").output();
+    assert!(
+        found.is_ok_and(|o| o.status.success()),
+        "chromium is missing: install Debian's chromium package (.ci/run does)"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = Daemon::start(latencyd().args(["run", "--config"]).arg(daemon_config(
+        dir.path(),
+        "",
+        "",
+        "",
+    )));
+    let status: Value = serde_json::from_str(&daemon.get("/api/v1/status").1).unwrap();
+    let cpus: Vec<u64> = status["config"]["cpus"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_u64().unwrap())
+        .collect();
+    // Every sampler has handed over samples, so every row has numbers.
+    wait_until(
+        "samples on every CPU",
+        Duration::from_millis(100),
+        Duration::from_secs(20),
+        || {
+            let latency: Value = serde_json::from_str(&daemon.get("/api/v1/latency").1).unwrap();
+            latency["cpus"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|c| c["count"].as_u64() > Some(0))
+        },
+    );
+
+    let url = format!("http://{}/", daemon.addr);
+    let profile = dir.path().join("chromium");
+    let dumped = chromium(&profile, &["--dump-dom"], &url);
+    let dom = stdout_of(&dumped);
+    assert!(
+        dumped.status.success() && dom.contains("<table id=\"cpus\""),
+        "chromium rendered no status page ({}): {}\n{dom}",
+        dumped.status,
+        stderr_of(&dumped)
+    );
+    let nodename = status["host"]["nodename"].as_str().unwrap();
+    assert!(dom.contains(&format!("latencyd on {nodename}")), "{dom}");
+    assert_eq!(dom.matches("<tr id=\"cpu-").count(), cpus.len(), "{dom}");
+    for cpu in &cpus {
+        let start = dom
+            .find(&format!("<tr id=\"cpu-{cpu}\""))
+            .unwrap_or_else(|| panic!("no row for CPU {cpu}: {dom}"));
+        let row = &dom[start..start + dom[start..].find("</tr>").unwrap()];
+        assert!(row.contains("sampling"), "CPU {cpu}: {row}");
+    }
+    // The plot went into the DOM as SVG: a series per CPU.
+    let svg = &dom[dom.find("<svg").expect("an inline plot")..];
+    assert_eq!(polylines_of_series(svg), cpus.len(), "a series per CPU");
+
+    let shot = dir.path().join("status.png");
+    let output = chromium(
+        &profile,
+        &[&format!("--screenshot={}", shot.display())],
+        &url,
+    );
+    assert!(output.status.success(), "{}", stderr_of(&output));
+    let png = std::fs::read(&shot).expect("a screenshot file");
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n", "a PNG");
+    // A blank 1200×1100 page compresses to a few KiB; a table and a plot
+    // do not.
+    assert!(png.len() > 20_000, "screenshot of {} bytes", png.len());
+}
