@@ -67,6 +67,10 @@ pub struct RunArgs {
     /// measure.priority: real-time priority of the samplers.
     #[arg(long, value_name = "PRIO", allow_negative_numbers = true)]
     pub priority: Option<String>,
+    /// export.web_config_file: TLS and basic-auth settings in the format of
+    /// Prometheus exporters' web configuration (exporter-toolkit).
+    #[arg(long = "web.config.file", value_name = "FILE")]
+    pub web_config_file: Option<String>,
     /// log.level: error, warn, info, debug or trace.
     #[arg(long, value_name = "LEVEL")]
     pub log_level: Option<String>,
@@ -83,6 +87,11 @@ impl RunArgs {
             ("measure.cpus", &self.cpus, "--cpus"),
             ("measure.interval", &self.interval, "--interval"),
             ("measure.priority", &self.priority, "--priority"),
+            (
+                "export.web_config_file",
+                &self.web_config_file,
+                "--web.config.file",
+            ),
             ("log.level", &self.log_level, "--log-level"),
             ("log.format", &self.log_format, "--log-format"),
         ];

@@ -22,3 +22,4 @@ pub mod sampler;
 pub mod stats;
 pub mod sys;
 pub mod units;
+pub mod webconfig;

@@ -1,12 +1,12 @@
 //! `[export]`: where and how the metrics and the API are served.
 
-use std::net::SocketAddr;
-
 use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
 
 use super::{
     ConfigError, CpuSelection, Effective, SectionReader, as_bool, as_cpu_selection,
-    as_duration_list_ns, as_duration_ns, as_string, key_error, quoted,
+    as_duration_list_ns, as_duration_ns, as_integer, as_string, key_error, quoted,
 };
 use crate::cpulist::format_cpu_list;
 use crate::host::HostInfo;
@@ -15,6 +15,12 @@ use crate::units::{NS_PER_SEC, NS_PER_US, format_duration_ns};
 const MAX_WINDOW_NS: u64 = 86_400 * NS_PER_SEC;
 /// More buckets than this cost series without telling more.
 const MAX_BUCKETS: usize = 64;
+/// Each connection costs a task and its buffers; beyond this a host has
+/// a problem that more connections will not solve.
+const MAX_CONNECTIONS_LIMIT: i64 = 65_536;
+/// The longest header or request timeout: beyond it a slow client is
+/// indistinguishable from an attack.
+const MAX_HTTP_TIMEOUT_NS: u64 = 300 * NS_PER_SEC;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExportConfig {
@@ -28,6 +34,17 @@ pub struct ExportConfig {
     pub buckets_ns: Vec<u64>,
     /// CPUs the exporter thread may run on (`All`: not pinned).
     pub cpus: CpuSelection,
+    /// The exporter-toolkit web configuration (TLS, basic auth); `None`:
+    /// plain HTTP, open.
+    pub web_config_file: Option<PathBuf>,
+    /// Connections served at once; more get 503 and are closed.
+    pub max_connections: usize,
+    /// A client must send a request's headers within this long of
+    /// connecting or of its previous response (idle keep-alive included).
+    pub header_timeout_ns: u64,
+    /// The longest a request may take to be answered, the writing of the
+    /// response to a client that does not read included.
+    pub request_timeout_ns: u64,
 }
 
 /// 1-2-5 steps from 1 µs to 1 s.
@@ -50,6 +67,10 @@ impl ExportConfig {
             "per_cpu_histograms",
             "buckets",
             "cpus",
+            "web_config_file",
+            "max_connections",
+            "header_timeout",
+            "request_timeout",
         ])?;
         let listen = r.read(
             "listen",
@@ -113,12 +134,62 @@ impl ExportConfig {
             as_cpu_selection,
             |cpus| quoted(&cpus.to_string()),
         )?;
+        let web_config_file = r.read(
+            "web_config_file",
+            || None,
+            |v| {
+                let path = as_string(v)?;
+                Ok((!path.is_empty()).then(|| PathBuf::from(path)))
+            },
+            |path| {
+                quoted(
+                    &path
+                        .as_ref()
+                        .map_or(String::new(), |p| p.display().to_string()),
+                )
+            },
+        )?;
+        let max_connections = r.read(
+            "max_connections",
+            || 256,
+            |v| {
+                let n = as_integer(v)?;
+                if !(1..=MAX_CONNECTIONS_LIMIT).contains(&n) {
+                    return Err(format!("must be between 1 and {MAX_CONNECTIONS_LIMIT}"));
+                }
+                Ok(n as usize)
+            },
+            |n| n.to_string(),
+        )?;
+        let http_timeout = |v: &config::Value| {
+            let ns = as_duration_ns(v)?;
+            if !(NS_PER_SEC / 10..=MAX_HTTP_TIMEOUT_NS).contains(&ns) {
+                return Err("must be between 100ms and 5m".to_string());
+            }
+            Ok(ns)
+        };
+        let header_timeout_ns = r.read(
+            "header_timeout",
+            || 10 * NS_PER_SEC,
+            http_timeout,
+            |ns| quoted(&format_duration_ns(*ns)),
+        )?;
+        let request_timeout_ns = r.read(
+            "request_timeout",
+            || 10 * NS_PER_SEC,
+            http_timeout,
+            |ns| quoted(&format_duration_ns(*ns)),
+        )?;
         Ok(ExportConfig {
             listen,
             max_window_ns,
             per_cpu_histograms,
             buckets_ns,
             cpus,
+            web_config_file,
+            max_connections,
+            header_timeout_ns,
+            request_timeout_ns,
         })
     }
 

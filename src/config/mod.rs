@@ -184,6 +184,16 @@ impl Config {
         self.export.check_against(host, &self.effective)
     }
 
+    /// Reads `export.web_config_file` and everything it names (certificates,
+    /// key, client CA, password hashes); open HTTP when it is not set.
+    pub fn web_security(&self) -> Result<crate::webconfig::Security, ConfigError> {
+        match &self.export.web_config_file {
+            None => Ok(crate::webconfig::Security::open()),
+            Some(path) => crate::webconfig::load(path)
+                .map_err(|reason| key_error(&self.effective, "export.web_config_file", reason)),
+        }
+    }
+
     /// The effective configuration as TOML, each key commented with where
     /// its value came from (what `latencyd check-config` prints).
     pub fn to_annotated_toml(&self) -> String {

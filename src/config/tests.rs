@@ -51,7 +51,7 @@ fn defaults_need_no_file() {
             .values()
             .all(|e| e.source == "built-in default")
     );
-    assert_eq!(config.effective.len(), 15, "every key is listed");
+    assert_eq!(config.effective.len(), 19, "every key is listed");
 }
 
 #[test]

@@ -8,12 +8,14 @@
 //! JSON shapes are DTOs of this module; the state types know nothing of
 //! serialization.
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use axum::Router;
+use axum::extract::Request;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use base64::Engine as _;
@@ -28,6 +30,11 @@ use crate::plot;
 use crate::report::HostFacts;
 use crate::stats::{P50, P90, P99, P999, P9999};
 use crate::sys;
+use crate::webconfig::Security;
+
+/// The web configuration in force (TLS, basic auth); replaced whole on
+/// reload, read by every request and every new connection.
+pub type SharedSecurity = Arc<RwLock<Arc<Security>>>;
 
 #[derive(Clone)]
 pub struct AppState {
@@ -35,6 +42,7 @@ pub struct AppState {
     pub registry: prometheus::Registry,
     /// `CLOCK_MONOTONIC` now, replaceable so tests can pin time.
     pub now_ns: fn() -> u64,
+    pub security: SharedSecurity,
 }
 
 impl AppState {
@@ -44,7 +52,12 @@ impl AppState {
             state,
             registry,
             now_ns: sys::monotonic_now_ns,
+            security: Arc::new(RwLock::new(Arc::new(Security::open()))),
         }
+    }
+
+    pub fn security(&self) -> Arc<Security> {
+        Arc::clone(&self.security.read().unwrap_or_else(|e| e.into_inner()))
     }
 
     fn lock(&self) -> MutexGuard<'_, MonitorState> {
@@ -64,7 +77,58 @@ pub fn router(app: AppState) -> Router {
         .route("/api/v1/latency", get(latency_all))
         .route("/api/v1/latency/{cpu}", get(latency_one))
         .fallback(not_found)
+        .layer(middleware::from_fn_with_state(app.clone(), guard))
         .with_state(app)
+}
+
+/// What every request passes before it is routed, in this order:
+/// authentication when the web configuration asks for it (401 with
+/// `WWW-Authenticate`), GET or HEAD only (405 with `Allow`), no body (413).
+/// Each refusal is a JSON error like every other.
+async fn guard(State(app): State<AppState>, request: Request, next: Next) -> Response {
+    let security = app.security();
+    if security.auth.is_some() {
+        let authorization = request
+            .headers()
+            .get(header::AUTHORIZATION)
+            .map(|v| v.as_bytes().to_vec());
+        // bcrypt takes milliseconds: off the runtime's thread.
+        let ok = tokio::task::spawn_blocking(move || {
+            security
+                .auth
+                .as_ref()
+                .is_some_and(|auth| auth.check(authorization.as_deref()))
+        })
+        .await
+        .unwrap_or(false);
+        if !ok {
+            return ApiError::Unauthorized(
+                "missing or wrong credentials: this endpoint needs HTTP basic authentication"
+                    .to_string(),
+            )
+            .into_response();
+        }
+    }
+    if request.method() != Method::GET && request.method() != Method::HEAD {
+        return ApiError::MethodNotAllowed(format!(
+            "{} is not allowed: latencyd is read-only, use GET or HEAD",
+            request.method()
+        ))
+        .into_response();
+    }
+    let headers = request.headers();
+    let has_body = headers.contains_key(header::TRANSFER_ENCODING)
+        || headers
+            .get_all(header::CONTENT_LENGTH)
+            .iter()
+            .any(|v| v.as_bytes() != b"0");
+    if has_body {
+        return ApiError::PayloadTooLarge(
+            "requests to latencyd carry no body; send the request without one".to_string(),
+        )
+        .into_response();
+    }
+    next.run(request).await
 }
 
 /// Every error a request can meet, with its status.
@@ -72,7 +136,11 @@ pub fn router(app: AppState) -> Router {
 pub enum ApiError {
     NotFound(String),
     BadRequest(String),
+    Unauthorized(String),
+    MethodNotAllowed(String),
+    PayloadTooLarge(String),
     Internal(String),
+    Unavailable(String),
 }
 
 #[derive(Serialize)]
@@ -85,9 +153,28 @@ impl IntoResponse for ApiError {
         let (status, message) = match self {
             ApiError::NotFound(m) => (StatusCode::NOT_FOUND, m),
             ApiError::BadRequest(m) => (StatusCode::BAD_REQUEST, m),
+            ApiError::Unauthorized(m) => (StatusCode::UNAUTHORIZED, m),
+            ApiError::MethodNotAllowed(m) => (StatusCode::METHOD_NOT_ALLOWED, m),
+            ApiError::PayloadTooLarge(m) => (StatusCode::PAYLOAD_TOO_LARGE, m),
             ApiError::Internal(m) => (StatusCode::INTERNAL_SERVER_ERROR, m),
+            ApiError::Unavailable(m) => (StatusCode::SERVICE_UNAVAILABLE, m),
         };
-        (status, axum::Json(ErrorBody { error: message })).into_response()
+        let mut response = (status, axum::Json(ErrorBody { error: message })).into_response();
+        let extra = match status {
+            StatusCode::UNAUTHORIZED => Some((
+                header::WWW_AUTHENTICATE,
+                "Basic realm=\"latencyd\", charset=\"UTF-8\"",
+            )),
+            StatusCode::METHOD_NOT_ALLOWED => Some((header::ALLOW, "GET, HEAD")),
+            StatusCode::SERVICE_UNAVAILABLE => Some((header::RETRY_AFTER, "1")),
+            _ => None,
+        };
+        if let Some((name, value)) = extra {
+            response
+                .headers_mut()
+                .insert(name, HeaderValue::from_static(value));
+        }
+        response
     }
 }
 

@@ -18,6 +18,7 @@ mod logging;
 pub mod metrics;
 mod notify;
 pub mod page;
+pub mod server;
 pub mod state;
 
 use std::net::TcpListener;
@@ -66,6 +67,10 @@ pub fn main(args: &RunArgs) -> ExitCode {
     if let Err(err) = config.check_against(&host) {
         return config_error(&err);
     }
+    let security = match config.web_security() {
+        Ok(security) => security,
+        Err(err) => return config_error(&err),
+    };
     // Bound before any thread starts, so a port in use fails like any other
     // configuration error.
     let listener = match TcpListener::bind(config.export.listen).and_then(|l| {
@@ -98,7 +103,7 @@ pub fn main(args: &RunArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    runtime.block_on(serve(config, host, sources, listener, log_level))
+    runtime.block_on(serve(config, host, sources, listener, security, log_level))
 }
 
 fn config_error(err: &config::ConfigError) -> ExitCode {
@@ -120,6 +125,9 @@ pub fn check_config(file: &std::path::Path) -> ExitCode {
     if let Err(err) = config.check_against(&HostInfo::detect()) {
         return config_error(&err);
     }
+    if let Err(err) = config.web_security() {
+        return config_error(&err);
+    }
     print!("{}", config.to_annotated_toml());
     ExitCode::SUCCESS
 }
@@ -129,6 +137,7 @@ async fn serve(
     host: HostInfo,
     sources: Sources,
     listener: TcpListener,
+    security: crate::webconfig::Security,
     log_level: logging::LevelHandle,
 ) -> ExitCode {
     let measure = &config.measure;
@@ -225,19 +234,31 @@ async fn serve(
         config,
     }));
 
-    let app = http::AppState::new(Arc::clone(&state), true);
-    let (shutdown_tx, mut shutdown_rx) = tokio::sync::watch::channel(false);
-    let server = tokio::spawn(
-        axum::serve(listener, http::router(app))
-            .with_graceful_shutdown(async move {
-                let _ = shutdown_rx.changed().await;
-            })
-            .into_future(),
-    );
+    let mut app = http::AppState::new(Arc::clone(&state), true);
+    let served_as = security.describe();
+    let tls = security.tls.is_some();
+    app.security = Arc::new(std::sync::RwLock::new(Arc::new(security)));
+    let security = Arc::clone(&app.security);
+    let limits = {
+        let export = &lock(&state).config.export;
+        server::Limits {
+            max_connections: export.max_connections,
+            header_timeout: Duration::from_nanos(export.header_timeout_ns),
+            request_timeout: Duration::from_nanos(export.request_timeout_ns),
+        }
+    };
+    let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
+    let server = tokio::spawn(server::serve(
+        listener,
+        http::router(app),
+        Arc::clone(&security),
+        limits,
+        shutdown_rx,
+    ));
     let summary = {
         let s = lock(&state);
         format!(
-            "sampling CPUs {} every {} ({}), serving http://{listen}",
+            "sampling CPUs {} every {} ({}), serving {}://{listen} ({served_as})",
             format_cpu_list(&cpus),
             format_duration_ns(s.config.measure.interval_ns),
             if s.non_rt_reasons.is_empty() {
@@ -245,6 +266,7 @@ async fn serve(
             } else {
                 "NOT real-time"
             },
+            if tls { "https" } else { "http" },
         )
     };
     // Signal handlers first: a SIGTERM sent as soon as READY=1 (or the
@@ -261,7 +283,15 @@ async fn serve(
     notify::ready(&summary);
 
     let interval_ns = lock(&state).config.measure.interval_ns;
-    let exit_code = run_loop(&mut engine, &state, &sources, &log_level, signals).await;
+    let exit_code = run_loop(
+        &mut engine,
+        &state,
+        &sources,
+        &log_level,
+        &security,
+        signals,
+    )
+    .await;
 
     notify::stopping();
     stop.store(true, Ordering::Relaxed);
@@ -317,6 +347,7 @@ async fn run_loop(
     state: &Mutex<MonitorState>,
     sources: &Sources,
     log_level: &logging::LevelHandle,
+    security: &http::SharedSecurity,
     mut signals: Signals,
 ) -> ExitCode {
     let mut collect_tick = tokio::time::interval(COLLECT_PERIOD);
@@ -358,7 +389,7 @@ async fn run_loop(
                     warn!("withholding the watchdog ping: samplers not advancing: {:?}", health.stale);
                 }
             }
-            _ = signals.hup.recv() => reload(state, sources, log_level),
+            _ = signals.hup.recv() => reload(state, sources, log_level, security),
             _ = signals.term.recv() => { info!("SIGTERM: stopping"); return ExitCode::SUCCESS; }
             _ = signals.int.recv() => { info!("SIGINT: stopping"); return ExitCode::SUCCESS; }
         }
@@ -406,12 +437,23 @@ fn status_line(s: &MonitorState) -> String {
 }
 
 /// SIGHUP: reads the configuration again. Keys that can change while
-/// running are applied; the others are logged as needing a restart. An
-/// invalid configuration is refused and counted; the running one stays.
-fn reload(state: &Mutex<MonitorState>, sources: &Sources, log_level: &logging::LevelHandle) {
+/// running are applied; the others are logged as needing a restart. The
+/// web configuration file is read again too (renewed certificates, changed
+/// users), and applies to new connections. An invalid configuration is
+/// refused and counted; the running one stays.
+fn reload(
+    state: &Mutex<MonitorState>,
+    sources: &Sources,
+    log_level: &logging::LevelHandle,
+    security: &http::SharedSecurity,
+) {
     notify::reloading();
     let mut s = lock(state);
-    let loaded = Config::load(sources).and_then(|new| new.check_against(&s.host).map(|()| new));
+    let loaded = Config::load(sources).and_then(|new| {
+        new.check_against(&s.host)?;
+        let web = new.web_security()?;
+        Ok((new, web))
+    });
     match loaded {
         Err(err) => {
             s.reload_failures += 1;
@@ -419,7 +461,26 @@ fn reload(state: &Mutex<MonitorState>, sources: &Sources, log_level: &logging::L
                 "configuration reload refused, still running on the previous configuration: {err}"
             );
         }
-        Ok(new) => {
+        Ok((new, web)) => {
+            // Switching between TLS and plain HTTP changes what clients
+            // must do, so it waits for a restart; anything else applies to
+            // the next connection.
+            let was_tls = security
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .tls
+                .is_some();
+            let web_applies = web.tls.is_some() == was_tls;
+            if web_applies {
+                info!("reload: web configuration: {}", web.describe());
+                *security.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(web);
+            } else {
+                warn!(
+                    "reload: the new web configuration {} TLS; restart latencyd to switch \
+                     between TLS and plain HTTP (the previous one stays in force)",
+                    if was_tls { "drops" } else { "adds" }
+                );
+            }
             let now = sys::monotonic_now_ns();
             for key in s.config.changed_keys(&new) {
                 let applied = match key.as_str() {
@@ -443,6 +504,13 @@ fn reload(state: &Mutex<MonitorState>, sources: &Sources, log_level: &logging::L
                     "export.per_cpu_histograms" => {
                         s.config.export.per_cpu_histograms = new.export.per_cpu_histograms;
                         true
+                    }
+                    // Applied above unless TLS would be switched.
+                    "export.web_config_file" => {
+                        if web_applies {
+                            s.config.export.web_config_file = new.export.web_config_file.clone();
+                        }
+                        web_applies
                     }
                     _ => false,
                 };

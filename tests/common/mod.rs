@@ -191,8 +191,10 @@ impl Daemon {
             {
                 // The address ends where address characters do (in JSON
                 // logs a quote follows it).
-                let addr: Option<String> = line.split("serving http://").nth(1).map(|rest| {
-                    rest.chars()
+                let addr: Option<String> = line.split("serving http").nth(1).map(|rest| {
+                    let rest = rest.strip_prefix('s').unwrap_or(rest);
+                    rest.trim_start_matches("://")
+                        .chars()
                         .take_while(|c| c.is_ascii_hexdigit() || ".:[]".contains(*c))
                         .collect()
                 });
