@@ -418,11 +418,9 @@ impl BasicAuth {
             .filter_map(|hash| bcrypt_cost(hash).ok())
             .max()
             .unwrap_or(bcrypt::DEFAULT_COST);
-        let dummy_hash = bcrypt::hash("latencyd: no such user", cost)
-            .unwrap_or_else(|_| users.values().next().cloned().unwrap_or_default());
         BasicAuth {
+            dummy_hash: dummy_hash(cost),
             users: users.into_iter().collect(),
-            dummy_hash,
             good: Mutex::new(HashSet::new()),
         }
     }
@@ -465,6 +463,19 @@ impl BasicAuth {
         }
         ok
     }
+}
+
+/// A hash of `cost` that no password matches, made once per cost for the
+/// life of the process (a reload storm must not run bcrypt each time).
+fn dummy_hash(cost: u32) -> String {
+    static MADE: Mutex<BTreeMap<u32, String>> = Mutex::new(BTreeMap::new());
+    let mut made = MADE.lock().unwrap_or_else(|e| e.into_inner());
+    made.entry(cost)
+        .or_insert_with(|| {
+            // A random salt each time; the password is never a user's.
+            bcrypt::hash("latencyd: no such user", cost).unwrap_or_default()
+        })
+        .clone()
 }
 
 /// `Basic base64(user:password)` → (user, password).
@@ -633,5 +644,55 @@ mod tests {
         assert!(!check("Basic"));
         assert!(!auth.check(None));
         assert!(!auth.check(Some(&[0xff, 0xfe])));
+    }
+
+    #[test]
+    fn a_wrong_user_costs_what_a_wrong_password_costs() {
+        // Without the dummy hash an unknown user would be refused in
+        // microseconds and a wrong password in milliseconds; the ratio of
+        // the fastest of several tries is compared, not a time.
+        let auth = BasicAuth::new(BTreeMap::from([(
+            "prometheus".to_string(),
+            bcrypt::hash("s3cret", 6).unwrap(),
+        )]));
+        let fastest = |value: &str| {
+            (0..7)
+                .map(|_| {
+                    let started = std::time::Instant::now();
+                    assert!(!auth.check(Some(value.as_bytes())));
+                    started.elapsed().as_secs_f64()
+                })
+                .fold(f64::MAX, f64::min)
+        };
+        let header = |credentials: &str| {
+            format!(
+                "Basic {}",
+                base64::engine::general_purpose::STANDARD.encode(credentials)
+            )
+        };
+        let wrong_password = fastest(&header("prometheus:guess"));
+        for other in [
+            header("nobody:guess"),
+            header("prometheu:s3cret"),
+            header("no colon"),
+            "Bearer token".to_string(),
+        ] {
+            let ratio = fastest(&other) / wrong_password;
+            assert!(
+                (0.33..3.0).contains(&ratio),
+                "{other}: {ratio:.2}× the time of a wrong password"
+            );
+        }
+    }
+
+    #[test]
+    fn the_shipped_example_parses() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy");
+        let text = std::fs::read_to_string(dir.join("web-config.example.yml")).unwrap();
+        let config = parse(&text, &dir).unwrap();
+        let tls = config.tls.unwrap();
+        assert_eq!(tls.client_auth, ClientAuth::RequireAndVerify);
+        assert_eq!(tls.cert_file, dir.join("latencyd.crt"));
+        assert!(bcrypt::verify("change-me", &config.users["prometheus"]).unwrap());
     }
 }
