@@ -40,6 +40,7 @@ fn synthetic_state(n_cpus: usize) -> MonitorState {
                 realtime: true,
                 last_sample_ns: now,
                 alive: true,
+                online: true,
             };
             let mut view = CpuView::new(cpu, &config, sampler);
             view.absorb(&interval, now).unwrap();

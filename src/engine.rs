@@ -55,10 +55,13 @@ impl fmt::Display for StartError {
 
 impl std::error::Error for StartError {}
 
-/// One running sampler.
+/// One CPU's sampler. After its CPU went offline the thread is joined
+/// and `handle` is `None` until `Engine::restart` starts a new one.
 pub struct Slot {
     pub cpu: usize,
-    pub handle: SamplerHandle,
+    handle: Option<SamplerHandle>,
+    /// The current (or last) sampler's shared state.
+    shared: Arc<SamplerShared>,
     collector: Collector,
     /// Runs with its real-time policy, with memory locked.
     pub realtime: bool,
@@ -66,7 +69,20 @@ pub struct Slot {
 
 impl Slot {
     pub fn shared(&self) -> &Arc<SamplerShared> {
-        &self.handle.shared
+        &self.shared
+    }
+
+    /// The sampler thread has returned (or was joined after its CPU went
+    /// offline).
+    pub fn is_finished(&self) -> bool {
+        self.handle.as_ref().is_none_or(SamplerHandle::is_finished)
+    }
+
+    /// The sampler stopped because its CPU went away (see
+    /// `SamplerState::Displaced`); it is not dead, and `Engine::restart`
+    /// brings it back.
+    pub fn is_offline(&self) -> bool {
+        self.shared.state() == SamplerState::Displaced
     }
 }
 
@@ -87,6 +103,9 @@ pub struct Engine {
     /// Why results are not real-time, one reason per line; empty when they
     /// are.
     pub non_rt_reasons: Vec<String>,
+    spec: EngineSpec,
+    stop: Arc<AtomicBool>,
+    memory_locked: bool,
 }
 
 impl Engine {
@@ -112,7 +131,8 @@ impl Engine {
             match sampler::spawn(sampler_spec, publisher, Arc::clone(&stop)) {
                 Ok(handle) => slots.push(Slot {
                     cpu,
-                    handle,
+                    shared: Arc::clone(&handle.shared),
+                    handle: Some(handle),
                     collector,
                     realtime: false,
                 }),
@@ -130,10 +150,10 @@ impl Engine {
             return Err(err);
         }
         for slot in &mut slots {
-            let state = slot.handle.shared.state();
+            let state = slot.shared.state();
             slot.realtime = memory_locked && state == SamplerState::RunningRealtime;
             if state == SamplerState::RunningNonRealtime && spec.policy.is_realtime() {
-                let (_, err) = slot.handle.shared.failure();
+                let (_, err) = slot.shared.failure();
                 non_rt_reasons.push(format!(
                     "CPU {}: SCHED_{} priority {} refused ({err})",
                     slot.cpu,
@@ -148,7 +168,87 @@ impl Engine {
         Ok(Engine {
             slots,
             non_rt_reasons,
+            spec,
+            stop,
+            memory_locked,
         })
+    }
+
+    /// Joins the samplers that stopped because their CPU went offline and
+    /// hands over what they recorded (queued intervals, then the
+    /// remainder). Returns the CPUs newly found offline.
+    pub fn reap_offline(
+        &mut self,
+        mut merge: impl FnMut(usize, &LatencyStats) -> Result<(), ShapeMismatch>,
+    ) -> io::Result<Vec<usize>> {
+        let mut offline = Vec::new();
+        for (idx, slot) in self.slots.iter_mut().enumerate() {
+            if !(slot.is_offline() && slot.handle.as_ref().is_some_and(SamplerHandle::is_finished))
+            {
+                continue;
+            }
+            let Some(handle) = slot.handle.take() else {
+                continue;
+            };
+            let (_, exit) = handle.join()?;
+            slot.collector
+                .drain(|interval| merge(idx, interval))
+                .and_then(|_| merge(idx, &exit.remainder))
+                .map_err(|e| io::Error::other(e.to_string()))?;
+            offline.push(slot.cpu);
+        }
+        Ok(offline)
+    }
+
+    /// Starts a new sampler in slot `idx`, whose previous one was reaped
+    /// by `reap_offline`, and waits until it runs. Its samples continue the
+    /// slot's (the same handoff, the same statistics on the caller's side).
+    pub fn restart(&mut self, idx: usize, host: &HostInfo) -> Result<(), StartError> {
+        let slot = &mut self.slots[idx];
+        if slot.handle.is_some() {
+            return Ok(());
+        }
+        let (publisher, collector) =
+            handoff::channel(&self.spec.template, handoff::DEFAULT_BUFFERS);
+        let sampler_spec = SamplerSpec {
+            cpu: slot.cpu,
+            policy: self.spec.policy,
+            priority: self.spec.priority,
+            plan: self.spec.plan,
+            allow_non_rt: self.spec.allow_non_rt,
+        };
+        let handle =
+            sampler::spawn(sampler_spec, publisher, Arc::clone(&self.stop)).map_err(|err| {
+                StartError {
+                    permission: false,
+                    message: format!(
+                        "cannot start the sampler thread for CPU {}: {err}",
+                        slot.cpu
+                    ),
+                }
+            })?;
+        let candidate = Slot {
+            cpu: slot.cpu,
+            shared: Arc::clone(&handle.shared),
+            handle: Some(handle),
+            collector,
+            realtime: false,
+        };
+        if let Err(err) = wait_for_start(std::slice::from_ref(&candidate), host, &self.spec) {
+            // The slot stays offline, as it was, for a later attempt. A
+            // sampler that failed has returned; one that never reported
+            // (start-up timeout) is left to the stop flag.
+            if let Some(handle) = candidate.handle.filter(SamplerHandle::is_finished) {
+                let _ = handle.join();
+            }
+            return Err(err);
+        }
+        *slot = Slot {
+            realtime: self.memory_locked
+                && candidate.shared.state() == SamplerState::RunningRealtime,
+            ..candidate
+        };
+        Ok(())
     }
 
     /// Hands every interval published since the last call to `merge`, with
@@ -166,18 +266,7 @@ impl Engine {
     /// Every sampler thread has returned (finished its plan, was stopped,
     /// or died).
     pub fn all_finished(&self) -> bool {
-        self.slots.iter().all(|slot| slot.handle.is_finished())
-    }
-
-    /// Samplers whose thread has ended although they were not told to stop.
-    pub fn dead_samplers(&self) -> Vec<usize> {
-        self.slots
-            .iter()
-            .filter(|slot| {
-                slot.handle.is_finished() || slot.handle.shared.state() == SamplerState::Failed
-            })
-            .map(|slot| slot.cpu)
-            .collect()
+        self.slots.iter().all(Slot::is_finished)
     }
 
     /// Joins every sampler (the caller has raised the stop flag or the plan
@@ -198,14 +287,21 @@ impl Engine {
         let mut report = FinishReport {
             finished: Vec::with_capacity(self.slots.len()),
             stuck: Vec::new(),
+            offline: Vec::new(),
         };
         for (idx, slot) in self.slots.into_iter().enumerate() {
             let Slot {
                 cpu,
                 handle,
+                shared,
                 mut collector,
                 realtime,
             } = slot;
+            let Some(handle) = handle else {
+                // Reaped when its CPU went offline: nothing left to join.
+                report.offline.push(cpu);
+                continue;
+            };
             if !handle.is_finished() {
                 // What it published is still counted.
                 collector
@@ -214,7 +310,6 @@ impl Engine {
                 report.stuck.push(cpu);
                 continue;
             }
-            let shared = Arc::clone(&handle.shared);
             let (spec, exit) = handle.join()?;
             let merged = collector
                 .drain(|interval| merge(idx, interval))
@@ -238,12 +333,17 @@ pub struct FinishReport {
     pub finished: Vec<Finished>,
     /// CPUs whose sampler did not return in time.
     pub stuck: Vec<usize>,
+    /// CPUs whose sampler had stopped earlier because the CPU went offline
+    /// and was not restarted (what it recorded was handed over then).
+    pub offline: Vec<usize>,
 }
 
 fn stop_all(slots: Vec<Slot>, stop: &AtomicBool) {
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     for slot in slots {
-        let _ = slot.handle.join();
+        if let Some(handle) = slot.handle {
+            let _ = handle.join();
+        }
     }
 }
 
@@ -293,10 +393,10 @@ fn wait_for_start(slots: &[Slot], host: &HostInfo, spec: &EngineSpec) -> Result<
     loop {
         let mut starting = false;
         for slot in slots {
-            match slot.handle.shared.state() {
+            match slot.shared.state() {
                 SamplerState::Starting => starting = true,
                 SamplerState::Failed => {
-                    let (step, err) = slot.handle.shared.failure();
+                    let (step, err) = slot.shared.failure();
                     return Err(explain_start_failure(slot.cpu, step, &err, host, spec));
                 }
                 _ => {}

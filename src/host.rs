@@ -34,6 +34,13 @@ pub struct HostInfo {
     pub clock_resolution_ns: Option<u64>,
 }
 
+/// The CPUs online now (`/sys/devices/system/cpu/online`), if readable.
+pub fn online_cpus() -> Option<Vec<usize>> {
+    fs::read_to_string("/sys/devices/system/cpu/online")
+        .ok()
+        .and_then(|s| parse_cpu_list(&s).ok())
+}
+
 impl HostInfo {
     pub fn detect() -> HostInfo {
         let uname = sys::uname().unwrap_or_default();
@@ -41,9 +48,7 @@ impl HostInfo {
             .map(|s| s.trim() == "1")
             .unwrap_or(false);
         let preempt_rt = realtime_flag || uname.version.contains("PREEMPT_RT");
-        let online_cpus = fs::read_to_string("/sys/devices/system/cpu/online")
-            .ok()
-            .and_then(|s| parse_cpu_list(&s).ok());
+        let online_cpus = online_cpus();
         let affinity = sys::process_affinity().unwrap_or_default();
         let usable_cpus = match &online_cpus {
             Some(online) => affinity

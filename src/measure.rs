@@ -381,6 +381,11 @@ pub fn run(options: &MeasureOptions, host: &HostInfo, cmdline: String) -> anyhow
                 f.cpu,
                 io::Error::from_raw_os_error(errno)
             )),
+            Some(LoopEndReason::Displaced) => Some(format!(
+                "the sampler on CPU {} stopped early: the CPU went offline or the thread was \
+                 moved off it; its results cover the time before",
+                f.cpu
+            )),
             _ => None,
         })
         .collect();

@@ -30,6 +30,12 @@ pub trait Clock {
     /// Sleeps until the absolute time `deadline_ns`; the error number on
     /// failure.
     fn sleep_until_ns(&mut self, deadline_ns: u64) -> Result<(), i32>;
+    /// The thread woke up off the CPU it was pinned to: the CPU went
+    /// offline (the kernel moved the thread) or someone changed its
+    /// affinity. Its samples would no longer describe that CPU.
+    fn displaced(&mut self) -> bool {
+        false
+    }
 }
 
 /// `CLOCK_MONOTONIC` with `clock_nanosleep(TIMER_ABSTIME)`.
@@ -44,6 +50,29 @@ impl Clock for MonotonicClock {
     #[inline]
     fn sleep_until_ns(&mut self, deadline_ns: u64) -> Result<(), i32> {
         sys::sleep_until_ns(deadline_ns)
+    }
+}
+
+/// The real clock for a thread pinned to `cpu`: `displaced` compares the
+/// CPU it runs on (no system call) with the one it was pinned to.
+pub struct PinnedClock {
+    pub cpu: usize,
+}
+
+impl Clock for PinnedClock {
+    #[inline]
+    fn now_ns(&mut self) -> u64 {
+        sys::monotonic_now_ns()
+    }
+
+    #[inline]
+    fn sleep_until_ns(&mut self, deadline_ns: u64) -> Result<(), i32> {
+        sys::sleep_until_ns(deadline_ns)
+    }
+
+    #[inline]
+    fn displaced(&mut self) -> bool {
+        sys::current_cpu().is_some_and(|cpu| cpu != self.cpu)
     }
 }
 
@@ -69,6 +98,10 @@ pub enum LoopEndReason {
     Stopped,
     /// `clock_nanosleep` failed with this error number.
     SleepFailed(i32),
+    /// The thread woke up on another CPU than its own (the CPU went
+    /// offline, or the affinity was changed from outside); that wake-up
+    /// is not counted.
+    Displaced,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -127,6 +160,9 @@ pub fn hot_loop<C: Clock>(
         if let Err(errno) = clock.sleep_until_ns(deadline) {
             break LoopEndReason::SleepFailed(errno);
         }
+        if clock.displaced() {
+            break LoopEndReason::Displaced;
+        }
         let now = clock.now_ns();
         // Relaxed: a liveness signal read by watchers, ordering nothing else.
         heartbeat_ns.store(now, Ordering::Relaxed);
@@ -161,6 +197,8 @@ pub enum SamplerState {
     RunningNonRealtime,
     Finished,
     Failed,
+    /// Ended because it found itself off its CPU (`LoopEndReason::Displaced`).
+    Displaced,
 }
 
 impl SamplerState {
@@ -170,6 +208,7 @@ impl SamplerState {
             1 => SamplerState::RunningRealtime,
             2 => SamplerState::RunningNonRealtime,
             3 => SamplerState::Finished,
+            5 => SamplerState::Displaced,
             _ => SamplerState::Failed,
         }
     }
@@ -292,7 +331,7 @@ impl SamplerHandle {
 /// `stall:CPU:AFTER_MS` (its sleep never returns, so its heartbeat stops).
 #[cfg(feature = "fault-injection")]
 pub mod fault {
-    use super::{Clock, MonotonicClock};
+    use super::{Clock, MonotonicClock, PinnedClock};
 
     #[derive(Debug, Clone, Copy, PartialEq, Eq)]
     pub enum Kind {
@@ -318,11 +357,16 @@ pub mod fault {
     pub struct FaultyClock {
         pub fault: Option<(Kind, u64)>,
         pub armed_at_ns: u64,
+        pub pinned: PinnedClock,
     }
 
     impl Clock for FaultyClock {
         fn now_ns(&mut self) -> u64 {
             MonotonicClock.now_ns()
+        }
+
+        fn displaced(&mut self) -> bool {
+            self.pinned.displaced()
         }
 
         fn sleep_until_ns(&mut self, deadline_ns: u64) -> Result<(), i32> {
@@ -397,11 +441,12 @@ pub fn spawn(
             // From here on: the hot loop only.
             shared.set_state(running);
             #[cfg(not(feature = "fault-injection"))]
-            let mut clock = MonotonicClock;
+            let mut clock = PinnedClock { cpu: spec.cpu };
             #[cfg(feature = "fault-injection")]
             let mut clock = fault::FaultyClock {
                 fault,
                 armed_at_ns: MonotonicClock.now_ns(),
+                pinned: PinnedClock { cpu: spec.cpu },
             };
             let start_ns = clock.now_ns() + spec.plan.interval_ns;
             let end = hot_loop(
@@ -414,6 +459,7 @@ pub fn spawn(
             );
             match end.reason {
                 LoopEndReason::SleepFailed(errno) => shared.fail(FailedStep::Sleep, errno),
+                LoopEndReason::Displaced => shared.set_state(SamplerState::Displaced),
                 _ => shared.set_state(SamplerState::Finished),
             }
             SamplerExit {
@@ -474,6 +520,57 @@ mod tests {
             max_samples: None,
             publish_every_periods: 3,
         }
+    }
+
+    /// The scripted clock, moved off its CPU at the `after`-th wake-up.
+    struct MovedClock {
+        inner: ScriptedClock,
+        after: usize,
+    }
+
+    impl Clock for MovedClock {
+        fn now_ns(&mut self) -> u64 {
+            self.inner.now_ns()
+        }
+        fn sleep_until_ns(&mut self, deadline_ns: u64) -> Result<(), i32> {
+            self.inner.sleep_until_ns(deadline_ns)
+        }
+        fn displaced(&mut self) -> bool {
+            self.inner.woken > self.after
+        }
+    }
+
+    #[test]
+    fn a_displaced_sampler_stops_without_counting_that_wake_up() {
+        let template = LatencyStats::new(u64::MAX, None);
+        let (mut publisher, mut collector) = handoff::channel(&template, 4);
+        let mut clock = MovedClock {
+            inner: ScriptedClock {
+                latencies: vec![5, 250, 5, 5, 5, 5],
+                woken: 0,
+                now: 0,
+            },
+            after: 3,
+        };
+        let stop = AtomicBool::new(false);
+        let heartbeat = AtomicU64::new(0);
+        let end = hot_loop(
+            &mut clock,
+            &plan(100),
+            1_000,
+            &mut publisher,
+            &stop,
+            &heartbeat,
+        );
+        let mut total = template.clone();
+        collector.drain(|s| total.merge(s)).unwrap();
+        total.merge(&publisher.into_remainder()).unwrap();
+        assert_eq!(end.reason, LoopEndReason::Displaced);
+        // Periods 0 and 1 sampled, 2 and 3 missed (period 1 woke 250 ns
+        // late, past both deadlines), 4 sampled; the wake-up for period 5
+        // was on another CPU and is neither.
+        assert_eq!((total.count, total.missed), (3, 2));
+        assert_eq!(end.periods, total.count + total.missed);
     }
 
     #[test]

@@ -230,6 +230,16 @@ pub fn block_signals_in_current_thread() -> io::Result<()> {
 }
 
 /// The kernel's id of the calling thread (what `ps -L` and cyclictest show).
+/// The CPU the calling thread runs on. glibc answers from the rseq area
+/// the kernel keeps up to date (or the vDSO): no system call, so the hot
+/// loop may ask at every wake-up.
+#[inline]
+pub fn current_cpu() -> Option<usize> {
+    // SAFETY: sched_getcpu has no arguments.
+    let cpu = unsafe { libc::sched_getcpu() };
+    usize::try_from(cpu).ok()
+}
+
 pub fn current_tid() -> i32 {
     // SAFETY: gettid has no arguments and cannot fail.
     unsafe { libc::gettid() }

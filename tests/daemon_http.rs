@@ -35,6 +35,7 @@ fn view(cpu: usize, samples: &[u64], config: &Config, last_sample_ns: u64) -> Cp
         realtime: true,
         last_sample_ns,
         alive: true,
+        online: true,
     };
     let mut view = CpuView::new(cpu, config, sampler);
     // Half the samples long ago (out of the window), half just now.

@@ -327,6 +327,8 @@ struct SamplerBody {
     priority: i32,
     realtime: bool,
     alive: bool,
+    /// False while the CPU is offline (its sampler stopped, not failed).
+    online: bool,
     last_sample_age_ns: Option<u64>,
 }
 
@@ -380,6 +382,7 @@ async fn status(State(app): State<AppState>) -> axum::Json<StatusBody> {
                 priority: v.sampler.priority,
                 realtime: v.sampler.realtime,
                 alive: v.sampler.alive,
+                online: v.sampler.online,
                 last_sample_age_ns: (v.sampler.last_sample_ns > 0)
                     .then(|| now.saturating_sub(v.sampler.last_sample_ns)),
             })

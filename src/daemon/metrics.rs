@@ -61,6 +61,12 @@ const FAMILIES: &[(&str, &str, MetricType, &[&str])] = &[
         &["cpu", "policy"],
     ),
     (
+        "latencyd_sampler_online",
+        "1 while the CPU is there to sample; 0 after it went offline (its sampler stopped) until sampling resumes.",
+        MetricType::GAUGE,
+        &["cpu"],
+    ),
+    (
         "latencyd_sampler_last_sample_timestamp_seconds",
         "Unix time of the sampler's latest wake-up (its heartbeat).",
         MetricType::GAUGE,
@@ -238,9 +244,16 @@ pub fn families(state: &MonitorState, now_ns: u64) -> Vec<MetricFamily> {
                     ];
                     gauge(
                         labels,
-                        f64::from(u8::from(v.sampler.realtime && v.sampler.alive)),
+                        f64::from(u8::from(
+                            v.sampler.realtime && v.sampler.alive && v.sampler.online,
+                        )),
                     )
                 })
+                .collect(),
+            "latencyd_sampler_online" => state
+                .cpus
+                .iter()
+                .map(|v| gauge(cpu(v.cpu), f64::from(u8::from(v.sampler.online))))
                 .collect(),
             "latencyd_sampler_last_sample_timestamp_seconds" => state
                 .cpus

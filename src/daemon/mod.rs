@@ -36,7 +36,7 @@ use crate::cpulist::format_cpu_list;
 use crate::engine::{Engine, EngineSpec};
 use crate::host::HostInfo;
 use crate::sampler::{LoopPlan, SamplerState};
-use crate::stats::{LatencyStats, ShapeMismatch};
+use crate::stats::LatencyStats;
 use crate::sys::{self, CpuDmaLatencyHold};
 use crate::units::{NS_PER_SEC, format_duration_ns};
 use state::{CpuView, MonitorState, SamplerView};
@@ -54,6 +54,9 @@ const COLLECT_PERIOD: Duration = Duration::from_millis(250);
 const DEATH_GRACE: Duration = Duration::from_secs(1);
 /// How long past one interval shutdown waits for the samplers to return.
 const JOIN_SLACK: Duration = Duration::from_millis(300);
+/// How long a CPU may be listed online while its sampler cannot be
+/// restarted before that is logged.
+const RESTART_PATIENCE: Duration = Duration::from_secs(10);
 /// How often STATUS= is refreshed for `systemctl status`.
 const STATUS_PERIOD: Duration = Duration::from_secs(10);
 
@@ -223,6 +226,7 @@ async fn serve(
                     realtime: slot.realtime,
                     last_sample_ns: 0,
                     alive: true,
+                    online: true,
                 };
                 CpuView::new(slot.cpu, &config, sampler)
             })
@@ -356,14 +360,34 @@ async fn run_loop(
     // while every sampler's heartbeat advances.
     let mut watchdog_tick = notify::watchdog_interval().map(|d| tokio::time::interval(d / 2));
     let mut dying_since: Option<Instant> = None;
+    // CPUs whose sampler could not be restarted yet: since when, and
+    // whether that was logged.
+    let mut restart_errors: std::collections::HashMap<usize, (Instant, bool)> =
+        std::collections::HashMap::new();
     loop {
         tokio::select! {
             _ = collect_tick.tick() => {
                 match collect(engine, state) {
-                    Ok(dead) => {
-                        for cpu in dead {
+                    Ok(found) => {
+                        for cpu in found.dead {
                             error!("the sampler on CPU {cpu} has died; /healthz reports it and latencyd exits so that it is restarted");
                             dying_since.get_or_insert_with(Instant::now);
+                        }
+                        for cpu in found.offline {
+                            warn!("CPU {cpu} went offline (or the sampler was moved off it): its sampler stopped; sampling resumes when it is back online");
+                        }
+                        for cpu in found.resumed {
+                            info!("CPU {cpu} is back online: sampling it again");
+                            restart_errors.remove(&cpu);
+                        }
+                        for (cpu, why) in found.not_resumed {
+                            // While a CPU goes down it may still be listed
+                            // online; only a failure that lasts is news.
+                            let since = restart_errors.entry(cpu).or_insert_with(|| (Instant::now(), false));
+                            if !since.1 && since.0.elapsed() >= RESTART_PATIENCE {
+                                warn!("CPU {cpu} is online but its sampler has not started for {RESTART_PATIENCE:?} (still retrying): {why}");
+                                since.1 = true;
+                            }
                         }
                     }
                     Err(err) => {
@@ -396,24 +420,64 @@ async fn run_loop(
     }
 }
 
+/// What a collector tick found.
+#[derive(Debug, Default)]
+struct Collected {
+    /// CPUs whose sampler has newly died.
+    dead: Vec<usize>,
+    /// CPUs whose sampler stopped because the CPU went offline.
+    offline: Vec<usize>,
+    /// CPUs back online whose new sampler runs.
+    resumed: Vec<usize>,
+    /// CPUs back online whose sampler could not be started yet, and why.
+    not_resumed: Vec<(usize, String)>,
+}
+
 /// Drains every sampler's handoff into the state and copies the samplers'
-/// heartbeats. Returns the CPUs whose sampler has newly died.
-fn collect(engine: &mut Engine, state: &Mutex<MonitorState>) -> Result<Vec<usize>, ShapeMismatch> {
+/// heartbeats; joins the samplers whose CPU went offline and starts new
+/// ones on CPUs that came back.
+fn collect(
+    engine: &mut Engine,
+    state: &Mutex<MonitorState>,
+) -> Result<Collected, Box<dyn std::error::Error>> {
     let now = sys::monotonic_now_ns();
     let mut s = lock(state);
     engine.drain(|idx, interval| s.cpus[idx].absorb(interval, now))?;
-    let mut dead = Vec::new();
+    let mut found = Collected {
+        offline: engine.reap_offline(|idx, interval| s.cpus[idx].absorb(interval, now))?,
+        ..Collected::default()
+    };
+    let waiting: Vec<usize> = (0..engine.slots.len())
+        .filter(|&idx| engine.slots[idx].is_offline() && engine.slots[idx].is_finished())
+        .collect();
+    if !waiting.is_empty() {
+        let online = crate::host::online_cpus().unwrap_or_default();
+        for idx in waiting {
+            let cpu = engine.slots[idx].cpu;
+            if !online.contains(&cpu) {
+                continue;
+            }
+            match engine.restart(idx, &s.host) {
+                Ok(()) => found.resumed.push(cpu),
+                Err(err) => found.not_resumed.push((cpu, err.message)),
+            }
+        }
+    }
     for (slot, view) in engine.slots.iter().zip(s.cpus.iter_mut()) {
         let shared = slot.shared();
         // Relaxed: the heartbeat is a liveness hint ordering nothing else.
         view.sampler.last_sample_ns = shared.heartbeat_ns.load(Ordering::Relaxed);
-        let died = slot.handle.is_finished() || shared.state() == SamplerState::Failed;
+        view.sampler.online = !slot.is_offline();
+        view.sampler.tid = shared.tid();
+        view.sampler.realtime = slot.realtime;
+        let died =
+            (slot.is_finished() && !slot.is_offline()) || shared.state() == SamplerState::Failed;
         if died && view.sampler.alive {
             view.sampler.alive = false;
-            dead.push(slot.cpu);
+            found.dead.push(slot.cpu);
         }
     }
-    Ok(dead)
+    Ok(found)
 }
 
 /// One line for `systemctl status`.

@@ -62,6 +62,7 @@ pub struct CpuRow {
     pub priority: i32,
     pub realtime: bool,
     pub alive: bool,
+    pub online: bool,
     pub stale: bool,
     pub count: u64,
     pub min_ns: u64,
@@ -136,6 +137,7 @@ impl Snapshot {
                     priority: v.sampler.priority,
                     realtime: v.sampler.realtime,
                     alive: v.sampler.alive,
+                    online: v.sampler.online,
                     stale: health.stale.iter().any(|(cpu, _)| *cpu == v.cpu),
                     count: v.lifetime.count,
                     min_ns: v.lifetime.min_ns(),
@@ -258,6 +260,8 @@ pub fn render_page(snap: &Snapshot, plot_svg: Result<&str, &str>) -> String {
     for row in &snap.rows {
         let state = if !row.alive {
             "dead"
+        } else if !row.online {
+            "CPU offline"
         } else if row.stale {
             "stalled"
         } else if row.count == 0 {
@@ -265,7 +269,7 @@ pub fn render_page(snap: &Snapshot, plot_svg: Result<&str, &str>) -> String {
         } else {
             "sampling"
         };
-        let problem = !row.alive || row.stale || !row.realtime;
+        let problem = !row.alive || !row.online || row.stale || !row.realtime;
         let _ = writeln!(
             html,
             "<tr id=\"cpu-{cpu}\" class=\"cpu{}\"><td>{cpu}</td>\

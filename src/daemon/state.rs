@@ -242,6 +242,10 @@ pub struct SamplerView {
     pub last_sample_ns: u64,
     /// The thread is running (false once it has died).
     pub alive: bool,
+    /// The CPU is there to sample: false from when the sampler found its
+    /// CPU gone (offline) until a new sampler runs on it again. Not a
+    /// failure: health ignores such CPUs.
+    pub online: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -286,7 +290,7 @@ impl CpuView {
 pub struct Health {
     pub healthy: bool,
     /// CPUs whose sampler is dead or has not advanced recently, with the age
-    /// of its latest sample in ns.
+    /// of its latest sample in ns (offline CPUs are not counted).
     pub stale: Vec<(usize, u64)>,
 }
 
@@ -317,7 +321,8 @@ impl MonitorState {
             .filter_map(|view| {
                 let last = view.sampler.last_sample_ns.max(self.started_ns);
                 let age = now_ns.saturating_sub(last);
-                (!view.sampler.alive || age > limit).then_some((view.cpu, age))
+                let unhealthy = !view.sampler.alive || age > limit;
+                (view.sampler.online && unhealthy).then_some((view.cpu, age))
             })
             .collect();
         Health {
