@@ -447,7 +447,14 @@ fn explain_start_failure(
                 ),
             }
         }
-        FailedStep::Sleep | FailedStep::None => StartError {
+        FailedStep::Sleep => StartError {
+            permission: false,
+            message: format!(
+                "the sampler on CPU {cpu} could not sleep: clock_nanosleep(CLOCK_MONOTONIC) \
+                 failed ({err}); the kernel's monotonic clock is unusable here"
+            ),
+        },
+        FailedStep::None => StartError {
             permission: false,
             message: format!("the sampler on CPU {cpu} failed to start ({err})"),
         },

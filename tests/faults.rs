@@ -49,10 +49,35 @@ mod with_faults {
         assert_eq!(status.code(), Some(1), "{}", daemon.log_text());
         assert!(saw_503, "/healthz showed the dead sampler before the exit");
         assert!(
-            daemon.log_text().contains("CPU 0 has died"),
+            daemon
+                .log_text()
+                .contains("CPU 0 has died (clock_nanosleep failed: Input/output error"),
             "{}",
             daemon.log_text()
         );
+    }
+
+    #[test]
+    fn a_clock_that_fails_at_once_is_a_clear_error_and_exit_1() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = daemon_config(dir.path(), "", "", "");
+        let output = latencyd()
+            .args(["run", "--config"])
+            .arg(&config)
+            .env("FAULT_INJECTION_LATENCYD", "die:0:0")
+            .output()
+            .unwrap();
+        let stderr = stderr_of(&output);
+        assert_eq!(output.status.code(), Some(1), "{stderr}");
+        // Whether the failure is seen while starting or just after, the
+        // message names the CPU, the call and the error.
+        assert!(
+            stderr.contains("the sampler on CPU 0")
+                && stderr.contains("clock_nanosleep")
+                && stderr.contains("Input/output error"),
+            "{stderr}"
+        );
+        assert!(!stderr.contains("panicked"), "{stderr}");
     }
 
     #[test]

@@ -35,7 +35,7 @@ use crate::config::{self, Config, CpuSelection, EX_CONFIG, Sources};
 use crate::cpulist::format_cpu_list;
 use crate::engine::{Engine, EngineSpec};
 use crate::host::HostInfo;
-use crate::sampler::{LoopPlan, SamplerState};
+use crate::sampler::{FailedStep, LoopPlan, SamplerState};
 use crate::stats::LatencyStats;
 use crate::sys::{self, CpuDmaLatencyHold};
 use crate::units::{NS_PER_SEC, format_duration_ns};
@@ -369,8 +369,8 @@ async fn run_loop(
             _ = collect_tick.tick() => {
                 match collect(engine, state) {
                     Ok(found) => {
-                        for cpu in found.dead {
-                            error!("the sampler on CPU {cpu} has died; /healthz reports it and latencyd exits so that it is restarted");
+                        for (cpu, why) in found.dead {
+                            error!("the sampler on CPU {cpu} has died ({why}); /healthz reports it and latencyd exits so that it is restarted");
                             dying_since.get_or_insert_with(Instant::now);
                         }
                         for cpu in found.offline {
@@ -423,8 +423,8 @@ async fn run_loop(
 /// What a collector tick found.
 #[derive(Debug, Default)]
 struct Collected {
-    /// CPUs whose sampler has newly died.
-    dead: Vec<usize>,
+    /// CPUs whose sampler has newly died, and why.
+    dead: Vec<(usize, String)>,
     /// CPUs whose sampler stopped because the CPU went offline.
     offline: Vec<usize>,
     /// CPUs back online whose new sampler runs.
@@ -474,7 +474,13 @@ fn collect(
             (slot.is_finished() && !slot.is_offline()) || shared.state() == SamplerState::Failed;
         if died && view.sampler.alive {
             view.sampler.alive = false;
-            found.dead.push(slot.cpu);
+            let why = match shared.failure() {
+                (FailedStep::Sleep, err) => format!("clock_nanosleep failed: {err}"),
+                (FailedStep::Affinity, err) => format!("pinning it failed: {err}"),
+                (FailedStep::Policy, err) => format!("its scheduling policy was refused: {err}"),
+                (FailedStep::None, _) => "its thread ended".to_string(),
+            };
+            found.dead.push((slot.cpu, why));
         }
     }
     Ok(found)
