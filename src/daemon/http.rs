@@ -67,6 +67,22 @@ impl AppState {
     }
 }
 
+/// Every route `router` serves, as written in the OpenAPI document
+/// (`/api/v1/openapi.json`, checked against both by `tests/daemon_http.rs`).
+pub const ROUTES: &[&str] = &[
+    "/",
+    "/plot.svg",
+    "/metrics",
+    "/healthz",
+    "/api/v1/status",
+    "/api/v1/latency",
+    "/api/v1/latency/{cpu}",
+    "/api/v1/openapi.json",
+];
+
+/// The OpenAPI 3.1 description of the routes.
+pub const OPENAPI: &str = include_str!("openapi.json");
+
 pub fn router(app: AppState) -> Router {
     Router::new()
         .route("/", get(status_page))
@@ -76,6 +92,7 @@ pub fn router(app: AppState) -> Router {
         .route("/api/v1/status", get(status))
         .route("/api/v1/latency", get(latency_all))
         .route("/api/v1/latency/{cpu}", get(latency_one))
+        .route("/api/v1/openapi.json", get(openapi))
         .fallback(not_found)
         .layer(middleware::from_fn_with_state(app.clone(), guard))
         .with_state(app)
@@ -180,10 +197,14 @@ impl IntoResponse for ApiError {
 
 async fn not_found(uri: axum::http::Uri) -> ApiError {
     ApiError::NotFound(format!(
-        "no such path: {}; try /, /plot.svg, /metrics, /healthz, /api/v1/status, \
-         /api/v1/latency or /api/v1/latency/{{cpu}}",
-        uri.path()
+        "no such path: {}; the routes are {} (described in /api/v1/openapi.json)",
+        uri.path(),
+        ROUTES.join(", ")
     ))
+}
+
+async fn openapi() -> Response {
+    ([(header::CONTENT_TYPE, "application/json")], OPENAPI).into_response()
 }
 
 type QueryPairs = Result<Query<Vec<(String, String)>>, QueryRejection>;
