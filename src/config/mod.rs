@@ -96,6 +96,7 @@ impl Config {
     /// process environment. Nothing host-specific is checked here; see
     /// `check_against`.
     pub fn load(sources: &Sources) -> Result<Config, ConfigError> {
+        check_env_is_text()?;
         Config::load_with_env(sources, Environment::with_prefix(ENV_PREFIX))
     }
 
@@ -109,14 +110,23 @@ impl Config {
     pub fn load_with_env(sources: &Sources, env: Environment) -> Result<Config, ConfigError> {
         let mut builder = config::Config::builder();
         if let Some(path) = &sources.file {
-            if let Err(err) = std::fs::read(path) {
-                return Err(ConfigError {
-                    source: path.display().to_string(),
-                    key: "the file".to_string(),
-                    value: None,
-                    reason: format!("cannot be read: {err}"),
-                });
+            let file_error = |reason: String| ConfigError {
+                source: path.display().to_string(),
+                key: "the file".to_string(),
+                value: None,
+                reason,
+            };
+            let bytes =
+                std::fs::read(path).map_err(|err| file_error(format!("cannot be read: {err}")))?;
+            // The config crate would read it lossily.
+            if let Err(err) = std::str::from_utf8(&bytes) {
+                return Err(file_error(format!(
+                    "is not UTF-8 text (byte {} is not): TOML files must be UTF-8",
+                    err.valid_up_to()
+                )));
             }
+            // Read again by the config crate, which records the file as
+            // the origin of its values.
             builder = builder.add_source(
                 File::from(path.as_path())
                     .format(FileFormat::Toml)
@@ -406,6 +416,32 @@ impl<'a> SectionReader<'a> {
 }
 
 /// An error about a key already read, naming where its value came from.
+/// The config crate reads the environment lossily; a variable of ours
+/// that is not UTF-8 is refused here, named, before it could be misread.
+fn check_env_is_text() -> Result<(), ConfigError> {
+    use std::os::unix::ffi::OsStrExt;
+    let prefix = format!("{ENV_PREFIX}_");
+    for (name, value) in std::env::vars_os() {
+        if !name.as_bytes().starts_with(prefix.as_bytes()) {
+            continue;
+        }
+        if name.to_str().is_none() || value.to_str().is_none() {
+            let shown = name.to_string_lossy().into_owned();
+            return Err(ConfigError {
+                source: format!("environment variable {shown}"),
+                key: shown
+                    .strip_prefix(&prefix)
+                    .unwrap_or(&shown)
+                    .to_lowercase()
+                    .replacen("__", ".", 1),
+                value: None,
+                reason: "is not valid UTF-8: configuration values must be text".to_string(),
+            });
+        }
+    }
+    Ok(())
+}
+
 pub(crate) fn key_error(
     effective: &BTreeMap<String, Effective>,
     key: &str,
