@@ -62,12 +62,12 @@ pub struct PinnedClock {
 impl Clock for PinnedClock {
     #[inline]
     fn now_ns(&mut self) -> u64 {
-        sys::monotonic_now_ns()
+        MonotonicClock.now_ns()
     }
 
     #[inline]
     fn sleep_until_ns(&mut self, deadline_ns: u64) -> Result<(), i32> {
-        sys::sleep_until_ns(deadline_ns)
+        MonotonicClock.sleep_until_ns(deadline_ns)
     }
 
     #[inline]

@@ -27,11 +27,7 @@ fn count_of(scrape: &str, cpu: u64) -> f64 {
 
 #[test]
 fn metrics_pass_promtool_and_counts_grow_and_agree_with_the_api() {
-    let promtool = Command::new("promtool").arg("--version").output();
-    assert!(
-        promtool.is_ok_and(|o| o.status.success()),
-        "promtool is missing: install Debian's prometheus package (.ci/run does)"
-    );
+    require_tool("promtool", "--version", "prometheus");
     let dir = tempfile::tempdir().unwrap();
     let daemon = Daemon::start(&mut run_with(&daemon_config(dir.path(), "", "", "")));
     wait_until(

@@ -108,11 +108,7 @@ fn data_root() -> std::path::PathBuf {
 
 #[test]
 fn every_dashboard_query_and_rule_works_against_a_real_prometheus() {
-    let found = Command::new("prometheus").arg("--version").output();
-    assert!(
-        found.is_ok_and(|o| o.status.success()),
-        "prometheus is missing: install Debian's prometheus package (.ci/run does)"
-    );
+    require_tool("prometheus", "--version", "prometheus");
     let dir = tempfile::tempdir().unwrap();
     let daemon = Daemon::start(latencyd().args(["run", "--config"]).arg(daemon_config(
         dir.path(),

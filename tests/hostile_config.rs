@@ -449,11 +449,7 @@ fn source_of(case: &Case, config: &Path) -> String {
 
 #[test]
 fn every_hostile_value_exits_78_naming_source_and_key_before_any_thread() {
-    let found = Command::new("strace").arg("-V").output();
-    assert!(
-        found.is_ok_and(|o| o.status.success()),
-        "strace is missing: install Debian's strace package (.ci/run does)"
-    );
+    require_tool("strace", "-V", "strace");
     let dir = tempfile::tempdir().unwrap();
     let mut failures = Vec::new();
     let cases = cases();

@@ -16,11 +16,7 @@ fn root() -> PathBuf {
 }
 
 fn tool(name: &str, package: &str) {
-    let found = Command::new(name).arg("--version").output();
-    assert!(
-        found.is_ok_and(|o| o.status.success()),
-        "{name} is missing: install Debian's {package} package (.ci/run does)"
-    );
+    require_tool(name, "--version", package);
 }
 
 fn run_in(dir: &Path, program: &str, args: &[&str]) -> (bool, String) {

@@ -37,11 +37,7 @@ fn chromium(profile: &Path, extra: &[&str], url: &str) -> Output {
 
 #[test]
 fn chromium_renders_a_row_per_cpu_and_the_plot() {
-    let found = Command::new("chromium").arg("--version").output();
-    assert!(
-        found.is_ok_and(|o| o.status.success()),
-        "chromium is missing: install Debian's chromium package (.ci/run does)"
-    );
+    require_tool("chromium", "--version", "chromium");
     let dir = tempfile::tempdir().unwrap();
     let daemon = Daemon::start(latencyd().args(["run", "--config"]).arg(daemon_config(
         dir.path(),

@@ -160,11 +160,7 @@ fn curl(daemon: &Daemon, dir: &Path, path: &str, extra: &[&str]) -> (u16, Output
 }
 
 fn curl_found() {
-    let found = Command::new("curl").arg("--version").output();
-    assert!(
-        found.is_ok_and(|o| o.status.success()),
-        "curl is missing: install Debian's curl package (.ci/run does)"
-    );
+    require_tool("curl", "--version", "curl");
 }
 
 #[test]
@@ -386,11 +382,7 @@ fn sighup_applies_a_changed_password_to_new_requests() {
 
 #[test]
 fn prometheus_scrapes_over_tls_with_basic_auth() {
-    let found = Command::new("prometheus").arg("--version").output();
-    assert!(
-        found.is_ok_and(|o| o.status.success()),
-        "prometheus is missing: install Debian's prometheus package (.ci/run does)"
-    );
+    require_tool("prometheus", "--version", "prometheus");
     let dir = tempfile::tempdir().unwrap();
     make_pki(dir.path());
     let web = web_config(

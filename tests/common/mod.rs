@@ -32,6 +32,17 @@ pub fn run_flags() -> Vec<&'static str> {
     }
 }
 
+/// Fails the test unless `tool` runs (`tool arg` succeeds), naming the
+/// Debian package that provides it: a missing tool is an installation
+/// problem to fix, not a test to skip.
+pub fn require_tool(tool: &str, arg: &str, package: &str) {
+    let found = Command::new(tool).arg(arg).output();
+    assert!(
+        found.is_ok_and(|o| o.status.success()),
+        "{tool} is missing: install Debian's {package} package (.ci/run does)"
+    );
+}
+
 /// Says loudly, past the test harness's output capture, what a test did
 /// not cover.
 pub fn report_skip(test: &str, reason: &str) {
