@@ -90,5 +90,17 @@ fn publish(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, record, publish);
+/// The hotplug check every wake-up makes: which CPU am I on (glibc's
+/// sched_getcpu, from the rseq area, no system call).
+fn displaced(c: &mut Criterion) {
+    use latencyd::sampler::{Clock, PinnedClock};
+    let cpu = latencyd::sys::current_cpu().unwrap_or(0);
+    let _ = latencyd::sys::pin_current_thread(cpu);
+    let mut clock = PinnedClock { cpu };
+    c.bench_function("displaced_check", |b| {
+        b.iter(|| std::hint::black_box(clock.displaced()))
+    });
+}
+
+criterion_group!(benches, record, publish, displaced);
 criterion_main!(benches);
