@@ -5,7 +5,8 @@
 //! (sampling time) / interval, within the one-second publishing lag.
 //!
 //! Run as root: cargo build --release && cargo bench --bench soak
-//! Environment: LATENCYD (binary), SOAK_SECS (600), SCRAPE_MS (100).
+//! Environment: LATENCYD (binary), SOAK_SECS (600), SCRAPE_MS (100),
+//! SOAK_PATHS (comma-separated paths to cycle instead of the default five).
 
 mod support;
 
@@ -17,18 +18,14 @@ fn main() {
     let (soak_secs, scrape_ms) = (env_or("SOAK_SECS", 600), env_or("SCRAPE_MS", 100));
     let daemon = Daemon::start(&[]);
     let addr = daemon.addr;
+    let paths_text = std::env::var("SOAK_PATHS")
+        .unwrap_or_else(|_| "/metrics,/api/v1/latency,/api/v1/status,/healthz,/plot.svg".into());
+    let paths: Vec<&str> = paths_text.split(',').collect();
     println!(
-        "soak: {} CPUs for {soak_secs}s, a scrape every {scrape_ms} ms (cycling /metrics, /api/v1/latency, /api/v1/status, /healthz, /plot.svg), real-time: {}",
+        "soak: {} CPUs for {soak_secs}s, a scrape every {scrape_ms} ms cycling {paths_text}, real-time: {}",
         daemon.cpus.len(),
         daemon.realtime
     );
-    let paths = [
-        "/metrics",
-        "/api/v1/latency",
-        "/api/v1/status",
-        "/healthz",
-        "/plot.svg",
-    ];
     let started = Instant::now();
     let period = Duration::from_millis(scrape_ms);
     let (mut scrapes, mut errors) = (0u64, 0u64);
@@ -47,7 +44,7 @@ fn main() {
             rss_at_1m = Some(daemon.memory_kib("VmRSS"));
             println!("after 1 minute: VmRSS {} KiB", rss_at_1m.unwrap());
         }
-        if i % 3000 == 0 {
+        if i % 600 == 0 {
             println!(
                 "{:>4}s: VmRSS {} KiB",
                 started.elapsed().as_secs(),
