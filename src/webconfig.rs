@@ -295,7 +295,10 @@ impl Security {
     /// One line for the start-up log.
     pub fn describe(&self) -> String {
         let auth = match &self.auth {
-            Some(auth) => format!("basic auth ({} users)", auth.users.len()),
+            Some(auth) => {
+                let n = auth.users.len();
+                format!("basic auth, {n} user{}", if n == 1 { "" } else { "s" })
+            }
             None => "no authentication".to_string(),
         };
         format!(

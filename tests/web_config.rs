@@ -175,7 +175,7 @@ fn tls_with_basic_auth_right_and_wrong() {
         "{}",
         daemon.log_text()
     );
-    assert!(daemon.log_text().contains("TLS, basic auth (1 users)"));
+    assert!(daemon.log_text().contains("TLS, basic auth, 1 user"));
 
     let good = format!("{USER}:{PASSWORD}");
     let (status, _) = curl(&daemon, dir.path(), "/metrics", &["-u", &good]);
