@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use super::state::MonitorState;
+use super::state::{MonitorState, SamplerView};
 use crate::plot::{self, CpuSeries, PlotData};
 use crate::stats::P99;
 use crate::units::{NS_PER_SEC, format_duration_ns, parse_duration_ns};
@@ -57,12 +57,7 @@ pub fn parse_window(pairs: &[(String, String)], max_window_ns: u64) -> Result<Op
 #[derive(Debug, Clone)]
 pub struct CpuRow {
     pub cpu: usize,
-    pub tid: i32,
-    pub policy: &'static str,
-    pub priority: i32,
-    pub realtime: bool,
-    pub alive: bool,
-    pub online: bool,
+    pub sampler: SamplerView,
     pub stale: bool,
     pub count: u64,
     pub min_ns: u64,
@@ -132,12 +127,7 @@ impl Snapshot {
                 .iter()
                 .map(|v| CpuRow {
                     cpu: v.cpu,
-                    tid: v.sampler.tid,
-                    policy: v.sampler.policy.name(),
-                    priority: v.sampler.priority,
-                    realtime: v.sampler.realtime,
-                    alive: v.sampler.alive,
-                    online: v.sampler.online,
+                    sampler: v.sampler.clone(),
                     stale: health.stale.iter().any(|(cpu, _)| *cpu == v.cpu),
                     count: v.lifetime.count,
                     min_ns: v.lifetime.min_ns(),
@@ -258,9 +248,10 @@ pub fn render_page(snap: &Snapshot, plot_svg: Result<&str, &str>) -> String {
          <tbody>\n",
     );
     for row in &snap.rows {
-        let state = if !row.alive {
+        let sampler = &row.sampler;
+        let state = if !sampler.alive {
             "dead"
-        } else if !row.online {
+        } else if !sampler.online {
             "CPU offline"
         } else if row.stale {
             "stalled"
@@ -269,7 +260,7 @@ pub fn render_page(snap: &Snapshot, plot_svg: Result<&str, &str>) -> String {
         } else {
             "sampling"
         };
-        let problem = !row.alive || !row.online || row.stale || !row.realtime;
+        let problem = !sampler.alive || !sampler.online || row.stale || !sampler.realtime;
         let _ = writeln!(
             html,
             "<tr id=\"cpu-{cpu}\" class=\"cpu{}\"><td>{cpu}</td>\
@@ -277,10 +268,10 @@ pub fn render_page(snap: &Snapshot, plot_svg: Result<&str, &str>) -> String {
              <td>{}</td><td>{}</td><td>{:.1}</td><td>{}</td><td>{}</td><td>{}</td>\
              <td>{}</td></tr>",
             if problem { " problem" } else { "" },
-            row.tid,
-            row.policy,
-            row.priority,
-            if row.realtime {
+            sampler.tid,
+            sampler.policy.name(),
+            sampler.priority,
+            if sampler.realtime {
                 "real-time"
             } else {
                 "NOT real-time"
