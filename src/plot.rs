@@ -60,11 +60,18 @@ fn input(message: impl Into<String>) -> PlotError {
 /// than 1 µs at high latencies go to the bin of their upper edge; samples
 /// past the HDR range to the bin of the exact maximum).
 pub fn add_bins_us(stats: &LatencyStats, bins: &mut BTreeMap<u64, u64>) {
+    for_each_bin_us(stats, |us, count| *bins.entry(us).or_insert(0) += count);
+}
+
+/// Hands each 1 µs bin of a latencyd histogram to `add` as (µs, samples),
+/// by the rule of [`add_bins_us`]; bins come in ascending order, the
+/// overflow bin last, and no bin is empty.
+pub fn for_each_bin_us(stats: &LatencyStats, mut add: impl FnMut(u64, u64)) {
     for value in stats.hdr().iter_recorded() {
-        *bins.entry(value.value_iterated_to() / 1_000).or_insert(0) += value.count_at_value();
+        add(value.value_iterated_to() / 1_000, value.count_at_value());
     }
     if stats.hdr_overflows > 0 {
-        *bins.entry(stats.max_ns / 1_000).or_insert(0) += stats.hdr_overflows;
+        add(stats.max_ns / 1_000, stats.hdr_overflows);
     }
 }
 

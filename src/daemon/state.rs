@@ -88,11 +88,32 @@ pub const MAX_HISTOGRAM_SLOTS: u64 = 120;
 /// `CLOCK_MONOTONIC` time kept sparse (only the bins that hold samples);
 /// a slot is a second for windows up to 120 s and longer beyond, so the
 /// memory stays bounded by [`MAX_HISTOGRAM_SLOTS`] × the bins in use.
+///
+/// A slot's bins are a sorted vector that a reused slot clears in place:
+/// once the ring has gone round, recording allocates only when the spread
+/// of latencies widens past what a slot has held before, so a daemon that
+/// runs for months does not churn the heap once a second.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WindowHistogram {
     slot_ns: u64,
-    /// (slot number since boot, µs bin → samples); `u64::MAX`: never used.
-    slots: Vec<(u64, BTreeMap<u64, u64>)>,
+    slots: Vec<HistogramSlot>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct HistogramSlot {
+    /// Slot number since boot (`now_ns / slot_ns`); `u64::MAX`: never used.
+    number: u64,
+    /// (µs bin, samples), sorted by bin, no zero counts.
+    bins: Vec<(u64, u64)>,
+}
+
+impl HistogramSlot {
+    fn add(&mut self, us: u64, count: u64) {
+        match self.bins.binary_search_by_key(&us, |&(bin, _)| bin) {
+            Ok(i) => self.bins[i].1 += count,
+            Err(i) => self.bins.insert(i, (us, count)),
+        }
+    }
 }
 
 impl WindowHistogram {
@@ -102,7 +123,13 @@ impl WindowHistogram {
         let n = seconds.div_ceil(slot_seconds) as usize;
         WindowHistogram {
             slot_ns: slot_seconds * NS_PER_SEC,
-            slots: vec![(u64::MAX, BTreeMap::new()); n],
+            slots: vec![
+                HistogramSlot {
+                    number: u64::MAX,
+                    bins: Vec::new(),
+                };
+                n
+            ],
         }
     }
 
@@ -121,18 +148,18 @@ impl WindowHistogram {
             return;
         }
         let slot = self.slot_mut(now_ns);
-        crate::plot::add_bins_us(interval, slot);
+        crate::plot::for_each_bin_us(interval, |us, count| slot.add(us, count));
     }
 
-    fn slot_mut(&mut self, now_ns: u64) -> &mut BTreeMap<u64, u64> {
+    fn slot_mut(&mut self, now_ns: u64) -> &mut HistogramSlot {
         let number = now_ns / self.slot_ns;
         let n = self.slots.len() as u64;
         let slot = &mut self.slots[(number % n) as usize];
-        if slot.0 != number {
-            slot.0 = number;
-            slot.1.clear();
+        if slot.number != number {
+            slot.number = number;
+            slot.bins.clear();
         }
-        &mut slot.1
+        slot
     }
 
     /// The bins of the slots that overlap the last `window_ns` (the current
@@ -144,10 +171,10 @@ impl WindowHistogram {
             .div_ceil(self.slot_ns)
             .clamp(1, self.slots.len() as u64);
         let mut bins = BTreeMap::new();
-        for (number, slot) in &self.slots {
-            if *number != u64::MAX && *number <= current && current - number < n {
-                for (us, count) in slot {
-                    *bins.entry(*us).or_insert(0) += count;
+        for slot in &self.slots {
+            if slot.number != u64::MAX && slot.number <= current && current - slot.number < n {
+                for &(us, count) in &slot.bins {
+                    *bins.entry(us).or_insert(0) += count;
                 }
             }
         }
@@ -162,15 +189,15 @@ impl WindowHistogram {
         // The start of the oldest slot the new ring still covers.
         let oldest = (now_ns / resized.slot_ns).saturating_sub(resized.slots.len() as u64 - 1);
         let earliest = oldest * resized.slot_ns;
-        for (number, slot) in &self.slots {
-            let start_ns = number.saturating_mul(self.slot_ns);
+        for slot in &self.slots {
+            let start_ns = slot.number.saturating_mul(self.slot_ns);
             let end_ns = start_ns.saturating_add(self.slot_ns);
-            if *number == u64::MAX || start_ns > now_ns || end_ns <= earliest {
+            if slot.number == u64::MAX || start_ns > now_ns || end_ns <= earliest {
                 continue;
             }
             let target = resized.slot_mut(start_ns.max(earliest));
-            for (us, count) in slot {
-                *target.entry(*us).or_insert(0) += count;
+            for &(us, count) in &slot.bins {
+                target.add(us, count);
             }
         }
         resized
@@ -417,6 +444,27 @@ mod tests {
         // A reused slot starts afresh.
         h.record(190 * S, &interval(&[7_000]));
         assert_eq!(h.bins_within(190 * S, 60 * S).0, BTreeMap::from([(7, 1)]));
+    }
+
+    #[test]
+    fn window_histogram_reuses_a_slot_without_allocating() {
+        let mut h = WindowHistogram::new(60 * S);
+        let wide = interval(&[1_000, 2_000, 3_000, 40_000, 900_000]);
+        h.record(100 * S, &wide);
+        let slot = (100 % 60) as usize;
+        let (ptr, capacity) = (h.slots[slot].bins.as_ptr(), h.slots[slot].bins.capacity());
+        // A lap later the same slot takes a narrower second in place.
+        h.record(160 * S, &interval(&[2_000, 3_000]));
+        assert_eq!(h.slots[slot].bins, vec![(2, 1), (3, 1)]);
+        assert_eq!(
+            (h.slots[slot].bins.as_ptr(), h.slots[slot].bins.capacity()),
+            (ptr, capacity),
+            "a reused slot keeps its storage"
+        );
+        // Bins stay sorted whatever the order they arrive in.
+        h.record(160 * S, &interval(&[900_000, 1_000]));
+        h.record(160 * S, &interval(&[2_500]));
+        assert_eq!(h.slots[slot].bins, vec![(1, 1), (2, 2), (3, 1), (900, 1)]);
     }
 
     #[test]
