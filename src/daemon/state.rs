@@ -7,7 +7,7 @@
 //! handlers read it under one lock, so the numbers of one response come
 //! from one state. Tests build it synthetically, without samplers.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::time::SystemTime;
 
 use crate::config::Config;
@@ -89,27 +89,32 @@ pub const MAX_HISTOGRAM_SLOTS: u64 = 120;
 /// a slot is a second for windows up to 120 s and longer beyond, so the
 /// memory stays bounded by [`MAX_HISTOGRAM_SLOTS`] × the bins in use.
 ///
-/// Memory follows the bins in use and nothing else. The slot being filled
-/// collects into one reusable buffer; when its time is over it is copied
-/// into an allocation of exactly its size, replacing the slot that has
-/// left the window. So a slot costs 8 bytes per bin it holds, with no
-/// spare capacity that would ratchet up whenever one second's latencies
-/// spread wider than before (measured: ring capacities grown in place
-/// added 150 KiB over the first three minutes of a soak).
+/// Slots finish and leave the window in time order, so the bins of the
+/// finished slots live one after another in a single queue per CPU: a
+/// finished slot is appended at the back, the slot that leaves the window
+/// is dropped from the front, and the open slot fills a buffer reused
+/// from slot to slot. Nothing is allocated per slot; the queue grows only
+/// when the window as a whole holds more bins than it ever has. (One
+/// vector per slot, grown in place, kept each slot's widest second
+/// doubled and added 150 KiB over a soak's first three minutes; exact-size
+/// copies per slot stopped that, but their once-a-second allocations,
+/// alive for a whole window, pinned the top of the heap between requests'
+/// buffers and resident memory still stepped up by 280 KiB after minute 7.)
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WindowHistogram {
     slot_ns: u64,
-    /// Finished slots, at ring position `number % len`.
-    slots: Vec<HistogramSlot>,
-    /// The slot being filled (`bins` keeps its capacity from slot to slot).
-    open: HistogramSlot,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-struct HistogramSlot {
-    /// Slot number since boot (`now_ns / slot_ns`); `u64::MAX`: never used.
-    number: u64,
-    bins: SlotBins,
+    /// Slots in the window, the open one included.
+    len: u64,
+    /// Finished slots still in the window, oldest first: (number, how many
+    /// of `bins` are theirs).
+    finished: VecDeque<(u64, usize)>,
+    /// The narrow bins of the finished slots, slot after slot.
+    bins: VecDeque<(u32, u32)>,
+    /// The wide bins of the finished slots: (slot number, µs, samples).
+    wide: Vec<(u64, u64, u64)>,
+    /// The slot being filled: its number (`u64::MAX`: none yet) and bins.
+    open_number: u64,
+    open: SlotBins,
 }
 
 /// Sparse 1 µs bins of one slot. Bins and counts fit 32 bits unless a
@@ -159,40 +164,31 @@ impl SlotBins {
     }
 
     fn iter(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
-        let narrow = self
-            .narrow
-            .iter()
-            .map(|&(us, count)| (u64::from(us), u64::from(count)));
-        narrow.chain(self.wide.iter().copied())
-    }
-
-    /// A copy holding exactly its bins (no spare capacity).
-    fn frozen(&self) -> SlotBins {
-        SlotBins {
-            narrow: self.narrow.as_slice().into(),
-            wide: self.wide.as_slice().into(),
-        }
-    }
-
-    fn clear(&mut self) {
-        self.narrow.clear();
-        self.wide.clear();
+        widen(self.narrow.iter()).chain(self.wide.iter().copied())
     }
 }
+
+fn widen<'a>(bins: impl Iterator<Item = &'a (u32, u32)>) -> impl Iterator<Item = (u64, u64)> {
+    bins.map(|&(us, count)| (u64::from(us), u64::from(count)))
+}
+
+/// Bins the queue of a new ring has room for before it first grows: a
+/// typical second of a quiet CPU at 1 ms spreads over a few dozen.
+const BINS_RESERVED_PER_SLOT: usize = 32;
 
 impl WindowHistogram {
     pub fn new(window_ns: u64) -> WindowHistogram {
         let seconds = (window_ns / NS_PER_SEC).max(1);
         let slot_seconds = seconds.div_ceil(MAX_HISTOGRAM_SLOTS);
-        let n = seconds.div_ceil(slot_seconds) as usize;
-        let unused = HistogramSlot {
-            number: u64::MAX,
-            bins: SlotBins::default(),
-        };
+        let len = seconds.div_ceil(slot_seconds);
         WindowHistogram {
             slot_ns: slot_seconds * NS_PER_SEC,
-            slots: vec![unused.clone(); n],
-            open: unused,
+            len,
+            finished: VecDeque::with_capacity(len as usize),
+            bins: VecDeque::with_capacity(len as usize * BINS_RESERVED_PER_SLOT),
+            wide: Vec::new(),
+            open_number: u64::MAX,
+            open: SlotBins::default(),
         }
     }
 
@@ -202,7 +198,7 @@ impl WindowHistogram {
     }
 
     pub fn window_ns(&self) -> u64 {
-        self.slots.len() as u64 * self.slot_ns
+        self.len * self.slot_ns
     }
 
     /// Adds one interval's samples to the slot of `now_ns`.
@@ -219,29 +215,63 @@ impl WindowHistogram {
     /// lands in the open slot rather than reopening a finished one.
     fn bins_of(&mut self, now_ns: u64) -> &mut SlotBins {
         let number = now_ns / self.slot_ns;
-        if self.open.number == u64::MAX || number > self.open.number {
+        if self.open_number == u64::MAX || number > self.open_number {
             self.close_open_slot();
-            self.open.number = number;
+            self.open_number = number;
+            self.forget_before(number.saturating_sub(self.len - 1));
         }
-        &mut self.open.bins
+        &mut self.open
     }
 
     fn close_open_slot(&mut self) {
-        if self.open.number == u64::MAX {
+        if self.open_number == u64::MAX {
             return;
         }
-        let n = self.slots.len() as u64;
-        self.slots[(self.open.number % n) as usize] = HistogramSlot {
-            number: self.open.number,
-            bins: self.open.bins.frozen(),
-        };
-        self.open.bins.clear();
+        let number = self.open_number;
+        self.finished.push_back((number, self.open.narrow.len()));
+        self.bins.extend(self.open.narrow.drain(..));
+        self.wide.extend(
+            self.open
+                .wide
+                .drain(..)
+                .map(|(us, count)| (number, us, count)),
+        );
     }
 
-    /// The finished slots and the open one (numbers never repeat: a slot
-    /// opens only when time has moved past the open one).
-    fn all_slots(&self) -> impl Iterator<Item = &HistogramSlot> {
-        self.slots.iter().chain(std::iter::once(&self.open))
+    /// Drops the finished slots numbered below `oldest`.
+    fn forget_before(&mut self, oldest: u64) {
+        while let Some(&(number, count)) = self.finished.front() {
+            if number >= oldest {
+                break;
+            }
+            self.finished.pop_front();
+            self.bins.drain(..count);
+        }
+        if self
+            .wide
+            .first()
+            .is_some_and(|&(number, _, _)| number < oldest)
+        {
+            self.wide.retain(|&(number, _, _)| number >= oldest);
+        }
+    }
+
+    /// Every slot's number and bins, oldest first, the open one last.
+    fn for_each_slot(&self, mut visit: impl FnMut(u64, &mut dyn Iterator<Item = (u64, u64)>)) {
+        let mut start = 0;
+        for &(number, count) in &self.finished {
+            let narrow = widen(self.bins.range(start..start + count));
+            let wide = self
+                .wide
+                .iter()
+                .filter(move |&&(n, _, _)| n == number)
+                .map(|&(_, us, count)| (us, count));
+            visit(number, &mut narrow.chain(wide));
+            start += count;
+        }
+        if self.open_number != u64::MAX {
+            visit(self.open_number, &mut self.open.iter());
+        }
     }
 
     /// The bins of the slots that overlap the last `window_ns` (the current
@@ -249,17 +279,15 @@ impl WindowHistogram {
     /// up to whole slots, at most this ring's window.
     pub fn bins_within(&self, now_ns: u64, window_ns: u64) -> (BTreeMap<u64, u64>, u64) {
         let current = now_ns / self.slot_ns;
-        let n = window_ns
-            .div_ceil(self.slot_ns)
-            .clamp(1, self.slots.len() as u64);
+        let n = window_ns.div_ceil(self.slot_ns).clamp(1, self.len);
         let mut bins = BTreeMap::new();
-        for slot in self.all_slots() {
-            if slot.number != u64::MAX && slot.number <= current && current - slot.number < n {
-                for (us, count) in slot.bins.iter() {
+        self.for_each_slot(|number, slot| {
+            if number <= current && current - number < n {
+                for (us, count) in slot {
                     *bins.entry(us).or_insert(0) += count;
                 }
             }
-        }
+        });
         (bins, n * self.slot_ns)
     }
 
@@ -269,25 +297,19 @@ impl WindowHistogram {
     pub fn resized(&self, window_ns: u64, now_ns: u64) -> WindowHistogram {
         let mut resized = WindowHistogram::new(window_ns);
         // The start of the oldest slot the new ring still covers.
-        let oldest = (now_ns / resized.slot_ns).saturating_sub(resized.slots.len() as u64 - 1);
+        let oldest = (now_ns / resized.slot_ns).saturating_sub(resized.len - 1);
         let earliest = oldest * resized.slot_ns;
-        let mut kept: Vec<&HistogramSlot> = self
-            .all_slots()
-            .filter(|slot| {
-                let start_ns = slot.number.saturating_mul(self.slot_ns);
-                let end_ns = start_ns.saturating_add(self.slot_ns);
-                slot.number != u64::MAX && start_ns <= now_ns && end_ns > earliest
-            })
-            .collect();
-        // Oldest first, so the new ring's slots open in time order.
-        kept.sort_by_key(|slot| slot.number);
-        for slot in kept {
-            let start_ns = slot.number * self.slot_ns;
+        self.for_each_slot(|number, slot| {
+            let start_ns = number.saturating_mul(self.slot_ns);
+            let end_ns = start_ns.saturating_add(self.slot_ns);
+            if start_ns > now_ns || end_ns <= earliest {
+                return;
+            }
             let target = resized.bins_of(start_ns.max(earliest));
-            for (us, count) in slot.bins.iter() {
+            for (us, count) in slot {
                 target.add(us, count);
             }
-        }
+        });
         resized
     }
 }
@@ -535,36 +557,50 @@ mod tests {
     }
 
     #[test]
-    fn window_histogram_slots_hold_exactly_their_bins() {
+    fn window_histogram_allocates_nothing_per_slot() {
         let mut h = WindowHistogram::new(60 * S);
         h.record(100 * S, &interval(&[1_000, 2_000, 3_000, 40_000, 900_000]));
-        let (ptr, capacity) = (h.open.bins.narrow.as_ptr(), h.open.bins.narrow.capacity());
-        // The next second closes second 100 into a copy of its exact size
-        // and fills the same buffer again.
-        h.record(101 * S, &interval(&[2_000, 3_000]));
-        let closed = &h.slots[100 % 60].bins;
+        let open = (h.open.narrow.as_ptr(), h.open.narrow.capacity());
+        let queue = h.bins.capacity();
+        // Two laps of the ring, each second a few bins: slots come and go
+        // through the same two buffers.
+        for second in 101..220 {
+            h.record(second * S, &interval(&[2_000, 3_000, 7_000]));
+        }
+        assert_eq!((h.open.narrow.as_ptr(), h.open.narrow.capacity()), open);
         assert_eq!(
-            closed.narrow,
-            vec![(1, 1), (2, 1), (3, 1), (40, 1), (900, 1)]
+            h.bins.capacity(),
+            queue,
+            "the finished slots' queue kept its size"
         );
+        assert_eq!(h.finished.len(), 59, "59 finished slots and the open one");
+        assert_eq!(h.bins.len(), 59 * 3);
+        let (bins, _) = h.bins_within(219 * S, 60 * S);
+        assert_eq!(bins, BTreeMap::from([(2, 60), (3, 60), (7, 60)]));
+        // Bins stay sorted and merged whatever order they arrive in.
+        h.record(219 * S, &interval(&[900_000, 1_000]));
+        h.record(219 * S, &interval(&[2_500]));
         assert_eq!(
-            closed.narrow.capacity(),
-            closed.narrow.len(),
-            "no spare capacity"
+            h.open.narrow,
+            vec![(1, 1), (2, 2), (3, 1), (7, 1), (900, 1)]
         );
+    }
+
+    #[test]
+    fn window_histogram_keeps_wide_bins_with_their_slot() {
+        let mut h = WindowHistogram::new(3 * S);
+        // Past the HDR range: the bin of the maximum, 2 hours.
+        h.record(10 * S, &interval(&[5_000, 7_200 * S]));
+        h.record(11 * S, &interval(&[6_000]));
+        assert_eq!(h.wide, vec![(10, 7_200_000_000, 1)]);
+        let (bins, _) = h.bins_within(12 * S, 3 * S);
+        assert_eq!(bins, BTreeMap::from([(5, 1), (6, 1), (7_200_000_000, 1)]));
+        // Slot 10 leaves the window when slot 13 opens, its wide bin too.
+        h.record(13 * S, &interval(&[4_000]));
+        assert!(h.wide.is_empty());
         assert_eq!(
-            (h.open.bins.narrow.as_ptr(), h.open.bins.narrow.capacity()),
-            (ptr, capacity),
-            "the open slot's buffer is reused"
-        );
-        // Bins stay sorted and merged whatever the order they arrive in.
-        h.record(101 * S, &interval(&[900_000, 1_000]));
-        h.record(101 * S, &interval(&[2_500]));
-        assert_eq!(h.open.bins.narrow, vec![(1, 1), (2, 2), (3, 1), (900, 1)]);
-        let (bins, _) = h.bins_within(101 * S, 2 * S);
-        assert_eq!(
-            bins,
-            BTreeMap::from([(1, 2), (2, 3), (3, 2), (40, 1), (900, 2)])
+            h.bins_within(13 * S, 3 * S).0,
+            BTreeMap::from([(4, 1), (6, 1)])
         );
     }
 
@@ -590,7 +626,7 @@ mod tests {
         let day = WindowHistogram::new(24 * 3600 * S);
         assert_eq!(day.slot_ns(), 720 * S);
         assert_eq!(day.window_ns(), 24 * 3600 * S);
-        assert!(day.slots.len() as u64 <= MAX_HISTOGRAM_SLOTS);
+        assert!(day.len <= MAX_HISTOGRAM_SLOTS);
         let odd = WindowHistogram::new(121 * S);
         assert_eq!(odd.slot_ns(), 2 * S);
         assert!(odd.window_ns() >= 121 * S);
