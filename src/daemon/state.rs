@@ -94,12 +94,10 @@ pub const MAX_HISTOGRAM_SLOTS: u64 = 120;
 /// finished slot is appended at the back, the slot that leaves the window
 /// is dropped from the front, and the open slot fills a buffer reused
 /// from slot to slot. Nothing is allocated per slot; the queue grows only
-/// when the window as a whole holds more bins than it ever has. (One
-/// vector per slot, grown in place, kept each slot's widest second
-/// doubled and added 150 KiB over a soak's first three minutes; exact-size
-/// copies per slot stopped that, but their once-a-second allocations,
-/// alive for a whole window, pinned the top of the heap between requests'
-/// buffers and resident memory still stepped up by 280 KiB after minute 7.)
+/// when the window as a whole holds more bins than it ever has. A vector
+/// per slot let resident memory ratchet up over a soak (README, "Load and
+/// soak"): kept in place it held each slot's widest second, copied to
+/// exact size it was a once-a-second allocation alive for a whole window.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WindowHistogram {
     slot_ns: u64,
@@ -172,8 +170,8 @@ fn widen<'a>(bins: impl Iterator<Item = &'a (u32, u32)>) -> impl Iterator<Item =
     bins.map(|&(us, count)| (u64::from(us), u64::from(count)))
 }
 
-/// Bins the queue of a new ring has room for before it first grows: a
-/// typical second of a quiet CPU at 1 ms spreads over a few dozen.
+/// Bins per slot the queue has room for before it first grows (256 bytes
+/// a slot), so that most of its growth happens at start-up.
 const BINS_RESERVED_PER_SLOT: usize = 32;
 
 impl WindowHistogram {
