@@ -110,12 +110,7 @@ fn data_root() -> std::path::PathBuf {
 fn every_dashboard_query_and_rule_works_against_a_real_prometheus() {
     require_tool("prometheus", "--version", "prometheus");
     let dir = tempfile::tempdir().unwrap();
-    let daemon = Daemon::start(latencyd().args(["run", "--config"]).arg(daemon_config(
-        dir.path(),
-        "",
-        "",
-        "",
-    )));
+    let daemon = Daemon::start_with_export(dir.path(), "");
 
     // The shipped rules, evaluated every second instead of every minute.
     let rules =

@@ -60,12 +60,7 @@ fn an_offline_cpu_stops_its_sampler_and_sampling_resumes_when_it_returns() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let mut daemon = Daemon::start(latencyd().args(["run", "--config"]).arg(daemon_config(
-        dir.path(),
-        "",
-        "",
-        "",
-    )));
+    let mut daemon = Daemon::start_with_export(dir.path(), "");
     let poll = Duration::from_millis(50);
     let patience = Duration::from_secs(20);
     wait_until("samples on the CPU", poll, patience, || {

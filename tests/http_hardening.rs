@@ -14,12 +14,7 @@ use serde_json::Value;
 
 fn start(export: &str) -> (tempfile::TempDir, Daemon) {
     let dir = tempfile::tempdir().unwrap();
-    let daemon = Daemon::start(latencyd().args(["run", "--config"]).arg(daemon_config(
-        dir.path(),
-        "",
-        export,
-        "",
-    )));
+    let daemon = Daemon::start_with_export(dir.path(), export);
     (dir, daemon)
 }
 

@@ -63,12 +63,7 @@ fn a_sighup_storm_neither_crashes_nor_stalls_the_daemon() {
 #[test]
 fn scrapes_racing_a_shutdown_get_whole_answers_or_a_closed_connection() {
     let dir = tempfile::tempdir().unwrap();
-    let mut daemon = Daemon::start(latencyd().args(["run", "--config"]).arg(daemon_config(
-        dir.path(),
-        "",
-        "",
-        "",
-    )));
+    let mut daemon = Daemon::start_with_export(dir.path(), "");
     let addr = daemon.addr;
     let stop = Arc::new(AtomicBool::new(false));
     let whole = Arc::new(AtomicU64::new(0));

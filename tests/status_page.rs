@@ -39,12 +39,7 @@ fn chromium(profile: &Path, extra: &[&str], url: &str) -> Output {
 fn chromium_renders_a_row_per_cpu_and_the_plot() {
     require_tool("chromium", "--version", "chromium");
     let dir = tempfile::tempdir().unwrap();
-    let daemon = Daemon::start(latencyd().args(["run", "--config"]).arg(daemon_config(
-        dir.path(),
-        "",
-        "",
-        "",
-    )));
+    let daemon = Daemon::start_with_export(dir.path(), "");
     let status: Value = serde_json::from_str(&daemon.get("/api/v1/status").1).unwrap();
     let cpus: Vec<u64> = status["config"]["cpus"]
         .as_array()

@@ -26,40 +26,26 @@ fn make_pki(dir: &Path) {
             stderr_of(&output)
         );
     };
-    openssl(&[
-        "req",
-        "-x509",
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:P-256",
-        "-nodes",
-        "-keyout",
-        "ca.key",
-        "-out",
-        "ca.crt",
-        "-days",
-        "2",
-        "-subj",
-        "/CN=latencyd test CA",
-    ]);
-    openssl(&[
-        "req",
-        "-x509",
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:P-256",
-        "-nodes",
-        "-keyout",
-        "rogue.key",
-        "-out",
-        "rogue.crt",
-        "-days",
-        "2",
-        "-subj",
-        "/CN=prometheus",
-    ]);
+    // The CA, and a self-signed "rogue" client the CA never signed.
+    for (name, subject) in [("ca", "/CN=latencyd test CA"), ("rogue", "/CN=prometheus")] {
+        openssl(&[
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+            "-keyout",
+            &format!("{name}.key"),
+            "-out",
+            &format!("{name}.crt"),
+            "-days",
+            "2",
+            "-subj",
+            subject,
+        ]);
+    }
     std::fs::write(
         dir.join("server.ext"),
         "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n",

@@ -183,6 +183,16 @@ pub struct Daemon {
 }
 
 impl Daemon {
+    /// `latencyd run` on the test configuration of [`daemon_config`] with
+    /// `export` added to its `[export]` section, written into `dir`.
+    pub fn start_with_export(dir: &std::path::Path, export: &str) -> Daemon {
+        Daemon::start(
+            latencyd()
+                .args(["run", "--config"])
+                .arg(daemon_config(dir, "", export, "")),
+        )
+    }
+
     /// Starts `cmd` (a `latencyd run …` command) and waits until it serves.
     pub fn start(cmd: &mut Command) -> Daemon {
         use std::io::BufRead;
