@@ -6,7 +6,7 @@
 use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use latencyd::handoff;
+use latencyd::rt::handoff;
 use latencyd::stats::{LatencyStats, LinearHistogram};
 
 /// Latency-like values: mostly a few µs, some tens, rarely hundreds.
@@ -93,9 +93,9 @@ fn publish(c: &mut Criterion) {
 /// The hotplug check every wake-up makes: which CPU am I on (glibc's
 /// sched_getcpu, from the rseq area, no system call).
 fn displaced(c: &mut Criterion) {
-    use latencyd::sampler::{Clock, PinnedClock};
-    let cpu = latencyd::sys::current_cpu().unwrap_or(0);
-    let _ = latencyd::sys::pin_current_thread(cpu);
+    use latencyd::rt::clock::{Clock, PinnedClock};
+    let cpu = latencyd::rt::sys::current_cpu().unwrap_or(0);
+    let _ = latencyd::rt::sys::pin_current_thread(cpu);
     let mut clock = PinnedClock { cpu };
     c.bench_function("displaced_check", |b| {
         b.iter(|| std::hint::black_box(clock.displaced()))

@@ -7,11 +7,11 @@ use std::time::SystemTime;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use latencyd::config::Config;
-use latencyd::daemon::metrics;
+use latencyd::daemon::render::metrics;
 use latencyd::daemon::state::{CpuView, MonitorState, SamplerView};
 use latencyd::host::HostInfo;
+use latencyd::rt::sys::{self, Policy};
 use latencyd::stats::LatencyStats;
-use latencyd::sys::{self, Policy};
 
 /// A state whose CPUs each hold a minute of 1 ms samples spread like real
 /// latencies (a few µs, a tail to milliseconds).
@@ -67,7 +67,11 @@ fn render(c: &mut Criterion) {
         for per_cpu in [true, false] {
             let mut state = synthetic_state(n_cpus);
             state.config.export.per_cpu_histograms = per_cpu;
-            let registry = metrics::registry(Arc::new(Mutex::new(state)), false);
+            let registry = metrics::registry(
+                Arc::new(Mutex::new(state)),
+                false,
+                latencyd::rt::sys::monotonic_now_ns,
+            );
             let text = metrics::render(&registry).unwrap();
             let series = text.lines().filter(|l| !l.starts_with('#')).count();
             eprintln!(
@@ -75,7 +79,7 @@ fn render(c: &mut Criterion) {
             );
         }
         let state = Arc::new(Mutex::new(synthetic_state(n_cpus)));
-        let registry = metrics::registry(state, true);
+        let registry = metrics::registry(state, true, latencyd::rt::sys::monotonic_now_ns);
         let size = metrics::render(&registry).unwrap().len();
         eprintln!("metrics_render: {n_cpus} CPUs render {size} bytes");
         group.bench_function(format!("{n_cpus}_cpus"), |b| {

@@ -11,9 +11,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use hdrhistogram::Histogram;
-use latencyd::handoff;
+use latencyd::rt::handoff;
+use latencyd::rt::sys;
 use latencyd::stats::LatencyStats;
-use latencyd::sys;
 
 const PUBLISHES: usize = 50_000;
 /// The sampler publishes every 100 µs (a thousand times more often than

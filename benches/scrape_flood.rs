@@ -60,7 +60,7 @@ fn main() {
             let pin = std::env::var("FLOOD_CPU").ok().and_then(|c| c.parse().ok());
             std::thread::spawn(move || {
                 if let Some(cpu) = pin {
-                    latencyd::sys::pin_current_thread(cpu).expect("FLOOD_CPU is a usable CPU");
+                    latencyd::rt::sys::pin_current_thread(cpu).expect("FLOOD_CPU is a usable CPU");
                 }
                 let period = Duration::from_nanos(1_000_000_000 / rate);
                 let mut next = Instant::now();

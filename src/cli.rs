@@ -80,8 +80,10 @@ pub struct RunArgs {
 }
 
 impl RunArgs {
-    /// The configuration sources these flags describe.
-    pub fn sources(&self) -> crate::config::Sources {
+    /// The configuration keys these flags set: (key, value, flag as typed).
+    /// The daemon layers them over the file and the environment
+    /// (`config::Sources`).
+    pub fn config_flags(&self) -> Vec<(&'static str, String, &'static str)> {
         let flags = [
             ("export.listen", &self.listen, "--listen"),
             ("measure.cpus", &self.cpus, "--cpus"),
@@ -95,13 +97,10 @@ impl RunArgs {
             ("log.level", &self.log_level, "--log-level"),
             ("log.format", &self.log_format, "--log-format"),
         ];
-        crate::config::Sources {
-            file: self.config.clone(),
-            flags: flags
-                .into_iter()
-                .filter_map(|(key, value, flag)| value.clone().map(|v| (key, v, flag)))
-                .collect(),
-        }
+        flags
+            .into_iter()
+            .filter_map(|(key, value, flag)| value.clone().map(|v| (key, v, flag)))
+            .collect()
     }
 }
 

@@ -7,8 +7,8 @@
 
 use std::fs;
 
-use crate::cpulist::parse_cpu_list;
-use crate::sys;
+use crate::rt::engine::RtLimits;
+use crate::rt::sys;
 
 /// Capability bits from `linux/capability.h`.
 const CAP_IPC_LOCK: u32 = 14;
@@ -34,13 +34,6 @@ pub struct HostInfo {
     pub clock_resolution_ns: Option<u64>,
 }
 
-/// The CPUs online now (`/sys/devices/system/cpu/online`), if readable.
-pub fn online_cpus() -> Option<Vec<usize>> {
-    fs::read_to_string("/sys/devices/system/cpu/online")
-        .ok()
-        .and_then(|s| parse_cpu_list(&s).ok())
-}
-
 impl HostInfo {
     pub fn detect() -> HostInfo {
         let uname = sys::uname().unwrap_or_default();
@@ -48,7 +41,7 @@ impl HostInfo {
             .map(|s| s.trim() == "1")
             .unwrap_or(false);
         let preempt_rt = realtime_flag || uname.version.contains("PREEMPT_RT");
-        let online_cpus = online_cpus();
+        let online_cpus = sys::online_cpus();
         let affinity = sys::process_affinity().unwrap_or_default();
         let usable_cpus = match &online_cpus {
             Some(online) => affinity
@@ -94,6 +87,15 @@ impl HostInfo {
     /// the process down mid-run.
     pub fn memory_lock_is_safe(&self) -> bool {
         self.cap_ipc_lock || self.memlock_limit.is_none()
+    }
+
+    /// What the engine needs to know of the process's privileges.
+    pub fn rt_limits(&self) -> RtLimits {
+        RtLimits {
+            memory_lock_is_safe: self.memory_lock_is_safe(),
+            memlock_limit: self.memlock_limit,
+            rtprio_limit: self.rtprio_limit,
+        }
     }
 
     /// The same summary as `/sys/kernel/realtime` gives, for cyclictest's

@@ -3,23 +3,26 @@
 //! HDR histograms with exact maxima.
 //!
 //! The crate is a library with a thin binary (`src/main.rs`) so that the
-//! integration tests and benchmarks can drive the same code. See
-//! ARCHITECTURE.md for the map of modules and the invariants they keep.
+//! integration tests and benchmarks can drive the same code. Modules are
+//! listed from the bottom layer up; a module imports only from layers below
+//! its own (`tests/tidy.rs` keeps it so). See ARCHITECTURE.md for the map
+//! and the invariants.
 
 #![deny(unsafe_op_in_unsafe_fn)]
 
+// Plain values: no imports from the crate.
 pub mod cli;
-pub mod config;
 pub mod cpulist;
-pub mod daemon;
-pub mod engine;
-pub mod handoff;
-pub mod host;
-pub mod measure;
-pub mod plot;
-pub mod report;
-pub mod sampler;
-pub mod stats;
-pub mod sys;
 pub mod units;
-pub mod webconfig;
+// Statistics, then the real-time side that records them.
+pub mod rt;
+pub mod stats;
+// The host, and the choices both front ends make against it.
+pub mod host;
+pub mod sampling;
+// Configuration of the daemon; plots of any histogram.
+pub mod config;
+pub mod plot;
+// The two front ends.
+pub mod daemon;
+pub mod measure;

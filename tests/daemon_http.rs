@@ -14,8 +14,8 @@ use http_body_util::BodyExt;
 use latencyd::config::Config;
 use latencyd::daemon::http::{AppState, router};
 use latencyd::daemon::state::{CpuView, MonitorState, SamplerView};
+use latencyd::rt::sys::Policy;
 use latencyd::stats::LatencyStats;
-use latencyd::sys::Policy;
 use serde_json::Value;
 use tower::ServiceExt;
 
@@ -84,9 +84,7 @@ fn app(state: MonitorState) -> axum::Router {
 }
 
 fn app_with(state: MonitorState) -> axum::Router {
-    let mut app = AppState::new(Arc::new(Mutex::new(state)), false);
-    app.now_ns = fixed_now;
-    router(app)
+    router(AppState::new(Arc::new(Mutex::new(state)), false, fixed_now))
 }
 
 async fn get(app: &axum::Router, path: &str) -> (StatusCode, String, String) {

@@ -2,16 +2,29 @@
 //! injection (`--features fault-injection`, which scripts/test enables): a
 //! sampler that dies turns /healthz to 503 and the daemon exits non-zero
 //! so systemd restarts it; a sampler that is stuck stops the watchdog
-//! pings and turns /healthz to 503, and does not hold up shutdown.
+//! pings and turns /healthz to 503, and does not hold up shutdown; a
+//! sampler whose restart is slow never holds up `/metrics`.
+//!
+//! Built without the feature these tests cannot run, and that fails the
+//! suite unless `LATENCYD_TEST_WITHOUT_FAULTS=1` says it is meant.
 
 mod common;
 
 #[cfg(not(feature = "fault-injection"))]
 #[test]
 fn fault_injection_tests_need_the_feature() {
+    let opted_out = std::env::var("LATENCYD_TEST_WITHOUT_FAULTS").is_ok_and(|v| v == "1");
+    assert!(
+        opted_out,
+        "tests/faults.rs was built without --features fault-injection, so dead, stuck and \
+         slowly restarting samplers were not tested; run `cargo test --features \
+         fault-injection` (scripts/test does), or set LATENCYD_TEST_WITHOUT_FAULTS=1 to skip \
+         them on purpose"
+    );
     common::report_skip(
         "tests/faults.rs",
-        "built without --features fault-injection: dead and stuck samplers were not tested",
+        "LATENCYD_TEST_WITHOUT_FAULTS=1: dead, stuck and slowly restarting samplers were not \
+         tested",
     );
 }
 
@@ -138,6 +151,40 @@ mod with_faults {
             daemon.log_text().contains("CPU 0 did not stop"),
             "{}",
             daemon.log_text()
+        );
+    }
+
+    #[test]
+    fn a_slow_sampler_restart_never_holds_up_metrics() {
+        // CPU 0's sampler finds itself displaced (as when its CPU goes
+        // offline) after 500 ms; its restart then takes 2 s to report
+        // running, and the cycle repeats. /metrics must answer promptly
+        // throughout, and the CPU must come back.
+        let dir = tempfile::tempdir().unwrap();
+        let config = daemon_config(dir.path(), "", "", "");
+        let daemon = Daemon::start(latencyd().args(["run", "--config"]).arg(&config).env(
+            "FAULT_INJECTION_LATENCYD",
+            "displace:0:500,slowstart:0:2000",
+        ));
+        let started = Instant::now();
+        let mut slowest = Duration::ZERO;
+        let mut answers = 0;
+        while started.elapsed() < Duration::from_secs(6) {
+            let asked = Instant::now();
+            let (status, body) = daemon.get("/metrics");
+            let took = asked.elapsed();
+            assert_eq!(status, 200, "{body}");
+            slowest = slowest.max(took);
+            answers += 1;
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let log = daemon.log_text();
+        assert!(log.contains("CPU 0 went offline"), "{log}");
+        assert!(log.contains("CPU 0 is back online"), "{log}");
+        eprintln!("/metrics during slow restarts: {answers} answers, slowest {slowest:?}");
+        assert!(
+            slowest < Duration::from_millis(100),
+            "a /metrics answer took {slowest:?} while a sampler restarted (it waits 2 s)"
         );
     }
 }

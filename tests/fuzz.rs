@@ -14,9 +14,9 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use latencyd::cpulist::{MAX_CPUS, format_cpu_list, parse_cpu_list};
-use latencyd::daemon::page::parse_window;
+use latencyd::daemon::http::parse_window;
+use latencyd::daemon::http::webconfig;
 use latencyd::units::{format_duration_ns, parse_duration_ns};
-use latencyd::webconfig;
 use proptest::prelude::*;
 
 const S: u64 = 1_000_000_000;
@@ -135,7 +135,7 @@ fn router() -> axum::Router {
     config.export.max_window_ns = 60 * S;
     let sampler = latencyd::daemon::state::SamplerView {
         tid: 1,
-        policy: latencyd::sys::Policy::Fifo,
+        policy: latencyd::rt::sys::Policy::Fifo,
         priority: 80,
         realtime: true,
         last_sample_ns: 0,
@@ -155,6 +155,7 @@ fn router() -> axum::Router {
     latencyd::daemon::http::router(latencyd::daemon::http::AppState::new(
         Arc::new(Mutex::new(state)),
         false,
+        latencyd::rt::sys::monotonic_now_ns,
     ))
 }
 

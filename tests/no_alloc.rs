@@ -9,8 +9,9 @@ use std::cell::Cell;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use latencyd::handoff;
-use latencyd::sampler::{self, LoopEndReason, LoopPlan, MonotonicClock};
+use latencyd::rt::clock::MonotonicClock;
+use latencyd::rt::handoff;
+use latencyd::rt::sampler::{self, LoopEndReason, LoopPlan};
 use latencyd::stats::{LatencyStats, LinearHistogram};
 
 struct CountingAllocator;
@@ -95,7 +96,7 @@ fn the_hot_loop_never_allocates() {
         let (stop, heartbeat) = (Arc::clone(&stop), Arc::clone(&heartbeat));
         std::thread::spawn(move || {
             let mut clock = MonotonicClock;
-            let start = latencyd::sys::monotonic_now_ns() + plan.interval_ns;
+            let start = latencyd::rt::sys::monotonic_now_ns() + plan.interval_ns;
             let (end, calls) = allocator_calls_during(|| {
                 sampler::hot_loop(&mut clock, &plan, start, &mut publisher, &stop, &heartbeat)
             });

@@ -8,9 +8,9 @@ mod common;
 
 use std::time::{Duration, UNIX_EPOCH};
 
-use latencyd::report::{self, RunReport, ThreadReport};
+use latencyd::measure::{self, RunReport, ThreadReport};
+use latencyd::rt::sys::Policy;
 use latencyd::stats::{LatencyStats, LinearHistogram};
-use latencyd::sys::Policy;
 
 fn thread(
     cpu: usize,
@@ -67,11 +67,11 @@ fn run(nsecs: bool, bins: Option<usize>, histofall: bool) -> RunReport {
 fn summary_lines_in_microseconds_and_nanoseconds() {
     common::check_expected(
         "summary-us.txt",
-        &report::summary_lines(&run(false, None, false)),
+        &measure::summary_lines(&run(false, None, false)),
     );
     common::check_expected(
         "summary-ns.txt",
-        &report::summary_lines(&run(true, None, false)),
+        &measure::summary_lines(&run(true, None, false)),
     );
 }
 
@@ -79,23 +79,23 @@ fn summary_lines_in_microseconds_and_nanoseconds() {
 fn histogram_blocks() {
     common::check_expected(
         "histogram.txt",
-        &report::histogram_block(&run(false, Some(12), false)),
+        &measure::histogram_block(&run(false, Some(12), false)),
     );
     common::check_expected(
         "histofall.txt",
-        &report::histogram_block(&run(false, Some(12), true)),
+        &measure::histogram_block(&run(false, Some(12), true)),
     );
-    assert_eq!(report::histogram_block(&run(false, None, false)), "");
+    assert_eq!(measure::histogram_block(&run(false, None, false)), "");
 }
 
 #[test]
 fn json_documents() {
     common::check_expected(
         "run.json",
-        &report::json_document(&run(false, Some(12), false)),
+        &measure::json_document(&run(false, Some(12), false)),
     );
     common::check_expected(
         "run-ns-no-histogram.json",
-        &report::json_document(&run(true, None, false)),
+        &measure::json_document(&run(true, None, false)),
     );
 }

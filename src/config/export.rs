@@ -5,11 +5,11 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use super::{
-    ConfigError, CpuSelection, Effective, SectionReader, as_bool, as_cpu_selection,
-    as_duration_list_ns, as_duration_ns, as_integer, as_string, key_error, quoted,
+    ConfigError, Effective, SectionReader, as_bool, as_cpu_selection, as_duration_list_ns,
+    as_duration_ns, as_integer, as_string, key_error, quoted,
 };
-use crate::cpulist::format_cpu_list;
 use crate::host::HostInfo;
+use crate::sampling::CpuSelection;
 use crate::units::{NS_PER_SEC, NS_PER_US, format_duration_ns};
 
 const MAX_WINDOW_NS: u64 = 86_400 * NS_PER_SEC;
@@ -198,18 +198,11 @@ impl ExportConfig {
         host: &HostInfo,
         effective: &BTreeMap<String, Effective>,
     ) -> Result<(), ConfigError> {
-        if let CpuSelection::List(cpus) = &self.cpus
-            && let Some(bad) = cpus.iter().find(|cpu| !host.usable_cpus.contains(cpu))
+        // `all` leaves the exporter where it is; a list must be usable.
+        if let CpuSelection::List(_) = &self.cpus
+            && let Err(reason) = self.cpus.resolve(host)
         {
-            return Err(key_error(
-                effective,
-                "export.cpus",
-                format!(
-                    "CPU {bad} is offline, absent or outside this process's affinity; usable \
-                     CPUs are {}",
-                    format_cpu_list(&host.usable_cpus)
-                ),
-            ));
+            return Err(key_error(effective, "export.cpus", reason));
         }
         Ok(())
     }

@@ -1,16 +1,14 @@
 //! `[measure]`: what to sample and how.
 
 use std::collections::BTreeMap;
-use std::fmt;
 
 use super::{
     ConfigError, Effective, RealtimeConfig, SectionReader, as_bool, as_cpu_selection,
     as_duration_ns, as_integer, as_string, key_error, quoted,
 };
-use crate::cpulist::format_cpu_list;
 use crate::host::HostInfo;
-use crate::measure::DEFAULT_RT_PRIORITY;
-use crate::sys::Policy;
+use crate::rt::sys::Policy;
+use crate::sampling::{CpuSelection, check_priority, default_priority};
 use crate::units::{NS_PER_MS, NS_PER_SEC, NS_PER_US, format_duration_ns};
 
 /// Below this a sampler spends its whole period waking up.
@@ -30,22 +28,6 @@ const KEYS: &[&str] = &[
     "spike_threshold",
     "pm_qos",
 ];
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CpuSelection {
-    /// Every CPU that is online and in the process's affinity mask.
-    All,
-    List(Vec<usize>),
-}
-
-impl fmt::Display for CpuSelection {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            CpuSelection::All => f.write_str("all"),
-            CpuSelection::List(cpus) => f.write_str(&format_cpu_list(cpus)),
-        }
-    }
-}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MeasureConfig {
@@ -85,26 +67,10 @@ impl MeasureConfig {
             },
             |p| quoted(p.name()),
         )?;
-        let default_priority = if policy.is_realtime() {
-            DEFAULT_RT_PRIORITY
-        } else {
-            0
-        };
         let priority = r.read(
             "priority",
-            || default_priority,
-            |v| {
-                let n = as_integer(v)?;
-                let (lowest, highest) = policy.priority_range();
-                if (i64::from(lowest)..=i64::from(highest)).contains(&n) {
-                    Ok(n as i32)
-                } else {
-                    Err(format!(
-                        "outside {lowest}..={highest}, the range of the {} policy",
-                        policy.name()
-                    ))
-                }
-            },
+            || default_priority(policy),
+            |v| check_priority(policy, as_integer(v)?),
             |p| p.to_string(),
         )?;
         let warmup_ns = r.read(
@@ -131,12 +97,9 @@ impl MeasureConfig {
         })
     }
 
-    /// The CPUs to sample on this host.
+    /// The CPUs to sample on this host (checked by `check_against`).
     pub fn cpu_list(&self, host: &HostInfo) -> Vec<usize> {
-        match &self.cpus {
-            CpuSelection::All => host.usable_cpus.clone(),
-            CpuSelection::List(cpus) => cpus.clone(),
-        }
+        self.cpus.resolve(host).unwrap_or_default()
     }
 
     pub(super) fn check_against(
@@ -145,28 +108,8 @@ impl MeasureConfig {
         realtime: &RealtimeConfig,
         effective: &BTreeMap<String, Effective>,
     ) -> Result<(), ConfigError> {
-        let usable = format_cpu_list(&host.usable_cpus);
-        match &self.cpus {
-            CpuSelection::All if host.usable_cpus.is_empty() => {
-                return Err(key_error(
-                    effective,
-                    "measure.cpus",
-                    "no CPU is usable".to_string(),
-                ));
-            }
-            CpuSelection::List(cpus) => {
-                if let Some(bad) = cpus.iter().find(|cpu| !host.usable_cpus.contains(cpu)) {
-                    return Err(key_error(
-                        effective,
-                        "measure.cpus",
-                        format!(
-                            "CPU {bad} is offline, absent or outside this process's affinity; \
-                             usable CPUs are {usable}"
-                        ),
-                    ));
-                }
-            }
-            CpuSelection::All => {}
+        if let Err(reason) = self.cpus.resolve(host) {
+            return Err(key_error(effective, "measure.cpus", reason));
         }
         let allowed = host.max_rt_priority();
         if realtime.required && self.policy.is_realtime() && self.priority as u64 > allowed {

@@ -21,11 +21,11 @@ use config::{Environment, File, FileFormat, Map, Source, Value, ValueKind};
 
 pub use export::ExportConfig;
 pub use log::{LogConfig, LogFormat, LogLevel};
-pub use measure::{CpuSelection, MeasureConfig};
+pub use measure::MeasureConfig;
 pub use realtime::RealtimeConfig;
 
-use crate::cpulist::parse_cpu_list;
 use crate::host::HostInfo;
+use crate::sampling::CpuSelection;
 use crate::units::parse_duration_ns;
 
 /// sysexits.h's EX_CONFIG: systemd units name it in
@@ -192,16 +192,6 @@ impl Config {
         self.measure
             .check_against(host, &self.realtime, &self.effective)?;
         self.export.check_against(host, &self.effective)
-    }
-
-    /// Reads `export.web_config_file` and everything it names (certificates,
-    /// key, client CA, password hashes); open HTTP when it is not set.
-    pub fn web_security(&self) -> Result<crate::webconfig::Security, ConfigError> {
-        match &self.export.web_config_file {
-            None => Ok(crate::webconfig::Security::open()),
-            Some(path) => crate::webconfig::load(path)
-                .map_err(|reason| key_error(&self.effective, "export.web_config_file", reason)),
-        }
     }
 
     /// The effective configuration as TOML, each key commented with where
@@ -495,13 +485,7 @@ pub(crate) fn as_integer(value: &Value) -> Result<i64, String> {
 
 /// `"all"` or a CPU list such as `"0-3,8"`.
 pub(crate) fn as_cpu_selection(value: &Value) -> Result<CpuSelection, String> {
-    let text = as_string(value)?;
-    if text.trim() == "all" {
-        return Ok(CpuSelection::All);
-    }
-    parse_cpu_list(&text)
-        .map(CpuSelection::List)
-        .map_err(|e| format!("{e} (or write \"all\")"))
+    CpuSelection::parse(&as_string(value)?)
 }
 
 /// A duration string with a unit; a bare number is refused (is `1000`

@@ -1,7 +1,7 @@
 use std::io::Write;
 
 use super::*;
-use crate::sys::Policy;
+use crate::rt::sys::Policy;
 use crate::units::{NS_PER_MS, NS_PER_US};
 
 /// Loads `toml` (if any) as a file, with `env` as the whole environment

@@ -331,7 +331,7 @@ pub fn check_expected(name: &str, actual: &str) {
 /// data (the expected output under tests/data/expected/ shows it).
 pub fn synthetic_host(usable_cpus: &[usize], online_cpus: &[usize]) -> latencyd::host::HostInfo {
     latencyd::host::HostInfo {
-        uname: latencyd::sys::Uname {
+        uname: latencyd::rt::sys::Uname {
             sysname: "Linux".into(),
             nodename: "rt-host-7".into(),
             release: "6.12.0-rt5".into(),

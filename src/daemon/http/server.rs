@@ -41,10 +41,8 @@ use tokio::time::Sleep;
 use tower::ServiceExt as _;
 use tracing::{debug, error, warn};
 
-use super::http::ApiError;
-use crate::webconfig::Security;
-
-pub use super::http::SharedSecurity;
+use super::webconfig::Security;
+use super::{ApiError, SharedSecurity};
 
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {

@@ -11,7 +11,11 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::mem::MaybeUninit;
 
-use crate::cpulist::MAX_CPUS;
+use crate::cpulist::{MAX_CPUS, parse_cpu_list};
+
+/// The error number of an I/O error, for the test-only faulty clock
+/// (`clock::fault`), so that libc stays in this module.
+pub const EIO: i32 = libc::EIO;
 
 /// The scheduling policies a sampler can run under.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -243,6 +247,13 @@ pub fn current_cpu() -> Option<usize> {
 pub fn current_tid() -> i32 {
     // SAFETY: gettid has no arguments and cannot fail.
     unsafe { libc::gettid() }
+}
+
+/// The CPUs online now (`/sys/devices/system/cpu/online`), if readable.
+pub fn online_cpus() -> Option<Vec<usize>> {
+    std::fs::read_to_string("/sys/devices/system/cpu/online")
+        .ok()
+        .and_then(|s| parse_cpu_list(&s).ok())
 }
 
 /// A resource limit's soft value; `None` means unlimited.

@@ -1,83 +1,10 @@
-//! What the daemon knows, as plain data: per CPU the lifetime statistics,
-//! the trailing-window maximum, the Prometheus bucket counts and the
-//! sampler's condition; plus the host, the configuration and counters of
-//! the daemon itself.
-//!
-//! The collector task updates it from the samplers' intervals; the HTTP
-//! handlers read it under one lock, so the numbers of one response come
-//! from one state. Tests build it synthetically, without samplers.
+//! `WindowHistogram`: 1 µs-bin histograms of the trailing window, for
+//! `/plot.svg?window=`, in at most `MAX_HISTOGRAM_SLOTS` slots.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::time::SystemTime;
 
-use crate::config::Config;
-use crate::host::HostInfo;
-use crate::stats::{LatencyStats, ShapeMismatch};
-use crate::sys::Policy;
+use crate::stats::LatencyStats;
 use crate::units::NS_PER_SEC;
-
-/// The exact maximum over a trailing window, kept as the maximum of each
-/// whole second (of `CLOCK_MONOTONIC`) in a ring.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WindowMax {
-    /// (second, maximum in that second); a slot is current when its second
-    /// is within the window.
-    slots: Vec<(u64, u64)>,
-}
-
-impl WindowMax {
-    pub fn new(window_ns: u64) -> WindowMax {
-        let n = (window_ns / NS_PER_SEC).max(1) as usize;
-        WindowMax {
-            slots: vec![(u64::MAX, 0); n],
-        }
-    }
-
-    pub fn window_ns(&self) -> u64 {
-        self.slots.len() as u64 * NS_PER_SEC
-    }
-
-    pub fn record(&mut self, now_ns: u64, max_ns: u64) {
-        let second = now_ns / NS_PER_SEC;
-        let n = self.slots.len() as u64;
-        let slot = &mut self.slots[(second % n) as usize];
-        if slot.0 == second {
-            slot.1 = slot.1.max(max_ns);
-        } else {
-            *slot = (second, max_ns);
-        }
-    }
-
-    /// The maximum recorded in the last `window` seconds (the current one
-    /// included), or `None` if nothing was.
-    pub fn max(&self, now_ns: u64) -> Option<u64> {
-        self.max_within(now_ns, self.window_ns())
-    }
-
-    /// The maximum recorded in the last `window_ns` (whole seconds, the
-    /// current one included; at most this ring's own window).
-    pub fn max_within(&self, now_ns: u64, window_ns: u64) -> Option<u64> {
-        let second = now_ns / NS_PER_SEC;
-        let n = (window_ns / NS_PER_SEC).clamp(1, self.slots.len() as u64);
-        self.slots
-            .iter()
-            .filter(|(s, _)| *s != u64::MAX && *s <= second && second - *s < n)
-            .map(|(_, max)| *max)
-            .max()
-    }
-
-    /// The same maxima in a window of another length (a live reload).
-    pub fn resized(&self, window_ns: u64, now_ns: u64) -> WindowMax {
-        let mut resized = WindowMax::new(window_ns);
-        let second = now_ns / NS_PER_SEC;
-        for &(s, max) in &self.slots {
-            if s != u64::MAX && s <= second && second - s < resized.slots.len() as u64 {
-                resized.record(s * NS_PER_SEC, max);
-            }
-        }
-        resized
-    }
-}
 
 /// The most slots a [`WindowHistogram`] keeps, whatever the window: it
 /// bounds the memory of a long `export.max_window` (24 h: 12-minute slots).
@@ -205,7 +132,7 @@ impl WindowHistogram {
             return;
         }
         let bins = self.bins_of(now_ns);
-        crate::plot::for_each_bin_us(interval, |us, count| bins.add(us, count));
+        crate::stats::for_each_bin_us(interval, |us, count| bins.add(us, count));
     }
 
     /// The bins of the slot holding `now_ns`, opening it (and putting the
@@ -312,215 +239,11 @@ impl WindowHistogram {
     }
 }
 
-/// Counts per Prometheus bucket, derived from the HDR histograms of the
-/// intervals as they arrive, so they are cumulative and monotonic for the
-/// life of the process. A sample goes to the first bucket whose bound is
-/// at or above the upper edge of its HDR bucket (within 0.1 % of the
-/// value): never into a bucket below its true value.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BucketCounts {
-    bounds_ns: Vec<u64>,
-    /// Per bucket, not cumulative; the last entry counts samples above every
-    /// bound (they appear only in `+Inf`).
-    counts: Vec<u64>,
-}
-
-impl BucketCounts {
-    pub fn new(bounds_ns: &[u64]) -> BucketCounts {
-        BucketCounts {
-            bounds_ns: bounds_ns.to_vec(),
-            counts: vec![0; bounds_ns.len() + 1],
-        }
-    }
-
-    pub fn add(&mut self, interval: &LatencyStats) {
-        for value in interval.hdr().iter_recorded() {
-            let upper_edge = value.value_iterated_to();
-            let idx = self.bounds_ns.partition_point(|&bound| bound < upper_edge);
-            self.counts[idx] += value.count_at_value();
-        }
-        // Samples past the HDR range are above every bound.
-        *self.counts.last_mut().expect("never empty") += interval.hdr_overflows;
-    }
-
-    pub fn merge(&mut self, other: &BucketCounts) {
-        for (mine, theirs) in self.counts.iter_mut().zip(&other.counts) {
-            *mine += theirs;
-        }
-    }
-
-    pub fn bounds_ns(&self) -> &[u64] {
-        &self.bounds_ns
-    }
-
-    /// Cumulative counts per bound (Prometheus' `le`), without `+Inf`.
-    pub fn cumulative(&self) -> Vec<u64> {
-        self.counts[..self.bounds_ns.len()]
-            .iter()
-            .scan(0, |sum, c| {
-                *sum += c;
-                Some(*sum)
-            })
-            .collect()
-    }
-}
-
-/// The condition of one sampler as last seen by the collector.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SamplerView {
-    pub tid: i32,
-    pub policy: Policy,
-    pub priority: i32,
-    /// Runs with its real-time policy and locked memory.
-    pub realtime: bool,
-    /// `CLOCK_MONOTONIC` time of the latest wake-up (0: none yet).
-    pub last_sample_ns: u64,
-    /// The thread is running (false once it has died).
-    pub alive: bool,
-    /// The CPU is there to sample: false from when the sampler found its
-    /// CPU gone (offline) until a new sampler runs on it again. Not a
-    /// failure: health ignores such CPUs.
-    pub online: bool,
-}
-
-#[derive(Debug, Clone)]
-pub struct CpuView {
-    pub cpu: usize,
-    pub lifetime: LatencyStats,
-    pub window: WindowMax,
-    /// Histograms of the same window, for `/plot.svg?window=`.
-    pub recent: WindowHistogram,
-    pub buckets: BucketCounts,
-    pub sampler: SamplerView,
-}
-
-impl CpuView {
-    /// An empty view shaped by the configuration (spike threshold, window,
-    /// buckets).
-    pub fn new(cpu: usize, config: &Config, sampler: SamplerView) -> CpuView {
-        CpuView {
-            cpu,
-            lifetime: LatencyStats::new(config.measure.spike_threshold_ns, None),
-            window: WindowMax::new(config.export.max_window_ns),
-            recent: WindowHistogram::new(config.export.max_window_ns),
-            buckets: BucketCounts::new(&config.export.buckets_ns),
-            sampler,
-        }
-    }
-
-    /// Takes in one interval published by this CPU's sampler.
-    pub fn absorb(&mut self, interval: &LatencyStats, now_ns: u64) -> Result<(), ShapeMismatch> {
-        self.lifetime.merge(interval)?;
-        if interval.count > 0 {
-            self.window.record(now_ns, interval.max_ns);
-        }
-        self.recent.record(now_ns, interval);
-        self.buckets.add(interval);
-        Ok(())
-    }
-}
-
-/// Why the daemon is or is not healthy.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Health {
-    pub healthy: bool,
-    /// CPUs whose sampler is dead or has not advanced recently, with the age
-    /// of its latest sample in ns (offline CPUs are not counted).
-    pub stale: Vec<(usize, u64)>,
-}
-
-pub struct MonitorState {
-    pub host: HostInfo,
-    pub config: Config,
-    pub started_wall: SystemTime,
-    pub started_ns: u64,
-    pub cpus: Vec<CpuView>,
-    /// Why results are not real-time (empty when they are).
-    pub non_rt_reasons: Vec<String>,
-    pub reload_failures: u64,
-    /// The listener's actual address (the configured port may be 0).
-    pub listen: std::net::SocketAddr,
-}
-
-impl MonitorState {
-    /// A sampler that has not woken for this long is considered stuck.
-    pub fn stale_after_ns(&self) -> u64 {
-        (2 * NS_PER_SEC).max(5 * self.config.measure.interval_ns)
-    }
-
-    pub fn health(&self, now_ns: u64) -> Health {
-        let limit = self.stale_after_ns();
-        let stale: Vec<(usize, u64)> = self
-            .cpus
-            .iter()
-            .filter_map(|view| {
-                let last = view.sampler.last_sample_ns.max(self.started_ns);
-                let age = now_ns.saturating_sub(last);
-                let unhealthy = !view.sampler.alive || age > limit;
-                (view.sampler.online && unhealthy).then_some((view.cpu, age))
-            })
-            .collect();
-        Health {
-            healthy: stale.is_empty(),
-            stale,
-        }
-    }
-
-    /// Converts a `CLOCK_MONOTONIC` time to Unix seconds, for
-    /// `*_timestamp_seconds` metrics.
-    pub fn unix_seconds(&self, mono_ns: u64) -> f64 {
-        let since_start = mono_ns.saturating_sub(self.started_ns) as f64 / NS_PER_SEC as f64;
-        let start = self
-            .started_wall
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .map_or(0.0, |d| d.as_secs_f64());
-        start + since_start
-    }
-
-    pub fn view(&self, cpu: usize) -> Option<&CpuView> {
-        self.cpus.iter().find(|view| view.cpu == cpu)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     const S: u64 = NS_PER_SEC;
-
-    #[test]
-    fn window_max_forgets_what_left_the_window() {
-        let mut w = WindowMax::new(3 * S);
-        assert_eq!(w.max(0), None);
-        w.record(10 * S, 500);
-        w.record(10 * S + 1, 700);
-        w.record(11 * S, 300);
-        assert_eq!(w.max(11 * S), Some(700));
-        assert_eq!(
-            w.max(12 * S + 999),
-            Some(700),
-            "second 10 is still in a 3 s window"
-        );
-        assert_eq!(w.max(13 * S), Some(300), "second 10 has left");
-        assert_eq!(w.max(14 * S), None);
-        // A slot reused for a later second starts afresh.
-        w.record(13 * S, 100);
-        assert_eq!(w.max(13 * S), Some(300));
-        w.record(16 * S, 50);
-        assert_eq!(w.max(16 * S), Some(50));
-    }
-
-    #[test]
-    fn window_resizing_keeps_what_still_fits() {
-        let mut w = WindowMax::new(10 * S);
-        w.record(100 * S, 900);
-        w.record(108 * S, 200);
-        let shorter = w.resized(3 * S, 109 * S);
-        assert_eq!(shorter.window_ns(), 3 * S);
-        assert_eq!(shorter.max(109 * S), Some(200));
-        let longer = shorter.resized(60 * S, 109 * S);
-        assert_eq!(longer.max(109 * S), Some(200));
-    }
 
     fn interval(values_ns: &[u64]) -> LatencyStats {
         let mut stats = LatencyStats::new(u64::MAX, None);
@@ -652,26 +375,5 @@ mod tests {
         // samples within the new window rather than dropping them.
         let back = day.resized(60 * S, 159 * S);
         assert_eq!(back.bins_within(159 * S, 60 * S).0.values().sum::<u64>(), 3);
-    }
-
-    #[test]
-    fn bucket_counts_never_put_a_sample_below_its_value() {
-        let bounds = [1_000, 2_000, 5_000, 10_000];
-        let mut buckets = BucketCounts::new(&bounds);
-        let mut interval = LatencyStats::new(u64::MAX, None);
-        for v in [
-            999, 1_000, 1_001, 2_000, 4_999, 5_000, 5_003, 5_004, 9_000, 50_000,
-        ] {
-            interval.record(v, 0);
-        }
-        interval.record(100 * NS_PER_SEC, 0); // past the HDR range
-        buckets.add(&interval);
-        // 5_000 and 5_003 share an HDR bucket whose upper edge is 5_003:
-        // both are counted above the 5 µs bound, never below their value.
-        assert_eq!(buckets.cumulative(), vec![2, 4, 5, 9]);
-        assert_eq!(buckets.counts.iter().sum::<u64>(), interval.count);
-        let mut twice = buckets.clone();
-        twice.merge(&buckets);
-        assert_eq!(twice.cumulative(), vec![4, 8, 10, 18]);
     }
 }

@@ -10,8 +10,7 @@ use prometheus::proto::{
 };
 use prometheus::{Encoder, Registry, TextEncoder};
 
-use super::state::{BucketCounts, MonitorState};
-use crate::sys;
+use crate::daemon::state::{BucketCounts, MonitorState};
 use crate::units::NS_PER_SEC;
 
 const NS: f64 = NS_PER_SEC as f64;
@@ -98,14 +97,19 @@ const FAMILIES: &[(&str, &str, MetricType, &[&str])] = &[
     ),
 ];
 
-/// Builds the metric families from the state.
+/// `CLOCK_MONOTONIC` now, in ns: the real one (`sys::monotonic_now_ns`)
+/// or, in tests, a fixed one, the same the HTTP handlers use.
+pub type Clock = fn() -> u64;
+
+/// Builds the metric families from the state, at the time `now_ns` says.
 pub struct StateCollector {
     state: Arc<Mutex<MonitorState>>,
+    now_ns: Clock,
     descs: Vec<Desc>,
 }
 
 impl StateCollector {
-    pub fn new(state: Arc<Mutex<MonitorState>>) -> StateCollector {
+    pub fn new(state: Arc<Mutex<MonitorState>>, now_ns: Clock) -> StateCollector {
         let descs = FAMILIES
             .iter()
             .map(|(name, help, _, labels)| {
@@ -118,7 +122,11 @@ impl StateCollector {
                 .expect("the metric descriptions are valid")
             })
             .collect();
-        StateCollector { state, descs }
+        StateCollector {
+            state,
+            now_ns,
+            descs,
+        }
     }
 }
 
@@ -130,8 +138,9 @@ impl Collector for StateCollector {
     fn collect(&self) -> Vec<MetricFamily> {
         // A poisoned lock means a panic elsewhere; the data is still the
         // latest state, so serve it rather than nothing.
+        let now_ns = (self.now_ns)();
         let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        families(&state, sys::monotonic_now_ns())
+        families(&state, now_ns)
     }
 }
 
@@ -304,10 +313,14 @@ pub fn families(state: &MonitorState, now_ns: u64) -> Vec<MetricFamily> {
 
 /// The registry `/metrics` serves: latencyd's collector and the process
 /// collector (CPU time, memory, file descriptors of this process).
-pub fn registry(state: Arc<Mutex<MonitorState>>, with_process_metrics: bool) -> Registry {
+pub fn registry(
+    state: Arc<Mutex<MonitorState>>,
+    with_process_metrics: bool,
+    now_ns: Clock,
+) -> Registry {
     let registry = Registry::new();
     registry
-        .register(Box::new(StateCollector::new(state)))
+        .register(Box::new(StateCollector::new(state, now_ns)))
         .expect("latencyd's collector registers once");
     if with_process_metrics {
         let process = prometheus::process_collector::ProcessCollector::for_self();

@@ -1,0 +1,150 @@
+//! The collector: every tick it drains the samplers' handoffs into the
+//! state, copies their heartbeats and conditions, reaps the samplers whose
+//! CPU went offline, and drives the restart of those whose CPU came back.
+//!
+//! The state's lock is held only while intervals are merged and views
+//! updated: plain memory work. A restart's slow part (allocating the
+//! handoff, starting the thread, reading which CPUs are online) runs on
+//! the blocking pool; the tick only looks at the result when it is ready,
+//! and the engine checks the new sampler without waiting for it.
+
+use std::sync::Mutex;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use tokio::task::JoinHandle;
+
+use super::startup::lock;
+use super::state::MonitorState;
+use crate::rt::engine::{Candidate, Engine, RestartOutcome, StartError};
+use crate::rt::sys;
+use crate::rt::thread::{FailedStep, SamplerState};
+
+/// What a collector tick found.
+#[derive(Debug, Default)]
+pub(super) struct Collected {
+    /// CPUs whose sampler has newly died, and why.
+    pub dead: Vec<(usize, String)>,
+    /// CPUs whose sampler stopped because the CPU went offline.
+    pub offline: Vec<usize>,
+    /// CPUs back online whose new sampler runs.
+    pub resumed: Vec<usize>,
+    /// CPUs back online whose sampler could not be started yet, and why.
+    pub not_resumed: Vec<(usize, String)>,
+}
+
+/// A restart job on the blocking pool: its slot, and what it returns.
+type RestartTask = (usize, JoinHandle<Result<Option<Candidate>, StartError>>);
+
+/// The restarts under way on the blocking pool.
+#[derive(Default)]
+pub(super) struct Collector {
+    restarts: Vec<RestartTask>,
+}
+
+impl Collector {
+    pub(super) async fn tick(
+        &mut self,
+        engine: &mut Engine,
+        state: &Mutex<MonitorState>,
+    ) -> Result<Collected, Box<dyn std::error::Error>> {
+        let mut found = Collected {
+            offline: absorb(engine, state)?,
+            ..Collected::default()
+        };
+        for (cpu, why) in self.adopt_finished(engine, true).await {
+            found.not_resumed.push((cpu, why));
+        }
+        for outcome in engine.poll_restarts(Instant::now()) {
+            match outcome {
+                RestartOutcome::Resumed { cpu } => found.resumed.push(cpu),
+                RestartOutcome::NotResumed { cpu, why } => found.not_resumed.push((cpu, why)),
+            }
+        }
+        for job in engine.restart_jobs() {
+            let idx = job.idx;
+            self.restarts
+                .push((idx, tokio::task::spawn_blocking(move || job.run())));
+        }
+        update_views(engine, state, &mut found);
+        Ok(found)
+    }
+
+    /// At shutdown: waits for the restarts under way (starting a thread
+    /// takes moments) and gives their samplers to the engine, which stops
+    /// and joins them with the others.
+    pub(super) async fn settle(&mut self, engine: &mut Engine) {
+        self.adopt_finished(engine, false).await;
+    }
+
+    /// Hands the finished restart jobs' results to the engine (all of them,
+    /// waiting for each, unless `only_ready`); returns the failures.
+    async fn adopt_finished(
+        &mut self,
+        engine: &mut Engine,
+        only_ready: bool,
+    ) -> Vec<(usize, String)> {
+        let mut failures = Vec::new();
+        let mut pending = Vec::new();
+        for (idx, job) in self.restarts.drain(..) {
+            if only_ready && !job.is_finished() {
+                pending.push((idx, job));
+                continue;
+            }
+            // A finished task's result is ready: this await does not wait.
+            let result = job.await.unwrap_or_else(|err| {
+                // The job does not panic by design; if it did, the slot
+                // goes back to waiting for a restart.
+                Err(StartError {
+                    permission: false,
+                    message: format!("the restart failed: {err}"),
+                })
+            });
+            let cpu = engine.slots[idx].cpu;
+            if let Err(err) = engine.adopt(idx, result, Instant::now()) {
+                failures.push((cpu, err.message));
+            }
+        }
+        self.restarts = pending;
+        failures
+    }
+}
+
+/// Merges every published interval into the state and reaps the samplers
+/// of CPUs gone offline (their last intervals included); returns those
+/// CPUs.
+fn absorb(
+    engine: &mut Engine,
+    state: &Mutex<MonitorState>,
+) -> Result<Vec<usize>, Box<dyn std::error::Error>> {
+    let now = sys::monotonic_now_ns();
+    let mut s = lock(state);
+    engine.drain(|idx, interval| s.cpus[idx].absorb(interval, now))?;
+    Ok(engine.reap_offline(|idx, interval| s.cpus[idx].absorb(interval, now))?)
+}
+
+/// Copies each sampler's heartbeat and condition into its view, and notes
+/// the samplers newly found dead.
+fn update_views(engine: &Engine, state: &Mutex<MonitorState>, found: &mut Collected) {
+    let mut s = lock(state);
+    for (slot, view) in engine.slots.iter().zip(s.cpus.iter_mut()) {
+        let shared = slot.shared();
+        // Relaxed: the heartbeat is a liveness hint ordering nothing else.
+        view.sampler.last_sample_ns = shared.heartbeat_ns.load(Ordering::Relaxed);
+        view.sampler.online = !slot.is_offline();
+        view.sampler.tid = shared.tid();
+        view.sampler.realtime = slot.realtime;
+        let died =
+            (slot.is_finished() && !slot.is_offline()) || shared.state() == SamplerState::Failed;
+        if died && view.sampler.alive {
+            view.sampler.alive = false;
+            let why = match shared.failure() {
+                (FailedStep::Sleep, err) => format!("clock_nanosleep failed: {err}"),
+                (FailedStep::Affinity, err) => format!("pinning it failed: {err}"),
+                (FailedStep::Policy, err) => format!("its scheduling policy was refused: {err}"),
+                (FailedStep::None, _) => "its thread ended".to_string(),
+            };
+            found.dead.push((slot.cpu, why));
+        }
+    }
+}

@@ -1,0 +1,144 @@
+//! The daemon's event loop on the runtime thread: the collector tick,
+//! STATUS= for `systemctl status`, the watchdog, SIGHUP, SIGTERM/SIGINT.
+//! Each branch does its work without waiting: the collector and reload
+//! hand anything slow to the blocking pool.
+
+use std::collections::HashMap;
+use std::process::ExitCode;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use tokio::signal::unix::{Signal, SignalKind, signal};
+use tracing::{error, info, warn};
+
+use super::collector::Collector;
+use super::notify;
+use super::reload::Reload;
+use super::startup::lock;
+use super::state::MonitorState;
+use crate::rt::engine::Engine;
+use crate::rt::sys;
+use crate::units::NS_PER_SEC;
+
+/// How often the collector drains the handoffs and copies heartbeats.
+const COLLECT_PERIOD: Duration = Duration::from_millis(250);
+/// How long a dead sampler is shown as such on /healthz before exiting.
+const DEATH_GRACE: Duration = Duration::from_secs(1);
+/// How long a CPU may be listed online while its sampler cannot be
+/// restarted before that is logged.
+const RESTART_PATIENCE: Duration = Duration::from_secs(10);
+/// How often STATUS= is refreshed for `systemctl status`.
+const STATUS_PERIOD: Duration = Duration::from_secs(10);
+
+/// The signals the daemon handles.
+pub(super) struct Signals {
+    term: Signal,
+    int: Signal,
+    hup: Signal,
+}
+
+impl Signals {
+    pub(super) fn install() -> std::io::Result<Signals> {
+        Ok(Signals {
+            term: signal(SignalKind::terminate())?,
+            int: signal(SignalKind::interrupt())?,
+            hup: signal(SignalKind::hangup())?,
+        })
+    }
+}
+
+/// Runs until SIGTERM/SIGINT (exit 0) or a dead sampler (exit 1).
+pub(super) async fn run(
+    engine: &mut Engine,
+    collector: &mut Collector,
+    state: &Mutex<MonitorState>,
+    reload: &Reload,
+    mut signals: Signals,
+) -> ExitCode {
+    let mut collect_tick = tokio::time::interval(COLLECT_PERIOD);
+    let mut status_tick = tokio::time::interval(STATUS_PERIOD);
+    // systemd wants a ping within WatchdogSec; ping at half of it, and only
+    // while every sampler's heartbeat advances.
+    let mut watchdog_tick = notify::watchdog_interval().map(|d| tokio::time::interval(d / 2));
+    let mut dying_since: Option<Instant> = None;
+    // CPUs whose sampler could not be restarted yet: since when, and
+    // whether that was logged.
+    let mut restart_errors: HashMap<usize, (Instant, bool)> = HashMap::new();
+    loop {
+        tokio::select! {
+            _ = collect_tick.tick() => {
+                match collector.tick(engine, state).await {
+                    Ok(found) => {
+                        for (cpu, why) in found.dead {
+                            error!("the sampler on CPU {cpu} has died ({why}); /healthz reports it and latencyd exits so that it is restarted");
+                            dying_since.get_or_insert_with(Instant::now);
+                        }
+                        for cpu in found.offline {
+                            warn!("CPU {cpu} went offline (or the sampler was moved off it): its sampler stopped; sampling resumes when it is back online");
+                        }
+                        for cpu in found.resumed {
+                            info!("CPU {cpu} is back online: sampling it again");
+                            restart_errors.remove(&cpu);
+                        }
+                        for (cpu, why) in found.not_resumed {
+                            // While a CPU goes down it may still be listed
+                            // online; only a failure that lasts is news.
+                            let since = restart_errors.entry(cpu).or_insert_with(|| (Instant::now(), false));
+                            if !since.1 && since.0.elapsed() >= RESTART_PATIENCE {
+                                warn!("CPU {cpu} is online but its sampler has not started for {RESTART_PATIENCE:?} (still retrying): {why}");
+                                since.1 = true;
+                            }
+                        }
+                    }
+                    Err(err) => {
+                        error!("cannot merge a sampler's interval: {err}");
+                        return ExitCode::FAILURE;
+                    }
+                }
+                if dying_since.is_some_and(|since| since.elapsed() >= DEATH_GRACE) {
+                    return ExitCode::FAILURE;
+                }
+            }
+            _ = status_tick.tick() => {
+                let line = status_line(&lock(state));
+                notify::status(&line);
+            }
+            _ = async {
+                match watchdog_tick.as_mut() {
+                    Some(tick) => tick.tick().await,
+                    None => std::future::pending().await,
+                }
+            } => {
+                let health = lock(state).health(sys::monotonic_now_ns());
+                if health.healthy {
+                    notify::watchdog();
+                } else {
+                    warn!("withholding the watchdog ping: samplers not advancing: {:?}", health.stale);
+                }
+            }
+            _ = signals.hup.recv() => reload.run(state).await,
+            _ = signals.term.recv() => { info!("SIGTERM: stopping"); return ExitCode::SUCCESS; }
+            _ = signals.int.recv() => { info!("SIGINT: stopping"); return ExitCode::SUCCESS; }
+        }
+    }
+}
+
+/// One line for `systemctl status`.
+pub(super) fn status_line(s: &MonitorState) -> String {
+    let now = sys::monotonic_now_ns();
+    let max = s.cpus.iter().map(|v| v.lifetime.max_ns).max().unwrap_or(0);
+    let window = s.cpus.iter().filter_map(|v| v.window.max(now)).max();
+    let missed: u64 = s.cpus.iter().map(|v| v.lifetime.missed).sum();
+    format!(
+        "{} CPUs: max {}us, last {}s max {}, {missed} missed{}",
+        s.cpus.len(),
+        max / 1_000,
+        s.config.export.max_window_ns / NS_PER_SEC,
+        window.map_or_else(|| "-".to_string(), |w| format!("{}us", w / 1_000)),
+        if s.health(now).healthy {
+            ""
+        } else {
+            ", UNHEALTHY"
+        },
+    )
+}

@@ -1,0 +1,286 @@
+//! The HTTP surface: `/metrics`, `/healthz`, the read-only JSON API, and
+//! for people the status page `/` and the plot `/plot.svg` (see `page`).
+//!
+//! Handlers take the state's lock once and build their whole answer from
+//! it, so the numbers of a response agree with each other and with a
+//! `/metrics` scrape taken at the same moment; anything slow (drawing,
+//! compressing) happens after the lock is released. Errors are JSON
+//! `{"error": …}` with a 4xx status, mapped in one place (`error.rs`). The
+//! bodies are built by `render`; this layer only routes, guards and
+//! serializes.
+//!
+//! - `server`: the accept loop and its limits; `webconfig`: TLS and basic
+//!   auth; `query`: query-string parsing; `error`: `ApiError`.
+
+mod error;
+mod query;
+pub mod server;
+pub mod webconfig;
+
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+
+use axum::Router;
+use axum::extract::Request;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Path, Query, State};
+use axum::http::{Method, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use base64::Engine as _;
+use hdrhistogram::serialization::{Serializer, V2DeflateSerializer};
+
+pub use error::ApiError;
+pub use query::parse_window;
+use webconfig::Security;
+
+use super::render::page::{self, Snapshot};
+use super::render::{json, metrics};
+use super::state::MonitorState;
+use crate::cpulist::format_cpu_list;
+use crate::plot;
+
+/// The web configuration in force (TLS, basic auth); replaced whole on
+/// reload, read by every request and every new connection.
+pub type SharedSecurity = Arc<RwLock<Arc<Security>>>;
+
+#[derive(Clone)]
+pub struct AppState {
+    pub state: Arc<Mutex<MonitorState>>,
+    pub registry: prometheus::Registry,
+    /// `CLOCK_MONOTONIC` now: the handlers' and the metrics' clock.
+    pub now_ns: metrics::Clock,
+    pub security: SharedSecurity,
+}
+
+impl AppState {
+    /// The handlers' state; `now_ns` is the clock every time-dependent
+    /// answer reads (`sys::monotonic_now_ns` in the daemon, a fixed one in
+    /// tests with expected output).
+    pub fn new(
+        state: Arc<Mutex<MonitorState>>,
+        with_process_metrics: bool,
+        now_ns: metrics::Clock,
+    ) -> AppState {
+        let registry = metrics::registry(Arc::clone(&state), with_process_metrics, now_ns);
+        AppState {
+            state,
+            registry,
+            now_ns,
+            security: Arc::new(RwLock::new(Arc::new(Security::open()))),
+        }
+    }
+
+    pub fn security(&self) -> Arc<Security> {
+        Arc::clone(&self.security.read().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    fn lock(&self) -> MutexGuard<'_, MonitorState> {
+        // The state stays consistent even if a holder panicked: every
+        // update is a whole merge done before the lock is released.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Every route `router` serves, as written in the OpenAPI document
+/// (`/api/v1/openapi.json`, checked against both by `tests/daemon_http.rs`).
+pub const ROUTES: &[&str] = &[
+    "/",
+    "/plot.svg",
+    "/metrics",
+    "/healthz",
+    "/api/v1/status",
+    "/api/v1/latency",
+    "/api/v1/latency/{cpu}",
+    "/api/v1/openapi.json",
+];
+
+/// The OpenAPI 3.1 description of the routes.
+pub const OPENAPI: &str = include_str!("openapi.json");
+
+pub fn router(app: AppState) -> Router {
+    Router::new()
+        .route("/", get(status_page))
+        .route("/plot.svg", get(plot_svg))
+        .route("/metrics", get(metrics_handler))
+        .route("/healthz", get(healthz))
+        .route("/api/v1/status", get(status))
+        .route("/api/v1/latency", get(latency_all))
+        .route("/api/v1/latency/{cpu}", get(latency_one))
+        .route("/api/v1/openapi.json", get(openapi))
+        .fallback(not_found)
+        .layer(middleware::from_fn_with_state(app.clone(), guard))
+        .with_state(app)
+}
+
+/// What every request passes before it is routed, in this order:
+/// authentication when the web configuration asks for it (401 with
+/// `WWW-Authenticate`), GET or HEAD only (405 with `Allow`), no body (413).
+/// Each refusal is a JSON error like every other.
+async fn guard(State(app): State<AppState>, request: Request, next: Next) -> Response {
+    let security = app.security();
+    if security.auth.is_some() {
+        let authorization = request
+            .headers()
+            .get(header::AUTHORIZATION)
+            .map(|v| v.as_bytes().to_vec());
+        // bcrypt takes milliseconds: off the runtime's thread.
+        let ok = tokio::task::spawn_blocking(move || {
+            security
+                .auth
+                .as_ref()
+                .is_some_and(|auth| auth.check(authorization.as_deref()))
+        })
+        .await
+        .unwrap_or(false);
+        if !ok {
+            return ApiError::Unauthorized(
+                "missing or wrong credentials: this endpoint needs HTTP basic authentication"
+                    .to_string(),
+            )
+            .into_response();
+        }
+    }
+    if request.method() != Method::GET && request.method() != Method::HEAD {
+        return ApiError::MethodNotAllowed(format!(
+            "{} is not allowed: latencyd is read-only, use GET or HEAD",
+            request.method()
+        ))
+        .into_response();
+    }
+    let headers = request.headers();
+    let has_body = headers.contains_key(header::TRANSFER_ENCODING)
+        || headers
+            .get_all(header::CONTENT_LENGTH)
+            .iter()
+            .any(|v| v.as_bytes() != b"0");
+    if has_body {
+        return ApiError::PayloadTooLarge(
+            "requests to latencyd carry no body; send the request without one".to_string(),
+        )
+        .into_response();
+    }
+    next.run(request).await
+}
+
+async fn not_found(uri: axum::http::Uri) -> ApiError {
+    ApiError::NotFound(format!(
+        "no such path: {}; the routes are {} (described in /api/v1/openapi.json)",
+        uri.path(),
+        ROUTES.join(", ")
+    ))
+}
+
+async fn openapi() -> Response {
+    ([(header::CONTENT_TYPE, "application/json")], OPENAPI).into_response()
+}
+
+type QueryPairs = Result<Query<Vec<(String, String)>>, QueryRejection>;
+
+/// The plot's and the page's data, for `?window=` (lifetime without it).
+fn snapshot(app: &AppState, query: QueryPairs) -> Result<Snapshot, ApiError> {
+    let Query(pairs) = query.map_err(|e| {
+        ApiError::BadRequest(format!("the query string is not valid: {}", e.body_text()))
+    })?;
+    let now = (app.now_ns)();
+    let s = app.lock();
+    let window =
+        parse_window(&pairs, s.config.export.max_window_ns).map_err(ApiError::BadRequest)?;
+    Ok(Snapshot::take(&s, now, window))
+}
+
+/// The OSADL-style plot of every sampled CPU, drawn after the lock is
+/// released.
+async fn plot_svg(State(app): State<AppState>, query: QueryPairs) -> Result<Response, ApiError> {
+    let snap = snapshot(&app, query)?;
+    let svg = plot::render_svg(&snap.plot).map_err(|e| ApiError::Internal(e.to_string()))?;
+    Ok((
+        [
+            (header::CONTENT_TYPE, "image/svg+xml"),
+            (header::CACHE_CONTROL, "no-store"),
+        ],
+        svg,
+    )
+        .into_response())
+}
+
+/// The status page. A plot that cannot be drawn (no font) leaves the
+/// rest of the page standing, with the reason in its place.
+async fn status_page(State(app): State<AppState>, query: QueryPairs) -> Result<Response, ApiError> {
+    let snap = snapshot(&app, query)?;
+    let svg = plot::render_svg(&snap.plot).map_err(|e| e.to_string());
+    let html = page::render_page(&snap, svg.as_deref().map_err(String::as_str));
+    Ok((
+        [
+            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+            (header::CACHE_CONTROL, "no-store"),
+        ],
+        html,
+    )
+        .into_response())
+}
+
+async fn metrics_handler(State(app): State<AppState>) -> Result<Response, ApiError> {
+    let text = metrics::render(&app.registry).map_err(|e| ApiError::Internal(e.to_string()))?;
+    Ok((
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        text,
+    )
+        .into_response())
+}
+
+async fn healthz(State(app): State<AppState>) -> Response {
+    let health = app.lock().health((app.now_ns)());
+    let status = if health.healthy {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (status, axum::Json(json::health(health))).into_response()
+}
+
+async fn status(State(app): State<AppState>) -> axum::Json<json::StatusBody> {
+    let now = (app.now_ns)();
+    axum::Json(json::status(&app.lock(), now))
+}
+
+async fn latency_all(State(app): State<AppState>) -> axum::Json<json::LatencyAllBody> {
+    let now = (app.now_ns)();
+    axum::Json(json::latency_all(&app.lock(), now))
+}
+
+/// One CPU in detail. The body and a copy of the histogram are taken
+/// under the lock; the histogram is compressed after it is released
+/// (DEFLATE of 200 KiB takes long enough to hold up scrapes).
+async fn latency_one(
+    State(app): State<AppState>,
+    Path(cpu): Path<String>,
+) -> Result<axum::Json<json::LatencyOneBody>, ApiError> {
+    let cpu: usize = cpu.parse().map_err(|_| {
+        ApiError::BadRequest(format!(
+            "'{cpu}' is not a CPU number: use e.g. /api/v1/latency/0"
+        ))
+    })?;
+    let now = (app.now_ns)();
+    let (body, hdr) = {
+        let s = app.lock();
+        let view = s.view(cpu).ok_or_else(|| {
+            let sampled: Vec<usize> = s.cpus.iter().map(|v| v.cpu).collect();
+            ApiError::NotFound(format!(
+                "no sampler runs on CPU {cpu}; sampled CPUs are {}",
+                format_cpu_list(&sampled)
+            ))
+        })?;
+        let body = json::latency_one(view, s.config.export.max_window_ns, now);
+        (body, view.lifetime.hdr().clone())
+    };
+    let mut encoded = Vec::new();
+    V2DeflateSerializer::new()
+        .serialize(&hdr, &mut encoded)
+        .map_err(|e| ApiError::Internal(format!("cannot encode the histogram: {e:?}")))?;
+    let encoded = base64::engine::general_purpose::STANDARD.encode(encoded);
+    Ok(axum::Json(body.with_hdr_histogram(encoded)))
+}

@@ -1,0 +1,196 @@
+//! HTTP basic authentication against bcrypt hashes, at the same cost
+//! for every refusal.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Mutex;
+
+use base64::Engine as _;
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+use super::parse::bcrypt_cost;
+
+/// How many verified credentials are remembered, so that a scraper does
+/// not pay a bcrypt run per scrape; past this the memory starts afresh.
+const AUTH_CACHE_LIMIT: usize = 1024;
+
+/// HTTP basic authentication against bcrypt hashes.
+///
+/// Every check of a credential that is not already known to be good runs
+/// one bcrypt verification of the same cost, whether the header is
+/// malformed, the user unknown or the password wrong: an unknown user is
+/// checked against a dummy hash of the highest configured cost, and user
+/// names are compared in constant time. Good credentials are remembered
+/// by a SHA-256 digest (never in clear) for later requests.
+pub struct BasicAuth {
+    users: Vec<(String, String)>,
+    dummy_hash: String,
+    good: Mutex<HashSet<[u8; 32]>>,
+}
+
+impl BasicAuth {
+    /// How many users may log in.
+    pub fn n_users(&self) -> usize {
+        self.users.len()
+    }
+
+    /// `users` must have been checked by `parse`.
+    pub(super) fn new(users: BTreeMap<String, String>) -> BasicAuth {
+        let cost = users
+            .values()
+            .filter_map(|hash| bcrypt_cost(hash).ok())
+            .max()
+            .unwrap_or(bcrypt::DEFAULT_COST);
+        BasicAuth {
+            dummy_hash: dummy_hash(cost),
+            users: users.into_iter().collect(),
+            good: Mutex::new(HashSet::new()),
+        }
+    }
+
+    /// Whether an `Authorization` header value carries a configured user and
+    /// that user's password. Runs bcrypt, so call it off the async runtime.
+    pub fn check(&self, authorization: Option<&[u8]>) -> bool {
+        let (user, password) = authorization
+            .and_then(decode_basic)
+            .unwrap_or_else(|| (Vec::new(), Vec::new()));
+        // Every configured name is compared, in constant time.
+        let mut found: Option<&str> = None;
+        for (name, hash) in &self.users {
+            if bool::from(name.as_bytes().ct_eq(&user)) {
+                found = Some(hash);
+            }
+        }
+        let hash = found.unwrap_or(&self.dummy_hash);
+        let digest: [u8; 32] = Sha256::new()
+            .chain_update(&user)
+            .chain_update([0])
+            .chain_update(&password)
+            .chain_update([0])
+            .chain_update(hash.as_bytes())
+            .finalize()
+            .into();
+        let mut good = self.good.lock().unwrap_or_else(|e| e.into_inner());
+        if found.is_some() && good.contains(&digest) {
+            return true;
+        }
+        drop(good);
+        let verified = bcrypt::verify(&password, hash).unwrap_or(false);
+        let ok = verified && found.is_some();
+        if ok {
+            good = self.good.lock().unwrap_or_else(|e| e.into_inner());
+            if good.len() >= AUTH_CACHE_LIMIT {
+                good.clear();
+            }
+            good.insert(digest);
+        }
+        ok
+    }
+}
+
+/// A hash of `cost` that no password matches, made once per cost for the
+/// life of the process (a reload storm must not run bcrypt each time).
+fn dummy_hash(cost: u32) -> String {
+    static MADE: Mutex<BTreeMap<u32, String>> = Mutex::new(BTreeMap::new());
+    let mut made = MADE.lock().unwrap_or_else(|e| e.into_inner());
+    made.entry(cost)
+        .or_insert_with(|| {
+            // A random salt each time; the password is never a user's.
+            bcrypt::hash("latencyd: no such user", cost).unwrap_or_default()
+        })
+        .clone()
+}
+
+/// `Basic base64(user:password)` → (user, password).
+fn decode_basic(header: &[u8]) -> Option<(Vec<u8>, Vec<u8>)> {
+    let text = std::str::from_utf8(header).ok()?;
+    let (scheme, encoded) = text.trim().split_once(' ')?;
+    if !scheme.eq_ignore_ascii_case("basic") {
+        return None;
+    }
+    let decoded = base64::engine::general_purpose::STANDARD
+        .decode(encoded.trim())
+        .ok()?;
+    let colon = decoded.iter().position(|&b| b == b':')?;
+    Some((decoded[..colon].to_vec(), decoded[colon + 1..].to_vec()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn basic_auth_accepts_only_the_right_pair() {
+        let hash = bcrypt::hash("s3cret", 4).unwrap();
+        let other = bcrypt::hash("other", 4).unwrap();
+        let auth = BasicAuth::new(BTreeMap::from([
+            ("prometheus".to_string(), hash),
+            ("grafana".to_string(), other),
+        ]));
+        let header = |user: &str, password: &str| {
+            format!(
+                "Basic {}",
+                base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"))
+            )
+        };
+        let check = |value: &str| auth.check(Some(value.as_bytes()));
+        assert!(check(&header("prometheus", "s3cret")));
+        assert!(check(&header("prometheus", "s3cret")), "remembered");
+        assert!(check(&header("grafana", "other")));
+        assert!(check(&format!(
+            "basic  {}",
+            &header("grafana", "other")[6..]
+        )));
+        assert!(!check(&header("prometheus", "S3cret")));
+        assert!(
+            !check(&header("prometheus", "other")),
+            "another user's password"
+        );
+        assert!(!check(&header("nobody", "s3cret")));
+        assert!(!check(&header("", "")));
+        assert!(!check("Bearer abc"));
+        assert!(!check("Basic !!!"));
+        assert!(!check("Basic"));
+        assert!(!auth.check(None));
+        assert!(!auth.check(Some(&[0xff, 0xfe])));
+    }
+
+    #[test]
+    fn a_wrong_user_costs_what_a_wrong_password_costs() {
+        // Without the dummy hash an unknown user would be refused in
+        // microseconds and a wrong password in milliseconds; the ratio of
+        // the fastest of several tries is compared, not a time.
+        let auth = BasicAuth::new(BTreeMap::from([(
+            "prometheus".to_string(),
+            bcrypt::hash("s3cret", 6).unwrap(),
+        )]));
+        let fastest = |value: &str| {
+            (0..7)
+                .map(|_| {
+                    let started = std::time::Instant::now();
+                    assert!(!auth.check(Some(value.as_bytes())));
+                    started.elapsed().as_secs_f64()
+                })
+                .fold(f64::MAX, f64::min)
+        };
+        let header = |credentials: &str| {
+            format!(
+                "Basic {}",
+                base64::engine::general_purpose::STANDARD.encode(credentials)
+            )
+        };
+        let wrong_password = fastest(&header("prometheus:guess"));
+        for other in [
+            header("nobody:guess"),
+            header("prometheu:s3cret"),
+            header("no colon"),
+            "Bearer token".to_string(),
+        ] {
+            let ratio = fastest(&other) / wrong_password;
+            assert!(
+                (0.33..3.0).contains(&ratio),
+                "{other}: {ratio:.2}× the time of a wrong password"
+            );
+        }
+    }
+}

@@ -1,0 +1,88 @@
+//! The rustls server configuration a `TlsSettings` describes, with its
+//! certificates and key read and checked.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use rustls::server::WebPkiClientVerifier;
+use rustls::{RootCertStore, ServerConfig, SupportedProtocolVersion};
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+
+use super::parse::{ClientAuth, TlsSettings, TlsVersion};
+
+fn read_certs(path: &Path, what: &str) -> Result<Vec<CertificateDer<'static>>, String> {
+    let certs = CertificateDer::pem_file_iter(path)
+        .and_then(|iter| iter.collect::<Result<Vec<_>, _>>())
+        .map_err(|e| format!("cannot read the {what} {}: {e}", path.display()))?;
+    if certs.is_empty() {
+        return Err(format!(
+            "the {what} {} holds no PEM certificate",
+            path.display()
+        ));
+    }
+    Ok(certs)
+}
+
+/// The rustls configuration for `tls`, with its files read and checked.
+pub fn server_config(tls: &TlsSettings) -> Result<ServerConfig, String> {
+    let certs = read_certs(&tls.cert_file, "cert_file")?;
+    let key = PrivateKeyDer::from_pem_file(&tls.key_file).map_err(|e| {
+        format!(
+            "cannot read a PEM private key from key_file {}: {e}",
+            tls.key_file.display()
+        )
+    })?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let versions: Vec<&'static SupportedProtocolVersion> = [TlsVersion::Tls12, TlsVersion::Tls13]
+        .into_iter()
+        .filter(|v| (tls.min_version..=tls.max_version).contains(v))
+        .map(TlsVersion::rustls)
+        .collect();
+    let builder = ServerConfig::builder_with_provider(Arc::clone(&provider))
+        .with_protocol_versions(&versions)
+        .map_err(|e| format!("TLS versions: {e}"))?;
+    let builder = match (&tls.client_ca_file, tls.client_auth) {
+        (Some(ca_file), ClientAuth::VerifyIfGiven | ClientAuth::RequireAndVerify) => {
+            let mut roots = RootCertStore::empty();
+            for cert in read_certs(ca_file, "client_ca_file")? {
+                roots.add(cert).map_err(|e| {
+                    format!(
+                        "client_ca_file {}: a bad CA certificate: {e}",
+                        ca_file.display()
+                    )
+                })?;
+            }
+            let verifier =
+                WebPkiClientVerifier::builder_with_provider(Arc::new(roots), Arc::clone(&provider));
+            let verifier = if tls.client_auth == ClientAuth::VerifyIfGiven {
+                verifier.allow_unauthenticated()
+            } else {
+                verifier
+            };
+            let verifier = verifier
+                .build()
+                .map_err(|e| format!("client_ca_file {}: {e}", ca_file.display()))?;
+            builder.with_client_cert_verifier(verifier)
+        }
+        _ => builder.with_no_client_auth(),
+    };
+    let mut config = builder.with_single_cert(certs, key).map_err(|e| {
+        format!(
+            "cert_file {} and key_file {} do not make a usable certificate: {e}",
+            tls.cert_file.display(),
+            tls.key_file.display()
+        )
+    })?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(config)
+}
+
+impl TlsVersion {
+    fn rustls(self) -> &'static SupportedProtocolVersion {
+        match self {
+            TlsVersion::Tls12 => &rustls::version::TLS12,
+            TlsVersion::Tls13 => &rustls::version::TLS13,
+        }
+    }
+}

@@ -1,0 +1,286 @@
+//! The JSON API's bodies (DTOs) and the pure functions that build them
+//! from a `MonitorState`: the shapes of `/healthz`, `/api/v1/status` and
+//! `/api/v1/latency[/{cpu}]` belong here, not to the state's types. The
+//! HTTP layer takes the lock, calls these, and serializes.
+
+use serde::Serialize;
+
+use crate::cpulist::format_cpu_list;
+use crate::daemon::state::{CpuView, Health, MonitorState};
+use crate::host::HostInfo;
+use crate::stats::{P50, P90, P99, P999, P9999};
+
+#[derive(Serialize)]
+pub struct HealthBody {
+    status: &'static str,
+    stale: Vec<StaleSampler>,
+}
+
+#[derive(Serialize)]
+pub struct StaleSampler {
+    cpu: usize,
+    last_sample_age_ns: u64,
+}
+
+/// `/healthz`'s body.
+pub fn health(health: Health) -> HealthBody {
+    HealthBody {
+        status: if health.healthy { "ok" } else { "unhealthy" },
+        stale: health
+            .stale
+            .into_iter()
+            .map(|(cpu, age)| StaleSampler {
+                cpu,
+                last_sample_age_ns: age,
+            })
+            .collect(),
+    }
+}
+
+#[derive(Serialize)]
+pub struct StatusBody {
+    version: &'static str,
+    uptime_ns: u64,
+    healthy: bool,
+    realtime: bool,
+    non_rt_reasons: Vec<String>,
+    listen: String,
+    reload_failures: u64,
+    host: HostBody,
+    config: ConfigBody,
+    samplers: Vec<SamplerBody>,
+}
+
+#[derive(Serialize)]
+pub struct HostBody {
+    nodename: String,
+    kernel: String,
+    kernel_version: String,
+    machine: String,
+    #[serde(flatten)]
+    facts: HostFacts,
+}
+
+#[derive(Serialize)]
+pub struct ConfigBody {
+    cpus: Vec<usize>,
+    interval_ns: u64,
+    policy: &'static str,
+    priority: i32,
+    warmup_ns: u64,
+    spike_threshold_ns: u64,
+    pm_qos: bool,
+    realtime_required: bool,
+    listen: String,
+    max_window_ns: u64,
+    per_cpu_histograms: bool,
+    buckets_ns: Vec<u64>,
+    log_level: &'static str,
+    /// Where each key's value came from (`section.key` → source).
+    sources: std::collections::BTreeMap<String, String>,
+}
+
+#[derive(Serialize)]
+pub struct SamplerBody {
+    cpu: usize,
+    tid: i32,
+    policy: &'static str,
+    priority: i32,
+    realtime: bool,
+    alive: bool,
+    /// False while the CPU is offline (its sampler stopped, not failed).
+    online: bool,
+    last_sample_age_ns: Option<u64>,
+}
+
+/// What decides whether the numbers can be trusted, as detected at start.
+/// `measure --json` writes the same fields under `sysinfo`; each JSON
+/// layer keeps its own DTO.
+#[derive(Serialize)]
+pub struct HostFacts {
+    preempt_rt: bool,
+    usable_cpus: String,
+    cap_sys_nice: bool,
+    cap_ipc_lock: bool,
+    rtprio_limit: Option<u64>,
+    memlock_limit_bytes: Option<u64>,
+    sched_rt_runtime_us: Option<i64>,
+    clock_resolution_ns: Option<u64>,
+}
+
+impl HostFacts {
+    fn of(host: &HostInfo) -> HostFacts {
+        HostFacts {
+            preempt_rt: host.preempt_rt,
+            usable_cpus: format_cpu_list(&host.usable_cpus),
+            cap_sys_nice: host.cap_sys_nice,
+            cap_ipc_lock: host.cap_ipc_lock,
+            rtprio_limit: host.rtprio_limit,
+            memlock_limit_bytes: host.memlock_limit,
+            sched_rt_runtime_us: host.sched_rt_runtime_us,
+            clock_resolution_ns: host.clock_resolution_ns,
+        }
+    }
+}
+
+/// `/api/v1/status` of a state at `now_ns`.
+pub fn status(s: &MonitorState, now_ns: u64) -> StatusBody {
+    let now = now_ns;
+    let c = &s.config;
+    let host = &s.host;
+    StatusBody {
+        version: env!("CARGO_PKG_VERSION"),
+        uptime_ns: now.saturating_sub(s.started_ns),
+        healthy: s.health(now).healthy,
+        realtime: s.cpus.iter().all(|v| v.sampler.realtime),
+        non_rt_reasons: s.non_rt_reasons.clone(),
+        listen: s.listen.to_string(),
+        reload_failures: s.reload_failures,
+        host: HostBody {
+            nodename: host.uname.nodename.clone(),
+            kernel: host.uname.release.clone(),
+            kernel_version: host.uname.version.clone(),
+            machine: host.uname.machine.clone(),
+            facts: HostFacts::of(host),
+        },
+        config: ConfigBody {
+            cpus: s.cpus.iter().map(|v| v.cpu).collect(),
+            interval_ns: c.measure.interval_ns,
+            policy: c.measure.policy.name(),
+            priority: c.measure.priority,
+            warmup_ns: c.measure.warmup_ns,
+            spike_threshold_ns: c.measure.spike_threshold_ns,
+            pm_qos: c.measure.pm_qos,
+            realtime_required: c.realtime.required,
+            listen: c.export.listen.to_string(),
+            max_window_ns: c.export.max_window_ns,
+            per_cpu_histograms: c.export.per_cpu_histograms,
+            buckets_ns: c.export.buckets_ns.clone(),
+            log_level: c.log.level.name(),
+            sources: c
+                .effective
+                .iter()
+                .map(|(key, e)| (key.clone(), e.source.clone()))
+                .collect(),
+        },
+        samplers: s
+            .cpus
+            .iter()
+            .map(|v| SamplerBody {
+                cpu: v.cpu,
+                tid: v.sampler.tid,
+                policy: v.sampler.policy.name(),
+                priority: v.sampler.priority,
+                realtime: v.sampler.realtime,
+                alive: v.sampler.alive,
+                online: v.sampler.online,
+                last_sample_age_ns: (v.sampler.last_sample_ns > 0)
+                    .then(|| now.saturating_sub(v.sampler.last_sample_ns)),
+            })
+            .collect(),
+    }
+}
+
+/// One CPU's latency summary; all times in nanoseconds.
+#[derive(Serialize)]
+pub struct LatencyBody {
+    cpu: usize,
+    count: u64,
+    min_ns: u64,
+    avg_ns: f64,
+    max_ns: u64,
+    /// `null` while the window holds no sample.
+    window_max_ns: Option<u64>,
+    p50_ns: u64,
+    p90_ns: u64,
+    p99_ns: u64,
+    p999_ns: u64,
+    p9999_ns: u64,
+    missed: u64,
+    overflows: u64,
+    spikes: u64,
+}
+
+pub fn latency_body(view: &CpuView, now_ns: u64) -> LatencyBody {
+    let stats = &view.lifetime;
+    LatencyBody {
+        cpu: view.cpu,
+        count: stats.count,
+        min_ns: stats.min_ns(),
+        avg_ns: stats.avg_ns(),
+        max_ns: stats.max_ns,
+        window_max_ns: view.window.max(now_ns),
+        p50_ns: stats.quantile_ns(P50),
+        p90_ns: stats.quantile_ns(P90),
+        p99_ns: stats.quantile_ns(P99),
+        p999_ns: stats.quantile_ns(P999),
+        p9999_ns: stats.quantile_ns(P9999),
+        missed: stats.missed,
+        overflows: stats.hdr_overflows,
+        spikes: stats.spikes,
+    }
+}
+
+#[derive(Serialize)]
+pub struct LatencyAllBody {
+    window_ns: u64,
+    cpus: Vec<LatencyBody>,
+}
+
+/// `/api/v1/latency` of a state at `now_ns`.
+pub fn latency_all(s: &MonitorState, now_ns: u64) -> LatencyAllBody {
+    let now = now_ns;
+    LatencyAllBody {
+        window_ns: s.config.export.max_window_ns,
+        cpus: s.cpus.iter().map(|v| latency_body(v, now)).collect(),
+    }
+}
+
+#[derive(Serialize)]
+pub struct LatencyOneBody {
+    window_ns: u64,
+    #[serde(flatten)]
+    latency: LatencyBody,
+    /// The non-empty HDR buckets: samples from `lowest_ns` to `highest_ns`.
+    buckets: Vec<HdrBucket>,
+    /// The HDR histogram, base64 of HdrHistogram's V2 format compressed
+    /// with DEFLATE (what HdrHistogram's Java and JS tools decode).
+    hdr_histogram: String,
+}
+
+#[derive(Serialize)]
+pub struct HdrBucket {
+    lowest_ns: u64,
+    highest_ns: u64,
+    count: u64,
+}
+
+/// `/api/v1/latency/{cpu}` of one CPU's view, without the encoded
+/// histogram: the caller compresses a copy of `view.lifetime.hdr()` off
+/// the state's lock and adds it with `with_hdr_histogram`.
+pub fn latency_one(view: &CpuView, window_ns: u64, now_ns: u64) -> LatencyOneBody {
+    let hdr = view.lifetime.hdr();
+    LatencyOneBody {
+        window_ns,
+        latency: latency_body(view, now_ns),
+        buckets: hdr
+            .iter_recorded()
+            .map(|v| HdrBucket {
+                lowest_ns: hdr.lowest_equivalent(v.value_iterated_to()),
+                highest_ns: v.value_iterated_to(),
+                count: v.count_at_value(),
+            })
+            .collect(),
+        hdr_histogram: String::new(),
+    }
+}
+
+impl LatencyOneBody {
+    /// The HDR histogram, base64 of V2+DEFLATE.
+    pub fn with_hdr_histogram(self, encoded: String) -> LatencyOneBody {
+        LatencyOneBody {
+            hdr_histogram: encoded,
+            ..self
+        }
+    }
+}

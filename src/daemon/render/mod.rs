@@ -1,0 +1,10 @@
+//! Renderers: pure functions from the daemon's state to what is served.
+//! They read `state` and know nothing of HTTP (`tests/tidy.rs` checks).
+//!
+//! - `metrics`: the Prometheus families of `/metrics`.
+//! - `json`: the JSON API's bodies.
+//! - `page`: the status page `/` and the plot's data.
+
+pub mod json;
+pub mod metrics;
+pub mod page;

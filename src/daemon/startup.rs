@@ -1,0 +1,301 @@
+//! The daemon's start-up order and its shutdown: configuration and host
+//! checks, the listener, logging, the runtime, PM QoS, the engine, the
+//! exporter's pinning, the server, signals, READY=1; then the event loop;
+//! then stop, join and exit.
+
+use std::net::TcpListener;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant, SystemTime};
+
+use tracing::{error, info, warn};
+
+use super::error::StartupError;
+use super::event_loop::{self, Signals};
+use super::http::webconfig::{self, Security};
+use super::http::{self, server};
+use super::logging;
+use super::notify;
+use super::state::{CpuView, MonitorState, SamplerView};
+use crate::cli::RunArgs;
+use crate::config::{self, Config, ConfigError, Sources};
+use crate::cpulist::format_cpu_list;
+use crate::host::HostInfo;
+use crate::rt::engine::{DEFAULT_START_TIMEOUT, Engine, EngineSpec};
+use crate::rt::sampler::LoopPlan;
+use crate::rt::sys::{self, CpuDmaLatencyHold};
+use crate::sampling::CpuSelection;
+use crate::stats::LatencyStats;
+use crate::units::{NS_PER_SEC, format_duration_ns};
+
+/// Samplers hand over their interval once a second: the window maximum
+/// and `/metrics` are at most that old, and the collector's merge work
+/// stays small even with hundreds of CPUs.
+const PUBLISH_PERIOD_NS: u64 = NS_PER_SEC;
+/// How long past one interval shutdown waits for the samplers to return.
+const JOIN_SLACK: Duration = Duration::from_millis(300);
+
+/// `latencyd run`.
+pub fn main(args: &RunArgs) -> ExitCode {
+    match run(args) {
+        Ok(code) => code,
+        Err(err) => {
+            if err.before_logging() {
+                eprintln!("latencyd: {err}");
+            } else {
+                error!("{err}");
+            }
+            ExitCode::from(err.exit_code())
+        }
+    }
+}
+
+/// `latencyd check-config FILE`: validate and print the effective
+/// configuration with the source of every value.
+pub fn check_config(file: &std::path::Path) -> ExitCode {
+    let sources = Sources {
+        file: Some(file.to_path_buf()),
+        flags: vec![],
+    };
+    let checked = Config::load(&sources).and_then(|config| {
+        config.check_against(&HostInfo::detect())?;
+        web_security(&config)?;
+        Ok(config)
+    });
+    match checked {
+        Ok(config) => {
+            print!("{}", config.to_annotated_toml());
+            ExitCode::SUCCESS
+        }
+        Err(err) => {
+            let err = StartupError::Config(err);
+            eprintln!("latencyd: {err}");
+            ExitCode::from(err.exit_code())
+        }
+    }
+}
+
+/// Reads `export.web_config_file` and everything it names (certificates,
+/// key, client CA, password hashes); open HTTP when it is not set. Reads
+/// files and may run bcrypt: never on the runtime thread.
+pub(super) fn web_security(config: &Config) -> Result<Security, ConfigError> {
+    match &config.export.web_config_file {
+        None => Ok(Security::open()),
+        Some(path) => webconfig::load(path).map_err(|reason| {
+            config::key_error(&config.effective, "export.web_config_file", reason)
+        }),
+    }
+}
+
+fn run(args: &RunArgs) -> Result<ExitCode, StartupError> {
+    let sources = Sources {
+        file: args.config.clone(),
+        flags: args.config_flags(),
+    };
+    let config = Config::load(&sources)?;
+    let host = HostInfo::detect();
+    config.check_against(&host)?;
+    let security = web_security(&config)?;
+    // Bound before any thread starts, so a port in use fails like any other
+    // configuration error.
+    let listener = TcpListener::bind(config.export.listen)
+        .and_then(|l| {
+            l.set_nonblocking(true)?;
+            Ok(l)
+        })
+        .map_err(|err| {
+            config::key_error(
+                &config.effective,
+                "export.listen",
+                format!("cannot listen there: {err}"),
+            )
+        })?;
+    let log_level = logging::init(&config.log).map_err(StartupError::Logging)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|err| StartupError::Failure(format!("cannot start the async runtime: {err}")))?;
+    runtime.block_on(serve(config, host, sources, listener, security, log_level))
+}
+
+async fn serve(
+    config: Config,
+    host: HostInfo,
+    sources: Sources,
+    listener: TcpListener,
+    security: Security,
+    log_level: logging::LevelHandle,
+) -> Result<ExitCode, StartupError> {
+    let measure = &config.measure;
+    let pm_qos_hold = if measure.pm_qos {
+        Some(CpuDmaLatencyHold::acquire(0).map_err(|err| {
+            StartupError::Permission(format!(
+                "measure.pm_qos is true but {} cannot be held ({err}): it needs root or write \
+                 access to the device (see deploy/ for a udev rule)",
+                sys::CPU_DMA_LATENCY_PATH
+            ))
+        })?)
+    } else {
+        None
+    };
+
+    let spec = EngineSpec {
+        cpus: measure.cpu_list(&host),
+        policy: measure.policy,
+        priority: measure.priority,
+        plan: LoopPlan {
+            interval_ns: measure.interval_ns,
+            warmup_periods: measure.warmup_ns.div_ceil(measure.interval_ns),
+            measure_periods: None,
+            max_samples: None,
+            publish_every_periods: (PUBLISH_PERIOD_NS / measure.interval_ns).max(1),
+        },
+        allow_non_rt: !config.realtime.required,
+        template: LatencyStats::new(measure.spike_threshold_ns, None),
+        start_timeout: DEFAULT_START_TIMEOUT,
+        limits: host.rt_limits(),
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut engine = Engine::start(spec, Arc::clone(&stop)).map_err(|err| {
+        if err.permission {
+            StartupError::Permission(err.message)
+        } else {
+            StartupError::Failure(err.message)
+        }
+    })?;
+    for reason in &engine.non_rt_reasons {
+        warn!("running without real-time guarantees: {reason}");
+    }
+    // Pinned after the samplers started: they pin themselves, and the
+    // exporter keeps its system calls and cache traffic on housekeeping CPUs.
+    if let CpuSelection::List(cpus) = &config.export.cpus {
+        sys::set_current_thread_affinity(cpus).map_err(|err| {
+            StartupError::Failure(format!(
+                "cannot pin the exporter to CPUs {}: {err}",
+                format_cpu_list(cpus)
+            ))
+        })?;
+        info!("exporter pinned to CPUs {}", format_cpu_list(cpus));
+    }
+
+    let listener = tokio::net::TcpListener::from_std(listener)
+        .map_err(|err| StartupError::Failure(format!("cannot use the listening socket: {err}")))?;
+    let listen = listener.local_addr().unwrap_or(config.export.listen);
+    let cpus: Vec<usize> = engine.slots.iter().map(|slot| slot.cpu).collect();
+    let interval_ns = config.measure.interval_ns;
+    let limits = server::Limits {
+        max_connections: config.export.max_connections,
+        header_timeout: Duration::from_nanos(config.export.header_timeout_ns),
+        request_timeout: Duration::from_nanos(config.export.request_timeout_ns),
+    };
+    let summary = format!(
+        "sampling CPUs {} every {} ({}), serving {}://{listen} ({})",
+        format_cpu_list(&cpus),
+        format_duration_ns(interval_ns),
+        if engine.non_rt_reasons.is_empty() {
+            "real-time"
+        } else {
+            "NOT real-time"
+        },
+        if security.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        },
+        security.describe(),
+    );
+    let state = Arc::new(Mutex::new(MonitorState {
+        started_wall: SystemTime::now(),
+        started_ns: sys::monotonic_now_ns(),
+        cpus: engine
+            .slots
+            .iter()
+            .map(|slot| {
+                let sampler = SamplerView {
+                    tid: slot.shared().tid(),
+                    policy: config.measure.policy,
+                    priority: config.measure.priority,
+                    realtime: slot.realtime,
+                    last_sample_ns: 0,
+                    alive: true,
+                    online: true,
+                };
+                CpuView::new(slot.cpu, &config, sampler)
+            })
+            .collect(),
+        non_rt_reasons: engine.non_rt_reasons.clone(),
+        reload_failures: 0,
+        listen,
+        host,
+        config,
+    }));
+
+    let mut app = http::AppState::new(Arc::clone(&state), true, sys::monotonic_now_ns);
+    app.security = Arc::new(std::sync::RwLock::new(Arc::new(security)));
+    let security = Arc::clone(&app.security);
+    let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
+    let server = tokio::spawn(server::serve(
+        listener,
+        http::router(app),
+        Arc::clone(&security),
+        limits,
+        shutdown_rx,
+    ));
+    // Signal handlers first: a SIGTERM sent as soon as READY=1 (or the
+    // log line) is seen must find them, or it would kill the process
+    // without the orderly shutdown.
+    let signals = Signals::install()
+        .map_err(|err| StartupError::Failure(format!("cannot watch for signals: {err}")))?;
+    info!("{summary}");
+    notify::ready(&summary);
+
+    let mut collector = super::collector::Collector::default();
+    let reload = super::reload::Reload {
+        sources,
+        log_level,
+        security,
+    };
+    let exit_code = event_loop::run(&mut engine, &mut collector, &state, &reload, signals).await;
+
+    notify::stopping();
+    stop.store(true, Ordering::Relaxed);
+    let _ = shutdown_tx.send(true);
+    let started = Instant::now();
+    // A restart under way hands its sampler to the engine, which stops it.
+    collector.settle(&mut engine).await;
+    // Samplers notice the flag at their next wake-up (at most one interval,
+    // at most 1 s by configuration); their last intervals are kept. The
+    // join waits, so it runs off the runtime thread.
+    let timeout = Duration::from_nanos(interval_ns) + JOIN_SLACK;
+    let joined_state = Arc::clone(&state);
+    let finished = tokio::task::spawn_blocking(move || {
+        let now = sys::monotonic_now_ns();
+        engine.finish(timeout, |idx, interval| {
+            lock(&joined_state).cpus[idx].absorb(interval, now)
+        })
+    })
+    .await;
+    match finished {
+        Ok(Ok(outcome)) => {
+            for cpu in outcome.stuck {
+                error!(
+                    "the sampler on CPU {cpu} did not stop within {timeout:?}; exiting without it"
+                );
+            }
+        }
+        Ok(Err(err)) => error!("a sampler could not be joined: {err}"),
+        Err(err) => error!("the samplers could not be joined: {err}"),
+    }
+    // In-flight requests get a moment; then the server is dropped.
+    let _ = tokio::time::timeout(Duration::from_millis(300), server).await;
+    drop(pm_qos_hold);
+    info!("stopped in {:?}", started.elapsed());
+    Ok(exit_code)
+}
+
+/// The state's lock. It stays consistent even if a holder panicked: every
+/// update is a whole merge done before the lock is released.
+pub(super) fn lock(state: &Mutex<MonitorState>) -> MutexGuard<'_, MonitorState> {
+    state.lock().unwrap_or_else(|e| e.into_inner())
+}

@@ -1,0 +1,141 @@
+//! What the daemon knows, as plain data: per CPU the lifetime statistics,
+//! the trailing-window maximum, the Prometheus bucket counts and the
+//! sampler's condition; plus the host, the configuration and counters of
+//! the daemon itself.
+//!
+//! The collector task updates it from the samplers' intervals; the HTTP
+//! handlers read it under one lock, so the numbers of one response come
+//! from one state. Tests build it synthetically, without samplers.
+
+mod buckets;
+mod window_histogram;
+mod window_max;
+
+use std::time::SystemTime;
+
+pub use buckets::BucketCounts;
+pub use window_histogram::{MAX_HISTOGRAM_SLOTS, WindowHistogram};
+pub use window_max::WindowMax;
+
+use crate::config::Config;
+use crate::host::HostInfo;
+use crate::rt::sys::Policy;
+use crate::stats::{LatencyStats, ShapeMismatch};
+use crate::units::NS_PER_SEC;
+
+/// The condition of one sampler as last seen by the collector.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SamplerView {
+    pub tid: i32,
+    pub policy: Policy,
+    pub priority: i32,
+    /// Runs with its real-time policy and locked memory.
+    pub realtime: bool,
+    /// `CLOCK_MONOTONIC` time of the latest wake-up (0: none yet).
+    pub last_sample_ns: u64,
+    /// The thread is running (false once it has died).
+    pub alive: bool,
+    /// The CPU is there to sample: false from when the sampler found its
+    /// CPU gone (offline) until a new sampler runs on it again. Not a
+    /// failure: health ignores such CPUs.
+    pub online: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct CpuView {
+    pub cpu: usize,
+    pub lifetime: LatencyStats,
+    pub window: WindowMax,
+    /// Histograms of the same window, for `/plot.svg?window=`.
+    pub recent: WindowHistogram,
+    pub buckets: BucketCounts,
+    pub sampler: SamplerView,
+}
+
+impl CpuView {
+    /// An empty view shaped by the configuration (spike threshold, window,
+    /// buckets).
+    pub fn new(cpu: usize, config: &Config, sampler: SamplerView) -> CpuView {
+        CpuView {
+            cpu,
+            lifetime: LatencyStats::new(config.measure.spike_threshold_ns, None),
+            window: WindowMax::new(config.export.max_window_ns),
+            recent: WindowHistogram::new(config.export.max_window_ns),
+            buckets: BucketCounts::new(&config.export.buckets_ns),
+            sampler,
+        }
+    }
+
+    /// Takes in one interval published by this CPU's sampler.
+    pub fn absorb(&mut self, interval: &LatencyStats, now_ns: u64) -> Result<(), ShapeMismatch> {
+        self.lifetime.merge(interval)?;
+        if interval.count > 0 {
+            self.window.record(now_ns, interval.max_ns);
+        }
+        self.recent.record(now_ns, interval);
+        self.buckets.add(interval);
+        Ok(())
+    }
+}
+
+/// Why the daemon is or is not healthy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Health {
+    pub healthy: bool,
+    /// CPUs whose sampler is dead or has not advanced recently, with the age
+    /// of its latest sample in ns (offline CPUs are not counted).
+    pub stale: Vec<(usize, u64)>,
+}
+
+pub struct MonitorState {
+    pub host: HostInfo,
+    pub config: Config,
+    pub started_wall: SystemTime,
+    pub started_ns: u64,
+    pub cpus: Vec<CpuView>,
+    /// Why results are not real-time (empty when they are).
+    pub non_rt_reasons: Vec<String>,
+    pub reload_failures: u64,
+    /// The listener's actual address (the configured port may be 0).
+    pub listen: std::net::SocketAddr,
+}
+
+impl MonitorState {
+    /// A sampler that has not woken for this long is considered stuck.
+    pub fn stale_after_ns(&self) -> u64 {
+        (2 * NS_PER_SEC).max(5 * self.config.measure.interval_ns)
+    }
+
+    pub fn health(&self, now_ns: u64) -> Health {
+        let limit = self.stale_after_ns();
+        let stale: Vec<(usize, u64)> = self
+            .cpus
+            .iter()
+            .filter_map(|view| {
+                let last = view.sampler.last_sample_ns.max(self.started_ns);
+                let age = now_ns.saturating_sub(last);
+                let unhealthy = !view.sampler.alive || age > limit;
+                (view.sampler.online && unhealthy).then_some((view.cpu, age))
+            })
+            .collect();
+        Health {
+            healthy: stale.is_empty(),
+            stale,
+        }
+    }
+
+    /// Converts a `CLOCK_MONOTONIC` time to Unix seconds, for
+    /// `*_timestamp_seconds` metrics.
+    pub fn unix_seconds(&self, mono_ns: u64) -> f64 {
+        let since_start = mono_ns.saturating_sub(self.started_ns) as f64 / NS_PER_SEC as f64;
+        let start = self
+            .started_wall
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
+        start + since_start
+    }
+
+    pub fn view(&self, cpu: usize) -> Option<&CpuView> {
+        self.cpus.iter().find(|view| view.cpu == cpu)
+    }
+}

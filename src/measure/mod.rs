@@ -1,0 +1,44 @@
+//! `latencyd measure`: a one-shot, cyclictest-compatible measurement.
+//!
+//! - `options`: stage two of the command line (`MeasureOptions`).
+//! - `run`: the measurement itself, through the engine.
+//! - `report`: a finished run as plain data; `text` and `json` render it
+//!   in cyclictest's formats.
+
+mod json;
+mod options;
+mod report;
+mod run;
+mod text;
+
+use std::process::ExitCode;
+
+pub use json::{format_rfc2822_utc, json_document};
+pub use options::{HistogramOption, JsonTarget, MeasureOptions, PmQos, UsageError};
+pub use report::{RunReport, ThreadReport};
+pub use run::run;
+pub use text::{format_summary_line, histogram_block, summary_line, summary_lines};
+
+use crate::cli::MeasureArgs;
+use crate::host::HostInfo;
+
+/// Entry point of the subcommand: validation errors exit 2 (like clap's),
+/// run-time failures exit 1.
+pub fn main(args: &MeasureArgs) -> ExitCode {
+    let host = HostInfo::detect();
+    let options = match MeasureOptions::from_args(args, &host) {
+        Ok(options) => options,
+        Err(err) => {
+            eprintln!("latencyd measure: {err}");
+            return ExitCode::from(2);
+        }
+    };
+    let cmdline = std::env::args().collect::<Vec<_>>().join(" ");
+    match run(&options, &host, cmdline) {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("latencyd measure: error: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,135 @@
+//! Reading the plot's inputs: latencyd's and cyclictest's `--json` files
+//! and jitterdebugger's results, told apart by their shape.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use super::{CpuSeries, PlotData, PlotError, input, subtitle};
+
+/// Reads a latencyd or cyclictest `--json` file, or a jitterdebugger
+/// results file, telling them apart by their shape.
+pub fn read_input(text: &str) -> Result<PlotData, PlotError> {
+    let json: Value = serde_json::from_str(text)
+        .map_err(|e| input(format!("not JSON ({e}): expected a latencyd or cyclictest --json file or a jitterdebugger results file")))?;
+    if json.get("thread").is_some() {
+        from_cyclictest_json(&json)
+    } else if json.get("cpu").is_some() {
+        from_jitterdebugger(&json)
+    } else {
+        Err(input(
+            "neither a cyclictest/latencyd --json file (no \"thread\") nor a jitterdebugger results file (no \"cpu\")",
+        ))
+    }
+}
+
+fn number(value: &Value, what: &str) -> Result<f64, PlotError> {
+    value
+        .as_f64()
+        .ok_or_else(|| input(format!("{what} is not a number")))
+}
+
+/// Histogram bins keyed by latency ("3": 220, …) in `unit_ns`, as µs bins.
+fn bins(histogram: &Value, unit_ns: f64, what: &str) -> Result<Vec<(u64, u64)>, PlotError> {
+    let map = histogram
+        .as_object()
+        .ok_or_else(|| input(format!("{what}.histogram is not an object")))?;
+    let mut out = BTreeMap::new();
+    for (key, count) in map {
+        let latency: u64 = key.parse().map_err(|_| {
+            input(format!(
+                "{what}.histogram has a bin '{key}' that is not a number"
+            ))
+        })?;
+        let count = count
+            .as_u64()
+            .ok_or_else(|| input(format!("{what}.histogram[{key}] is not a count")))?;
+        *out.entry((latency as f64 * unit_ns / 1_000.0) as u64)
+            .or_insert(0) += count;
+    }
+    Ok(out.into_iter().collect())
+}
+
+/// The entries of the object `json[key]`, whose keys are numbers (thread
+/// or CPU numbers), in numeric order.
+fn numbered<'a>(json: &'a Value, key: &str) -> Result<Vec<(u64, &'a Value)>, PlotError> {
+    let object = json[key]
+        .as_object()
+        .ok_or_else(|| input(format!("\"{key}\" is not an object")))?;
+    let mut ordered = object
+        .iter()
+        .map(|(k, v)| {
+            k.parse()
+                .map(|n| (n, v))
+                .map_err(|_| input(format!("{key} '{k}' is not a number")))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    ordered.sort_by_key(|(n, _)| *n);
+    Ok(ordered)
+}
+
+fn from_cyclictest_json(json: &Value) -> Result<PlotData, PlotError> {
+    let unit_ns = if json["resolution_in_ns"].as_u64() == Some(1) {
+        1.0
+    } else {
+        1_000.0
+    };
+    let ordered = numbered(json, "thread")?;
+    let mut series = Vec::new();
+    for (n, thread) in ordered {
+        let what = format!("thread.{n}");
+        let cpu = thread["cpu"].as_i64().unwrap_or(n as i64);
+        let bins_us = bins(&thread["histogram"], unit_ns, &what)?;
+        if bins_us.is_empty() && thread["cycles"].as_u64().unwrap_or(0) > 0 {
+            return Err(input(format!(
+                "{what} has samples but no histogram: record one with -h (cyclictest or latencyd measure)"
+            )));
+        }
+        let max_us = number(&thread["max"], &format!("{what}.max"))? * unit_ns / 1_000.0;
+        series.push(CpuSeries {
+            label: format!("CPU {cpu}"),
+            bins_us,
+            max_us,
+        });
+    }
+    let sysinfo = &json["sysinfo"];
+    let tool = if json.get("latencyd").is_some() {
+        "latencyd"
+    } else {
+        "cyclictest"
+    };
+    Ok(PlotData {
+        title: format!("Wake-up latency ({tool})"),
+        subtitle: subtitle(
+            sysinfo["nodename"].as_str(),
+            sysinfo["release"].as_str(),
+            sysinfo["realtime"].as_u64() == Some(1),
+        ),
+        series,
+    })
+}
+
+fn from_jitterdebugger(json: &Value) -> Result<PlotData, PlotError> {
+    let ordered = numbered(json, "cpu")?;
+    // Results files since version 3 say their unit; older ones are in µs.
+    let sysinfo = &json["sysinfo"];
+    let unit_ns = sysinfo["resolution_in_ns"].as_f64().unwrap_or(1_000.0);
+    let mut series = Vec::new();
+    for (cpu, data) in ordered {
+        let what = format!("cpu.{cpu}");
+        series.push(CpuSeries {
+            label: format!("CPU {cpu}"),
+            bins_us: bins(&data["histogram"], unit_ns, &what)?,
+            max_us: number(&data["max"], &format!("{what}.max"))? * unit_ns / 1_000.0,
+        });
+    }
+    Ok(PlotData {
+        title: "Wake-up latency (jitterdebugger)".to_string(),
+        subtitle: subtitle(
+            sysinfo["nodename"].as_str(),
+            sysinfo["release"].as_str(),
+            false,
+        ),
+        series,
+    })
+}

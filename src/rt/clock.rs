@@ -1,0 +1,164 @@
+//! Where a sampler's time comes from: the `Clock` trait the hot loop is
+//! generic over, the real clocks (`CLOCK_MONOTONIC` with an absolute
+//! `clock_nanosleep`, and the same pinned to a CPU so it notices being
+//! moved off it), and, only with the test-only `fault-injection` feature,
+//! a clock that breaks on purpose.
+
+use super::sys;
+
+/// A source of time and sleep; the real one is `MonotonicClock`, tests use
+/// a scripted one.
+pub trait Clock {
+    fn now_ns(&mut self) -> u64;
+    /// Sleeps until the absolute time `deadline_ns`; the error number on
+    /// failure.
+    fn sleep_until_ns(&mut self, deadline_ns: u64) -> Result<(), i32>;
+    /// The thread woke up off the CPU it was pinned to: the CPU went
+    /// offline (the kernel moved the thread) or someone changed its
+    /// affinity. Its samples would no longer describe that CPU.
+    fn displaced(&mut self) -> bool {
+        false
+    }
+}
+
+/// `CLOCK_MONOTONIC` with `clock_nanosleep(TIMER_ABSTIME)`.
+pub struct MonotonicClock;
+
+impl Clock for MonotonicClock {
+    #[inline]
+    fn now_ns(&mut self) -> u64 {
+        sys::monotonic_now_ns()
+    }
+
+    #[inline]
+    fn sleep_until_ns(&mut self, deadline_ns: u64) -> Result<(), i32> {
+        sys::sleep_until_ns(deadline_ns)
+    }
+}
+
+/// The real clock for a thread pinned to `cpu`: `displaced` compares the
+/// CPU it runs on (no system call) with the one it was pinned to.
+pub struct PinnedClock {
+    pub cpu: usize,
+}
+
+impl Clock for PinnedClock {
+    #[inline]
+    fn now_ns(&mut self) -> u64 {
+        MonotonicClock.now_ns()
+    }
+
+    #[inline]
+    fn sleep_until_ns(&mut self, deadline_ns: u64) -> Result<(), i32> {
+        MonotonicClock.sleep_until_ns(deadline_ns)
+    }
+
+    #[inline]
+    fn displaced(&mut self) -> bool {
+        sys::current_cpu().is_some_and(|cpu| cpu != self.cpu)
+    }
+}
+
+/// Faults for tests of what happens around a broken sampler, compiled
+/// only with the `fault-injection` feature. `FAULT_INJECTION_LATENCYD`
+/// (deliberately not `LATENCYD_…`, which is configuration) is a
+/// comma-separated list of `KIND:CPU:MS`:
+/// - `die:CPU:MS`: after MS the sampler's sleep fails, so it ends;
+/// - `stall:CPU:MS`: after MS its sleep never returns, so its heartbeat
+///   stops;
+/// - `displace:CPU:MS`: after MS it finds itself off its CPU, as when the
+///   CPU goes offline, so the engine reaps and restarts it;
+/// - `slowstart:CPU:MS`: every start of that CPU's sampler but the first
+///   (a restart) waits MS before it reports running.
+#[cfg(feature = "fault-injection")]
+pub mod fault {
+    use std::collections::BTreeMap;
+    use std::sync::Mutex;
+
+    use super::{Clock, MonotonicClock, PinnedClock};
+    use crate::rt::sys;
+
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum Kind {
+        Die,
+        Stall,
+        Displace,
+        SlowStart,
+    }
+
+    /// The faults planned for `cpu`: (kind, delay in ns).
+    pub fn planned_for(cpu: usize) -> Vec<(Kind, u64)> {
+        let Ok(spec) = std::env::var("FAULT_INJECTION_LATENCYD") else {
+            return Vec::new();
+        };
+        spec.split(',')
+            .filter_map(|item| {
+                let mut parts = item.trim().split(':');
+                let kind = match parts.next()? {
+                    "die" => Kind::Die,
+                    "stall" => Kind::Stall,
+                    "displace" => Kind::Displace,
+                    "slowstart" => Kind::SlowStart,
+                    _ => return None,
+                };
+                let target: usize = parts.next()?.parse().ok()?;
+                let ms: u64 = parts.next()?.parse().ok()?;
+                (target == cpu).then_some((kind, ms * 1_000_000))
+            })
+            .collect()
+    }
+
+    /// How many samplers were started for each CPU in this process.
+    static STARTS: Mutex<BTreeMap<usize, u64>> = Mutex::new(BTreeMap::new());
+
+    /// How long this start of `cpu`'s sampler should wait before it
+    /// reports running: a `slowstart` delay for every start but the first.
+    pub fn start_delay_ns(cpu: usize, faults: &[(Kind, u64)]) -> u64 {
+        let mut starts = STARTS.lock().unwrap_or_else(|e| e.into_inner());
+        let n = starts.entry(cpu).or_insert(0);
+        *n += 1;
+        let delay = faults.iter().find(|(kind, _)| *kind == Kind::SlowStart);
+        match delay {
+            Some(&(_, ns)) if *n > 1 => ns,
+            _ => 0,
+        }
+    }
+
+    /// The real clock, until a fault's time comes.
+    pub struct FaultyClock {
+        pub faults: Vec<(Kind, u64)>,
+        pub armed_at_ns: u64,
+        pub pinned: PinnedClock,
+    }
+
+    impl FaultyClock {
+        fn due(&self, kind: Kind, at_ns: u64) -> bool {
+            self.faults
+                .iter()
+                .any(|&(k, after)| k == kind && at_ns >= self.armed_at_ns + after)
+        }
+    }
+
+    impl Clock for FaultyClock {
+        fn now_ns(&mut self) -> u64 {
+            MonotonicClock.now_ns()
+        }
+
+        fn displaced(&mut self) -> bool {
+            let now = MonotonicClock.now_ns();
+            self.due(Kind::Displace, now) || self.pinned.displaced()
+        }
+
+        fn sleep_until_ns(&mut self, deadline_ns: u64) -> Result<(), i32> {
+            if self.due(Kind::Die, deadline_ns) {
+                return Err(sys::EIO);
+            }
+            if self.due(Kind::Stall, deadline_ns) {
+                loop {
+                    let _ = MonotonicClock.sleep_until_ns(deadline_ns + 3_600_000_000_000);
+                }
+            }
+            MonotonicClock.sleep_until_ns(deadline_ns)
+        }
+    }
+}

@@ -1,0 +1,137 @@
+//! The sampling choices both front ends make, made in one place: the
+//! default real-time priority, the priority range of a policy, and which
+//! CPUs a selection means on this host. `measure` (command-line flags) and
+//! `config` (the daemon's `[measure]` and `[export]` sections) both check
+//! their values here, so they accept the same things and refuse them with
+//! the same words.
+
+use std::fmt;
+
+use crate::cpulist::{format_cpu_list, parse_cpu_list};
+use crate::host::HostInfo;
+use crate::rt::sys::Policy;
+
+/// The default real-time priority: high enough to preempt ordinary RT
+/// work, below the kernel's own per-CPU threads at 99.
+pub const DEFAULT_RT_PRIORITY: i32 = 80;
+
+/// The priority used when none is given: `DEFAULT_RT_PRIORITY` for the
+/// real-time policies, 0 (the only one it accepts) for `other`.
+pub fn default_priority(policy: Policy) -> i32 {
+    if policy.is_realtime() {
+        DEFAULT_RT_PRIORITY
+    } else {
+        0
+    }
+}
+
+/// `priority` if `policy` accepts it, else why not.
+pub fn check_priority(policy: Policy, priority: i64) -> Result<i32, String> {
+    let (lowest, highest) = policy.priority_range();
+    if (i64::from(lowest)..=i64::from(highest)).contains(&priority) {
+        // Within an i32 range, so the conversion is exact.
+        Ok(priority as i32)
+    } else {
+        Err(format!(
+            "{priority} is outside {lowest}..={highest}, the range of the {} policy",
+            policy.name()
+        ))
+    }
+}
+
+/// A set of CPUs as the user writes it: `all`, or a kernel CPU list.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CpuSelection {
+    /// Every CPU that is online and in the process's affinity mask.
+    All,
+    List(Vec<usize>),
+}
+
+impl CpuSelection {
+    /// Reads `all` or a CPU list such as `0-3,6`.
+    pub fn parse(text: &str) -> Result<CpuSelection, String> {
+        if text.trim() == "all" {
+            return Ok(CpuSelection::All);
+        }
+        parse_cpu_list(text)
+            .map(CpuSelection::List)
+            .map_err(|e| format!("{e} (or write \"all\")"))
+    }
+
+    /// The CPUs this selection means on `host`, each of them online and in
+    /// the process's affinity mask, at least one.
+    pub fn resolve(&self, host: &HostInfo) -> Result<Vec<usize>, String> {
+        let usable = &host.usable_cpus;
+        let cpus = match self {
+            CpuSelection::All => usable.clone(),
+            CpuSelection::List(cpus) => {
+                if let Some(bad) = cpus.iter().find(|cpu| !usable.contains(cpu)) {
+                    return Err(format!(
+                        "CPU {bad} is offline, absent or outside this process's affinity; \
+                         usable CPUs are {}",
+                        format_cpu_list(usable)
+                    ));
+                }
+                cpus.clone()
+            }
+        };
+        if cpus.is_empty() {
+            return Err(
+                "no usable CPU found (none is both online and in this process's \
+                        affinity mask)"
+                    .to_string(),
+            );
+        }
+        Ok(cpus)
+    }
+}
+
+impl fmt::Display for CpuSelection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CpuSelection::All => f.write_str("all"),
+            CpuSelection::List(cpus) => f.write_str(&format_cpu_list(cpus)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn host(usable: &[usize]) -> HostInfo {
+        let mut host = HostInfo::detect();
+        host.usable_cpus = usable.to_vec();
+        host
+    }
+
+    #[test]
+    fn priorities_are_checked_against_the_policy() {
+        assert_eq!(check_priority(Policy::Fifo, 80), Ok(80));
+        assert_eq!(
+            check_priority(Policy::Fifo, 100),
+            Err("100 is outside 1..=99, the range of the fifo policy".to_string())
+        );
+        assert!(check_priority(Policy::Other, 1).is_err());
+        assert_eq!(default_priority(Policy::Other), 0);
+        assert_eq!(default_priority(Policy::RoundRobin), DEFAULT_RT_PRIORITY);
+    }
+
+    #[test]
+    fn a_selection_resolves_to_usable_cpus_or_says_which_is_not() {
+        let h = host(&[0, 1, 3]);
+        assert_eq!(CpuSelection::All.resolve(&h), Ok(vec![0, 1, 3]));
+        assert_eq!(
+            CpuSelection::parse("1,3").unwrap().resolve(&h),
+            Ok(vec![1, 3])
+        );
+        let err = CpuSelection::parse("2").unwrap().resolve(&h).unwrap_err();
+        assert!(err.starts_with("CPU 2 is offline") && err.ends_with("usable CPUs are 0-1,3"));
+        assert!(CpuSelection::All.resolve(&host(&[])).is_err());
+        assert!(
+            CpuSelection::parse("x")
+                .unwrap_err()
+                .contains("or write \"all\"")
+        );
+    }
+}

@@ -1,0 +1,415 @@
+//! The source tree's layering, read from `src/` as a newcomer would read
+//! it (as rust-analyzer's tidy test keeps its own rules):
+//!
+//! - top-level modules sit in layers (`LAYERS`, bottom first) and import
+//!   only from layers below their own, so data flows down and no two
+//!   modules import each other, directly or round a circle;
+//! - `rt/` imports no tokio, axum, serde, tracing, hyper, prometheus or
+//!   tower, and within `rt/` each file imports only the files before it in
+//!   `RT_ORDER`;
+//! - inside the daemon, `state` imports none of the rooms that use it, and
+//!   the renderers (`render`) do not import the HTTP layer;
+//! - `unsafe` and `libc` appear only in `src/rt/sys.rs`.
+//!
+//! The second test plants one violation of each rule in a synthetic tree
+//! and checks that each is reported, so the checker cannot pass by seeing
+//! nothing.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+/// Top-level modules by layer, bottom first. A module may import from the
+/// layers below its own, never from its own layer or above.
+const LAYERS: &[&[&str]] = &[
+    &["cli", "cpulist", "units"],
+    &["stats"],
+    &["rt"],
+    &["host"],
+    &["sampling"],
+    &["config", "plot"],
+    &["daemon", "measure"],
+    &["lib", "main"],
+];
+
+/// The files of `rt/`, bottom first: each imports only those before it.
+const RT_ORDER: &[&str] = &["sys", "handoff", "clock", "sampler", "thread", "engine"];
+
+/// Crates the real-time side must not use.
+const NOT_IN_RT: &[&str] = &[
+    "tokio",
+    "axum",
+    "serde",
+    "serde_json",
+    "tracing",
+    "hyper",
+    "hyper_util",
+    "prometheus",
+    "tower",
+];
+
+/// Rooms of the daemon, and the rooms each must not import.
+const DAEMON_FORBIDDEN: &[(&str, &[&str])] = &[
+    (
+        "state",
+        &[
+            "render",
+            "http",
+            "startup",
+            "event_loop",
+            "collector",
+            "reload",
+        ],
+    ),
+    (
+        "render",
+        &["http", "startup", "event_loop", "collector", "reload"],
+    ),
+    ("http", &["startup", "event_loop", "collector", "reload"]),
+];
+
+/// One source file: its module path (`src/daemon/http/mod.rs` is
+/// `daemon::http`) and its text.
+struct SourceFile {
+    module: Vec<String>,
+    is_mod_rs: bool,
+    text: String,
+}
+
+fn module_of(relative: &Path) -> (Vec<String>, bool) {
+    let mut parts: Vec<String> = relative
+        .iter()
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect();
+    let file = parts.pop().unwrap_or_default();
+    let stem = file.trim_end_matches(".rs").to_string();
+    let is_mod_rs = stem == "mod";
+    if !is_mod_rs {
+        parts.push(stem);
+    }
+    (parts, is_mod_rs)
+}
+
+fn read_tree(root: &Path) -> Vec<SourceFile> {
+    let mut files = Vec::new();
+    let mut dirs = vec![root.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let (module, is_mod_rs) = module_of(path.strip_prefix(root).unwrap());
+                files.push(SourceFile {
+                    module,
+                    is_mod_rs,
+                    text: std::fs::read_to_string(&path).unwrap(),
+                });
+            }
+        }
+    }
+    files.sort_by(|a, b| a.module.cmp(&b.module));
+    files
+}
+
+/// The text without comments (line comments, doc comments, block
+/// comments) and without the contents of string literals.
+fn code_of(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i..].starts_with(b"//") {
+            while i < bytes.len() && bytes[i] != b'\n' {
+                i += 1;
+            }
+        } else if bytes[i..].starts_with(b"/*") {
+            i += 2;
+            while i < bytes.len() && !bytes[i..].starts_with(b"*/") {
+                i += 1;
+            }
+            i += 2;
+        } else if bytes[i] == b'"' {
+            out.push('"');
+            i += 1;
+            while i < bytes.len() && bytes[i] != b'"' {
+                if bytes[i] == b'\\' {
+                    i += 1;
+                }
+                i += 1;
+            }
+            out.push('"');
+            i += 1;
+        } else if bytes[i] == b'\''
+            && i + 2 < bytes.len()
+            && (bytes[i + 2] == b'\'' || bytes[i + 1] == b'\\')
+        {
+            // A char literal such as '"' or '\n'; lifetimes are left alone.
+            let end = bytes[i + 1..]
+                .iter()
+                .position(|&b| b == b'\'')
+                .map_or(i + 1, |p| i + 2 + p);
+            out.push_str("' '");
+            i = end;
+        } else {
+            out.push(bytes[i] as char);
+            i += 1;
+        }
+    }
+    out
+}
+
+fn is_ident(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_'
+}
+
+/// The identifiers a path continues with after `prefix::`: one, or each
+/// of a `{…}` group's first names.
+fn names_after(code: &str, at: usize) -> Vec<String> {
+    let rest = &code[at..];
+    let rest = rest.trim_start();
+    if let Some(group) = rest.strip_prefix('{') {
+        let mut names = Vec::new();
+        let mut depth = 0;
+        let mut expecting = true;
+        let mut current = String::new();
+        for c in group.chars() {
+            match c {
+                '{' => depth += 1,
+                '}' if depth == 0 => break,
+                '}' => depth -= 1,
+                ',' if depth == 0 => expecting = true,
+                c if depth == 0 && expecting && (c.is_alphanumeric() || c == '_') => {
+                    current.push(c);
+                }
+                _ => {
+                    if !current.is_empty() {
+                        names.push(std::mem::take(&mut current));
+                        expecting = false;
+                    }
+                }
+            }
+        }
+        if !current.is_empty() {
+            names.push(current);
+        }
+        names
+    } else {
+        let name: String = rest
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        if name.is_empty() { vec![] } else { vec![name] }
+    }
+}
+
+/// Every module path a file refers to through `crate::` or `super::`,
+/// resolved to an absolute path of at least the module it names.
+fn references(file: &SourceFile, code: &str) -> BTreeSet<Vec<String>> {
+    let mut found = BTreeSet::new();
+    let bytes = code.as_bytes();
+    for (at, _) in code.match_indices("crate::") {
+        if at > 0 && is_ident(bytes[at - 1]) {
+            continue;
+        }
+        for name in names_after(code, at + "crate::".len()) {
+            let mut path = vec![name.clone()];
+            let rest = &code[at + "crate::".len() + name.len()..];
+            if let Some(sub) = rest.strip_prefix("::") {
+                path.extend(names_after(sub, 0).into_iter().take(1));
+            }
+            found.insert(path);
+        }
+    }
+    for (at, _) in code.match_indices("super::") {
+        if at > 0 && (is_ident(bytes[at - 1]) || bytes[at - 1] == b':') {
+            continue;
+        }
+        // `super::super::…` climbs once per `super`.
+        let mut base = file.module.clone();
+        if !file.is_mod_rs {
+            base.pop();
+        }
+        let mut cursor = at;
+        while code[cursor..].starts_with("super::") {
+            cursor += "super::".len();
+            if code[cursor..].starts_with("super::") {
+                base.pop();
+            }
+        }
+        for name in names_after(code, cursor) {
+            let mut path = base.clone();
+            path.push(name);
+            found.insert(path);
+        }
+    }
+    found
+}
+
+fn layer_of(module: &str) -> Option<usize> {
+    LAYERS.iter().position(|layer| layer.contains(&module))
+}
+
+/// Every rule broken by `files`, one line each.
+fn violations(files: &[SourceFile]) -> Vec<String> {
+    let mut problems = Vec::new();
+    for file in files {
+        let name = file.module.join("::");
+        let name = if name.is_empty() {
+            "lib".to_string()
+        } else {
+            name
+        };
+        let code = code_of(&file.text);
+        let top = file.module.first().map_or("lib", String::as_str);
+        let Some(own_layer) = layer_of(top) else {
+            problems.push(format!(
+                "{name}: the top-level module '{top}' is in no layer of tests/tidy.rs"
+            ));
+            continue;
+        };
+        for target in references(file, &code) {
+            let target_top = target[0].as_str();
+            if matches!(target_top, "self" | "tests") || target_top.is_empty() {
+                continue;
+            }
+            if target_top != top {
+                match layer_of(target_top) {
+                    Some(layer) if layer < own_layer => {}
+                    Some(_) => problems.push(format!(
+                        "{name} imports {}: '{target_top}' is not in a layer below '{top}'",
+                        target.join("::")
+                    )),
+                    // A name that is not a top-level module (an item of
+                    // the crate root) is not a module dependency.
+                    None => {}
+                }
+                continue;
+            }
+            let within = |room: &str| target.get(1).is_some_and(|t| t == room);
+            if top == "rt" {
+                let own = file.module.get(1).map(String::as_str).unwrap_or("mod");
+                let (Some(own_pos), Some(target_pos)) = (
+                    RT_ORDER.iter().position(|f| *f == own),
+                    target
+                        .get(1)
+                        .and_then(|t| RT_ORDER.iter().position(|f| f == t)),
+                ) else {
+                    continue;
+                };
+                if target_pos > own_pos {
+                    problems.push(format!(
+                        "{name} imports {}: in rt/, {own} may import only {}",
+                        target.join("::"),
+                        RT_ORDER[..own_pos].join(", ")
+                    ));
+                }
+            }
+            if top == "daemon"
+                && let Some(room) = file.module.get(1)
+            {
+                for (from, forbidden) in DAEMON_FORBIDDEN {
+                    if room == from
+                        && let Some(bad) = forbidden.iter().find(|r| within(r))
+                    {
+                        problems.push(format!(
+                            "{name} imports {}: daemon::{from} must not import daemon::{bad}",
+                            target.join("::")
+                        ));
+                    }
+                }
+            }
+        }
+        if top == "rt" {
+            for krate in NOT_IN_RT {
+                let used = code.match_indices(&format!("{krate}::")).any(|(at, _)| {
+                    at == 0 || !is_ident(code.as_bytes()[at - 1]) && code.as_bytes()[at - 1] != b':'
+                });
+                if used {
+                    problems.push(format!("{name} uses {krate}: rt/ must not"));
+                }
+            }
+        }
+        let kernel_facing = file.module == ["rt", "sys"];
+        for word in ["unsafe", "libc::"] {
+            let used = code.match_indices(word).any(|(at, _)| {
+                (at == 0 || !is_ident(code.as_bytes()[at - 1]))
+                    && !code[at + word.len()..]
+                        .starts_with(|c: char| c == '_' || c.is_alphanumeric())
+            });
+            if used && !kernel_facing {
+                problems.push(format!(
+                    "{name} uses {}: only rt/sys.rs may",
+                    word.trim_end_matches(':')
+                ));
+            }
+        }
+    }
+    problems
+}
+
+#[test]
+fn the_source_tree_keeps_its_layers() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let files = read_tree(&root);
+    assert!(files.len() > 40, "read {} files under src/", files.len());
+    let problems = violations(&files);
+    assert!(
+        problems.is_empty(),
+        "layering broken (see the rules at the top of tests/tidy.rs and ARCHITECTURE.md):\n{}",
+        problems.join("\n")
+    );
+}
+
+fn synthetic(path: &str, text: &str) -> SourceFile {
+    let (module, is_mod_rs) = module_of(Path::new(path));
+    SourceFile {
+        module,
+        is_mod_rs,
+        text: text.to_string(),
+    }
+}
+
+#[test]
+fn each_kind_of_violation_is_reported() {
+    let files = [
+        // Allowed: downward imports, comments and strings naming anything.
+        synthetic(
+            "daemon/state/mod.rs",
+            "use crate::stats::LatencyStats;\n// crate::daemon::http is fine here\nconst X: &str = \"crate::daemon::render\";",
+        ),
+        synthetic(
+            "measure/run.rs",
+            "use crate::rt::engine::Engine;\nuse super::{json, text};",
+        ),
+        // An upward import.
+        synthetic("stats/mod.rs", "fn f() { crate::daemon::state::thing(); }"),
+        // Same-layer peers (a circle in waiting).
+        synthetic("config/mod.rs", "use crate::plot::PlotData;"),
+        // The real-time side using tokio, and an rt file reaching up.
+        synthetic(
+            "rt/handoff.rs",
+            "use tokio::sync::Mutex;\nuse super::engine::Engine;",
+        ),
+        // A renderer importing the HTTP layer through `super`.
+        synthetic("daemon/render/json.rs", "use super::super::http::ApiError;"),
+        // unsafe outside rt/sys.rs.
+        synthetic("host.rs", "fn f() { unsafe { g() } }"),
+    ];
+    let problems = violations(&files);
+    let expect = [
+        "stats imports daemon::state: 'daemon' is not in a layer below 'stats'",
+        "config imports plot::PlotData: 'plot' is not in a layer below 'config'",
+        "rt::handoff uses tokio: rt/ must not",
+        "rt::handoff imports rt::engine: in rt/, handoff may import only sys",
+        "daemon::render::json imports daemon::http: daemon::render must not import daemon::http",
+        "host uses unsafe: only rt/sys.rs may",
+    ];
+    for line in expect {
+        assert!(
+            problems.iter().any(|p| p == line),
+            "expected the problem\n  {line}\nin\n  {}",
+            problems.join("\n  ")
+        );
+    }
+    assert_eq!(problems.len(), expect.len(), "{problems:#?}");
+}
