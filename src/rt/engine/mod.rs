@@ -4,46 +4,34 @@
 //! interval to the caller, and joins the samplers at the end without losing
 //! their last interval.
 //!
-//! Start-up failures are explained here, once, with what failed and how to
-//! fix it, so both front ends say the same thing.
+//! Start-up failures are explained once (`start`), with what failed and how
+//! to fix it, so both front ends say the same thing.
 //!
-//! Restarting a sampler whose CPU came back online never blocks the
-//! caller: `restart_job` hands out the slow part (allocating the handoff,
+//! Restarting a sampler whose CPU came back online (`restart`) never
+//! blocks the caller: `restart_jobs` hands out the slow part (allocating the handoff,
 //! starting the thread) to run on another thread, `adopt` takes its result,
 //! and `poll_restarts` looks at the new sampler without waiting. A sampler
 //! that does not report running within `EngineSpec::start_timeout` is
 //! cancelled (`SamplerShared::cancel`) and joined before its CPU gets
 //! another, so a CPU never has two samplers.
 
-use std::fmt;
 use std::io;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
+mod restart;
+mod start;
+
 use super::handoff::{self, Collector};
 use super::sampler::{LoopEnd, LoopPlan};
-use super::sys::{self, Policy};
-use super::thread::{self, FailedStep, SamplerHandle, SamplerShared, SamplerSpec, SamplerState};
+use super::sys::Policy;
+use super::thread::{self, SamplerHandle, SamplerShared, SamplerSpec, SamplerState};
 use crate::stats::{LatencyStats, ShapeMismatch};
 
-/// How long samplers get to pin themselves and switch policy, unless the
-/// front end says otherwise.
-pub const DEFAULT_START_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// What the process may do, as detected on the host
-/// (`host::HostInfo::rt_limits`): what memory locking and the start-up
-/// explanations need.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RtLimits {
-    /// `mlockall(MCL_FUTURE)` cannot make later allocations fail
-    /// (CAP_IPC_LOCK, or RLIMIT_MEMLOCK unlimited).
-    pub memory_lock_is_safe: bool,
-    /// `RLIMIT_MEMLOCK` in bytes (`None`: unlimited).
-    pub memlock_limit: Option<u64>,
-    /// `RLIMIT_RTPRIO` (`None`: unlimited).
-    pub rtprio_limit: Option<u64>,
-}
+pub use restart::{Candidate, RestartJob, RestartOutcome};
+pub use start::{DEFAULT_START_TIMEOUT, RtLimits, StartError};
+use start::{lock_memory, wait_for_start};
 
 /// What to run: one sampler per CPU, all alike.
 #[derive(Debug, Clone)]
@@ -63,23 +51,6 @@ pub struct EngineSpec {
     /// What the process may do (memory locking, RT priority).
     pub limits: RtLimits,
 }
-
-/// Why the samplers could not be started.
-#[derive(Debug)]
-pub struct StartError {
-    /// The failure is a missing privilege (exit status 77, EX_NOPERM, in
-    /// the daemon), as opposed to anything else.
-    pub permission: bool,
-    pub message: String,
-}
-
-impl fmt::Display for StartError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl std::error::Error for StartError {}
 
 /// What runs in a slot.
 enum Run {
@@ -103,7 +74,7 @@ enum Run {
 }
 
 /// One CPU's sampler. After its CPU went offline the thread is joined and
-/// the slot waits until `restart_job`, `adopt` and `poll_restarts` bring a
+/// the slot waits until `restart_jobs`, `adopt` and `poll_restarts` bring a
 /// new one.
 pub struct Slot {
     pub cpu: usize,
@@ -170,51 +141,6 @@ pub struct Finished {
     pub realtime: bool,
     /// How the hot loop ended (`None`: it never started).
     pub end: Option<LoopEnd>,
-}
-
-/// The slow part of restarting slot `idx`'s sampler, to run off the
-/// caller's thread: allocate the handoff (its buffers are touched, and
-/// locked under `mlockall`) and start the thread. It does not wait for the
-/// sampler to run; `Engine::poll_restarts` does that without blocking.
-pub struct RestartJob {
-    pub idx: usize,
-    spec: SamplerSpec,
-    template: LatencyStats,
-    stop: Arc<AtomicBool>,
-}
-
-/// A restarted sampler's thread and its end of the handoff.
-pub struct Candidate {
-    handle: SamplerHandle,
-    collector: Collector,
-}
-
-impl RestartJob {
-    /// Starts the new sampler, if its CPU is listed online (`Ok(None)`
-    /// if it is not yet: try again later).
-    pub fn run(self) -> Result<Option<Candidate>, StartError> {
-        let online = sys::online_cpus().unwrap_or_default();
-        if !online.contains(&self.spec.cpu) {
-            return Ok(None);
-        }
-        let cpu = self.spec.cpu;
-        let (publisher, collector) = handoff::channel(&self.template, handoff::DEFAULT_BUFFERS);
-        let handle = thread::spawn(self.spec, publisher, self.stop).map_err(|err| StartError {
-            permission: false,
-            message: format!("cannot start the sampler thread for CPU {cpu}: {err}"),
-        })?;
-        Ok(Some(Candidate { handle, collector }))
-    }
-}
-
-/// What `Engine::poll_restarts` saw happen to a restarting slot.
-#[derive(Debug, PartialEq, Eq)]
-pub enum RestartOutcome {
-    /// The new sampler runs: the CPU is sampled again.
-    Resumed { cpu: usize },
-    /// The new sampler failed or did not report running in time (then it
-    /// was cancelled); the slot retries once its thread is joined.
-    NotResumed { cpu: usize, why: String },
 }
 
 pub struct Engine {
@@ -301,114 +227,6 @@ impl Engine {
             offline.push(slot.cpu);
         }
         Ok(offline)
-    }
-
-    /// The restart of every offline slot that has none under way, as jobs
-    /// for another thread; hand each result to `adopt`. The new sampler's
-    /// samples continue the slot's (the same index on the caller's side).
-    pub fn restart_jobs(&mut self) -> Vec<RestartJob> {
-        let mut jobs = Vec::new();
-        for (idx, slot) in self.slots.iter_mut().enumerate() {
-            if matches!(slot.run, Run::Offline) {
-                slot.run = Run::Preparing;
-                jobs.push(RestartJob {
-                    idx,
-                    spec: self.spec.sampler_spec(slot.cpu),
-                    template: self.spec.template.clone(),
-                    stop: Arc::clone(&self.stop),
-                });
-            }
-        }
-        jobs
-    }
-
-    /// Takes the result of slot `idx`'s `RestartJob`: the new sampler is
-    /// then waited for by `poll_restarts`. An error (or a CPU not online
-    /// yet) leaves the slot offline for the next `restart_jobs`.
-    pub fn adopt(
-        &mut self,
-        idx: usize,
-        result: Result<Option<Candidate>, StartError>,
-        now: Instant,
-    ) -> Result<(), StartError> {
-        let slot = &mut self.slots[idx];
-        match result {
-            Ok(Some(Candidate { handle, collector })) => {
-                slot.run = Run::Starting {
-                    handle,
-                    collector,
-                    since: now,
-                };
-                Ok(())
-            }
-            Ok(None) => {
-                slot.run = Run::Offline;
-                Ok(())
-            }
-            Err(err) => {
-                slot.run = Run::Offline;
-                Err(err)
-            }
-        }
-    }
-
-    /// Looks at every restarting sampler, without waiting: one that runs
-    /// takes over its slot; one that failed, or has not reported running
-    /// `start_timeout` after `adopt`, is cancelled and left to be joined;
-    /// a joined one frees its slot for the next restart.
-    pub fn poll_restarts(&mut self, now: Instant) -> Vec<RestartOutcome> {
-        let mut outcomes = Vec::new();
-        for slot in &mut self.slots {
-            match std::mem::replace(&mut slot.run, Run::Offline) {
-                Run::Starting {
-                    handle,
-                    collector,
-                    since,
-                } => {
-                    let state = handle.shared.state();
-                    let timed_out = now.saturating_duration_since(since) >= self.spec.start_timeout;
-                    if state.is_running() {
-                        slot.realtime =
-                            self.memory_locked && state == SamplerState::RunningRealtime;
-                        slot.shared = Arc::clone(&handle.shared);
-                        slot.collector = collector;
-                        slot.run = Run::Sampler(handle);
-                        outcomes.push(RestartOutcome::Resumed { cpu: slot.cpu });
-                    } else if state == SamplerState::Failed {
-                        let (step, err) = handle.shared.failure();
-                        let why = explain_start_failure(slot.cpu, step, &err, &self.spec);
-                        slot.run = Run::Retiring(handle);
-                        outcomes.push(RestartOutcome::NotResumed {
-                            cpu: slot.cpu,
-                            why: why.message,
-                        });
-                    } else if timed_out && handle.shared.cancel() {
-                        slot.run = Run::Retiring(handle);
-                        outcomes.push(RestartOutcome::NotResumed {
-                            cpu: slot.cpu,
-                            why: format!(
-                                "its sampler did not start within {:?} and was stopped",
-                                self.spec.start_timeout
-                            ),
-                        });
-                    } else {
-                        // Still starting, or it began running just as the
-                        // timeout came (`cancel` lost): seen next time.
-                        slot.run = Run::Starting {
-                            handle,
-                            collector,
-                            since,
-                        };
-                    }
-                }
-                Run::Retiring(handle) if handle.is_finished() => {
-                    // Returned without sampling: nothing to hand over.
-                    let _ = handle.join();
-                }
-                other => slot.run = other,
-            }
-        }
-        outcomes
     }
 
     /// Hands every interval published since the last call to `merge`, with
@@ -542,116 +360,5 @@ fn stop_all(slots: Vec<Slot>, stop: &AtomicBool) {
             handle.shared.cancel();
             let _ = handle.join();
         }
-    }
-}
-
-/// Locks all memory, or explains why it cannot and how to fix that.
-/// Returns whether memory is locked (it may not be with `allow_non_rt`).
-fn lock_memory(spec: &EngineSpec, non_rt_reasons: &mut Vec<String>) -> Result<bool, StartError> {
-    let allow_non_rt = spec.allow_non_rt;
-    let problem = if spec.limits.memory_lock_is_safe {
-        match sys::lock_all_memory() {
-            Ok(()) => return Ok(true),
-            Err(err) => format!("mlockall failed ({err})"),
-        }
-    } else {
-        format!(
-            "RLIMIT_MEMLOCK is {} KiB and the process lacks CAP_IPC_LOCK, so locking all \
-             memory would make later allocations fail",
-            spec.limits.memlock_limit.unwrap_or(0) / 1024
-        )
-    };
-    if allow_non_rt {
-        non_rt_reasons.push(format!("memory is not locked: {problem}"));
-        Ok(false)
-    } else {
-        Err(StartError {
-            permission: true,
-            message: format!(
-                "cannot lock memory: {problem}. To fix: run as root, grant CAP_IPC_LOCK, or \
-                 raise RLIMIT_MEMLOCK to unlimited (`ulimit -l unlimited`, or \
-                 LimitMEMLOCK=infinity under systemd); or allow running without real-time \
-                 guarantees ({})",
-                ALLOW_NON_RT_HINT
-            ),
-        })
-    }
-}
-
-/// How each front end lets users run degraded.
-const ALLOW_NON_RT_HINT: &str =
-    "--allow-non-rt for measure, realtime.required = false for the daemon";
-
-/// Waits until every sampler runs or one fails.
-fn wait_for_start(slots: &[Slot], spec: &EngineSpec) -> Result<(), StartError> {
-    let deadline = Instant::now() + spec.start_timeout;
-    loop {
-        let mut starting = false;
-        for slot in slots {
-            match slot.shared.state() {
-                SamplerState::Starting => starting = true,
-                SamplerState::Failed => {
-                    let (step, err) = slot.shared.failure();
-                    return Err(explain_start_failure(slot.cpu, step, &err, spec));
-                }
-                _ => {}
-            }
-        }
-        if !starting {
-            return Ok(());
-        }
-        if Instant::now() > deadline {
-            return Err(StartError {
-                permission: false,
-                message: format!("the samplers did not start within {:?}", spec.start_timeout),
-            });
-        }
-        std::thread::sleep(Duration::from_millis(1));
-    }
-}
-
-fn explain_start_failure(
-    cpu: usize,
-    step: FailedStep,
-    err: &io::Error,
-    spec: &EngineSpec,
-) -> StartError {
-    match step {
-        FailedStep::Affinity => StartError {
-            permission: false,
-            message: format!(
-                "cannot pin the sampler to CPU {cpu} ({err}): the CPU may have gone offline or \
-                 be outside this cgroup's cpuset; choose other CPUs"
-            ),
-        },
-        FailedStep::Policy => {
-            let limit = spec
-                .limits
-                .rtprio_limit
-                .map_or_else(|| "unlimited".to_string(), |n| n.to_string());
-            let prio = spec.priority;
-            StartError {
-                permission: true,
-                message: format!(
-                    "cannot switch the sampler on CPU {cpu} to SCHED_{} priority {prio} ({err}). \
-                     Real-time scheduling needs root, CAP_SYS_NICE, or RLIMIT_RTPRIO of at least \
-                     {prio} (now {limit}; `ulimit -r {prio}`, or LimitRTPRIO={prio} under \
-                     systemd); a cgroup v1 group with cpu.rt_runtime_us = 0 refuses it even to \
-                     root. To measure anyway, marked as not real-time: {ALLOW_NON_RT_HINT}",
-                    spec.policy.name().to_uppercase(),
-                ),
-            }
-        }
-        FailedStep::Sleep => StartError {
-            permission: false,
-            message: format!(
-                "the sampler on CPU {cpu} could not sleep: clock_nanosleep(CLOCK_MONOTONIC) \
-                 failed ({err}); the kernel's monotonic clock is unusable here"
-            ),
-        },
-        FailedStep::None => StartError {
-            permission: false,
-            message: format!("the sampler on CPU {cpu} failed to start ({err})"),
-        },
     }
 }
