@@ -93,15 +93,23 @@ fn cases() -> Vec<Case> {
         file(
             "[measure]\ninterval = \"0ms\"\n",
             "measure.interval",
-            "between",
+            "between 10us and 1s",
         ),
-        file("[measure]\ninterval = \"1.5ms\"\n", "measure.interval", ""),
+        file(
+            "[measure]\ninterval = \"1.5ms\"\n",
+            "measure.interval",
+            "not a duration",
+        ),
         file(
             "[measure]\ninterval = \"1000\"\n",
             "measure.interval",
             "unit",
         ),
-        file("[measure]\ninterval = 1000\n", "measure.interval", "unit"),
+        file(
+            "[measure]\ninterval = 1000\n",
+            "measure.interval",
+            "with a unit",
+        ),
         file(
             "[measure]\ninterval = \"2s\"\n",
             "measure.interval",
@@ -123,7 +131,11 @@ fn cases() -> Vec<Case> {
         file("[measure]\npolicy = \"batch\"\n", "measure.policy", ""),
         file("[measure]\npolicy = 1\n", "measure.policy", ""),
         file("[measure]\npriority = 0\n", "measure.priority", ""),
-        file("[measure]\npriority = 100\n", "measure.priority", ""),
+        file(
+            "[measure]\npriority = 100\n",
+            "measure.priority",
+            "outside 1..=99",
+        ),
         file("[measure]\npriority = -5\n", "measure.priority", ""),
         file(
             "[measure]\npriority = \"high\"\n",
@@ -171,7 +183,11 @@ fn cases() -> Vec<Case> {
             "export.listen",
             "not resolved",
         ),
-        file("[export]\nlisten = \"0.0.0.0\"\n", "export.listen", ""),
+        file(
+            "[export]\nlisten = \"0.0.0.0\"\n",
+            "export.listen",
+            "IP address and port",
+        ),
         file(
             "[export]\nlisten = \"0.0.0.0:99999\"\n",
             "export.listen",
@@ -204,7 +220,11 @@ fn cases() -> Vec<Case> {
             "export.per_cpu_histograms",
             "",
         ),
-        file("[export]\nbuckets = []\n", "export.buckets", ""),
+        file(
+            "[export]\nbuckets = []\n",
+            "export.buckets",
+            "between 1 and 64",
+        ),
         file(
             "[export]\nbuckets = [\"2us\", \"1us\"]\n",
             "export.buckets",
@@ -281,11 +301,11 @@ fn cases() -> Vec<Case> {
         // [log]
         file("[log]\nlevel = \"verbose\"\n", "log.level", ""),
         file("[log]\nlevel = 3\n", "log.level", ""),
-        file("[log]\nformat = \"xml\"\n", "log.format", ""),
+        file("[log]\nformat = \"xml\"\n", "log.format", "\"json\""),
         // Structure
         file("[measure]\nbogus = 1\n", "measure.bogus", "unknown key"),
         file("[bogus]\nx = 1\n", "bogus", "unknown"),
-        file("measure = 5\n", "measure", ""),
+        file("measure = 5\n", "measure", "must be a section"),
         file("[measure\n", "the file", "TOML parse error"),
         file(
             "[measure]\ninterval = \"1ms\"\ninterval = \"2ms\"\n",
@@ -349,6 +369,74 @@ fn cases() -> Vec<Case> {
             key: "log.level",
             reason: "not valid UTF-8",
         },
+        // Cases that once lived in src/config/tests.rs.
+        file("[mesure]\ninterval = \"1ms\"\n", "mesure", "unknown key"),
+        file(
+            "[measure]\npolicy = \"other\"\npriority = 5\n",
+            "measure.priority",
+            "outside 0..=0",
+        ),
+        file(
+            "[measure]\npolicy = \"deadline\"\n",
+            "measure.policy",
+            "\"fifo\"",
+        ),
+        file(
+            "[measure]\ninterval = \"5s\"\n",
+            "measure.interval",
+            "between 10us and 1s",
+        ),
+        file(
+            "[measure]\ncpus = \"0-\"\n",
+            "measure.cpus",
+            "not a CPU number",
+        ),
+        file("[measure]\nwarmup = \"2h\"\n", "measure.warmup", "between"),
+        file(
+            "[measure]\nspike_threshold = \"0ns\"\n",
+            "measure.spike_threshold",
+            "between",
+        ),
+        file(
+            "[realtime]\nrequired = 1\n",
+            "realtime.required",
+            "true or false",
+        ),
+        file(
+            "[export]\nbuckets = [\"1us\", \"soon\"]\n",
+            "export.buckets",
+            "item 2",
+        ),
+        file(
+            "[export]\ncpus = \"x\"\n",
+            "export.cpus",
+            "not a CPU number",
+        ),
+        file("[log]\nlevel = \"loud\"\n", "log.level", "\"info\""),
+        env(
+            "LATENCYD_MEASURE__INTERVAL",
+            "fast",
+            "measure.interval",
+            "not a duration",
+        ),
+        env(
+            "LATENCYD_MEASURE__INTERVALL",
+            "1ms",
+            "measure.intervall",
+            "unknown key",
+        ),
+        env(
+            "LATENCYD_INTERVAL",
+            "1ms",
+            "interval",
+            "LATENCYD_<SECTION>__<KEY>",
+        ),
+        env(
+            "LATENCYD_EXPORT__PER_CPU_HISTOGRAMS",
+            "maybe",
+            "export.per_cpu_histograms",
+            "true or false",
+        ),
         // Flags
         flag("--interval", "abc", "measure.interval", ""),
         flag("--priority", "1000", "measure.priority", ""),
@@ -452,7 +540,13 @@ fn every_hostile_value_exits_78_naming_source_and_key_before_any_thread() {
     require_tool("strace", "-V", "strace");
     let dir = tempfile::tempdir().unwrap();
     let mut failures = Vec::new();
-    let cases = cases();
+    let mut cases = cases();
+    // A port in use is a configuration error too (once in tests/daemon.rs).
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = busy.local_addr().unwrap().port();
+    let listen: &'static str =
+        Box::leak(format!("[export]\nlisten = \"127.0.0.1:{port}\"\n").into_boxed_str());
+    cases.push(file(listen, "export.listen", "cannot listen there"));
     for (n, case) in cases.iter().enumerate() {
         let (code, stderr, clones) = run_case(case, dir.path(), n);
         let config = dir.path().join(format!("case{n}.toml"));

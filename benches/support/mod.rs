@@ -1,12 +1,14 @@
-//! What the daemon benches share: starting a release daemon, plain HTTP
-//! GETs, and per-CPU snapshots of the samplers' histograms from the API
-//! (whose differences give a phase's latencies).
+//! What the daemon benches share: per-CPU snapshots of the samplers'
+//! histograms from the API (whose differences give a phase's latencies)
+//! and their tables. Starting the daemon and HTTP come from the tests'
+//! helpers (`tests/common`), so both are written once.
 
 #![allow(dead_code)]
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
-use std::process::{Child, Command, Stdio};
+#[path = "../../tests/common/mod.rs"]
+mod common;
+
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use base64::Engine as _;
@@ -22,24 +24,17 @@ pub fn env_or(name: &str, default: u64) -> u64 {
 
 /// GET `path`; the body of a 200 answer, else an error.
 pub fn get(addr: SocketAddr, path: &str) -> std::io::Result<String> {
-    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
-    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-    )?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response)?;
-    match response.split_once("\r\n\r\n") {
-        Some((head, body)) if head.starts_with("HTTP/1.1 200") => Ok(body.to_string()),
-        _ => Err(std::io::Error::other(format!("bad response to {path}"))),
+    match common::http_get(addr, path)? {
+        (200, body) => Ok(body),
+        (status, _) => Err(std::io::Error::other(format!("{path} answered {status}"))),
     }
 }
 
-/// A running release daemon on a free loopback port, with no warm-up;
-/// real-time when run as root. Killed with SIGTERM by `stop`.
+/// A running daemon (the bench profile's binary, or `$LATENCYD`) on a free
+/// loopback port, with no warm-up; real-time when run as root. Started and
+/// watched by the tests' `common::Daemon`; stopped with SIGTERM by `stop`.
 pub struct Daemon {
-    pub child: Child,
+    inner: common::Daemon,
     pub addr: SocketAddr,
     pub cpus: Vec<u64>,
     pub realtime: bool,
@@ -47,37 +42,23 @@ pub struct Daemon {
 
 impl Daemon {
     pub fn start(extra_env: &[(&str, &str)]) -> Daemon {
-        let bin = std::env::var("LATENCYD").unwrap_or_else(|_| "target/release/latencyd".into());
-        // SAFETY: geteuid has no preconditions.
-        let root = unsafe { libc::geteuid() } == 0;
-        let mut child = Command::new(&bin)
-            .args(["run", "--listen", "127.0.0.1:0"])
+        let mut cmd = match std::env::var_os("LATENCYD") {
+            Some(bin) => std::process::Command::new(bin),
+            None => common::latencyd(),
+        };
+        cmd.args(["run", "--listen", "127.0.0.1:0"])
             .env("LATENCYD_MEASURE__WARMUP", "0s")
             .env(
                 "LATENCYD_REALTIME__REQUIRED",
-                if root { "true" } else { "false" },
+                if common::privileged() {
+                    "true"
+                } else {
+                    "false"
+                },
             )
-            .envs(extra_env.iter().copied())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|e| {
-                panic!("cannot start {bin} ({e}); build it with cargo build --release")
-            });
-        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-        let addr: SocketAddr = lines
-            .by_ref()
-            .map_while(Result::ok)
-            .find_map(|l| {
-                l.split("serving http://").nth(1).map(|a| {
-                    a.split_whitespace()
-                        .next()
-                        .unwrap()
-                        .parse()
-                        .expect("an address")
-                })
-            })
-            .expect("the daemon logs where it serves");
-        std::thread::spawn(move || lines.for_each(drop));
+            .envs(extra_env.iter().copied());
+        let inner = common::Daemon::start(&mut cmd);
+        let addr = inner.addr;
         std::thread::sleep(Duration::from_secs(2));
         let status: serde_json::Value =
             serde_json::from_str(&get(addr, "/api/v1/status").unwrap()).unwrap();
@@ -88,7 +69,7 @@ impl Daemon {
             .map(|c| c.as_u64().unwrap())
             .collect();
         Daemon {
-            child,
+            inner,
             addr,
             cpus,
             realtime: status["realtime"] == true,
@@ -97,7 +78,7 @@ impl Daemon {
 
     /// A /proc/PID/status field in KiB (VmRSS, VmHWM).
     pub fn memory_kib(&self, field: &str) -> u64 {
-        std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+        std::fs::read_to_string(format!("/proc/{}/status", self.inner.child.id()))
             .unwrap_or_default()
             .lines()
             .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
@@ -106,10 +87,8 @@ impl Daemon {
     }
 
     pub fn stop(mut self) {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
-        let _ = self.child.wait();
+        self.inner.signal(libc::SIGTERM);
+        let _ = self.inner.wait_with_log();
     }
 }
 
