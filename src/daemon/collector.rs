@@ -95,14 +95,11 @@ impl Collector {
             let result = job.await.unwrap_or_else(|err| {
                 // The job does not panic by design; if it did, the slot
                 // goes back to waiting for a restart.
-                Err(StartError {
-                    permission: false,
-                    message: format!("the restart failed: {err}"),
-                })
+                Err(StartError::Failed(format!("the restart failed: {err}")))
             });
             let cpu = engine.slots[idx].cpu;
             if let Err(err) = engine.adopt(idx, result, Instant::now()) {
-                failures.push((cpu, err.message));
+                failures.push((cpu, err.to_string()));
             }
         }
         self.restarts = pending;

@@ -22,7 +22,7 @@ use crate::cli::RunArgs;
 use crate::config::{self, Config, ConfigError, Sources};
 use crate::cpulist::format_cpu_list;
 use crate::host::HostInfo;
-use crate::rt::engine::{DEFAULT_START_TIMEOUT, Engine, EngineSpec};
+use crate::rt::engine::{DEFAULT_START_TIMEOUT, Engine, EngineSpec, StartError};
 use crate::rt::sampler::LoopPlan;
 use crate::rt::sys::{self, CpuDmaLatencyHold};
 use crate::sampling::CpuSelection;
@@ -157,12 +157,9 @@ async fn serve(
         limits: host.rt_limits(),
     };
     let stop = Arc::new(AtomicBool::new(false));
-    let mut engine = Engine::start(spec, Arc::clone(&stop)).map_err(|err| {
-        if err.permission {
-            StartupError::Permission(err.message)
-        } else {
-            StartupError::Failure(err.message)
-        }
+    let mut engine = Engine::start(spec, Arc::clone(&stop)).map_err(|err| match err {
+        StartError::Permission(message) => StartupError::Permission(message),
+        StartError::Failed(message) => StartupError::Failure(message),
     })?;
     for reason in &engine.non_rt_reasons {
         warn!("running without real-time guarantees: {reason}");

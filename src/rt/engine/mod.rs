@@ -161,15 +161,11 @@ impl Engine {
         let memory_locked = lock_memory(&spec, &mut non_rt_reasons)?;
         let mut slots = Vec::with_capacity(spec.cpus.len());
         for &cpu in &spec.cpus {
-            let (publisher, collector) = handoff::channel(&spec.template, handoff::DEFAULT_BUFFERS);
-            match thread::spawn(spec.sampler_spec(cpu), publisher, Arc::clone(&stop)) {
-                Ok(handle) => slots.push(Slot::new(cpu, handle, collector)),
+            match spawn_sampler(spec.sampler_spec(cpu), &spec.template, &stop) {
+                Ok((handle, collector)) => slots.push(Slot::new(cpu, handle, collector)),
                 Err(err) => {
                     stop_all(slots, &stop);
-                    return Err(StartError {
-                        permission: false,
-                        message: format!("cannot start the sampler thread for CPU {cpu}: {err}"),
-                    });
+                    return Err(err);
                 }
             }
         }
@@ -350,6 +346,23 @@ pub struct FinishReport {
     /// CPUs whose sampler had stopped earlier because the CPU went offline
     /// and was not restarted (what it recorded was handed over then).
     pub offline: Vec<usize>,
+}
+
+/// Allocates a sampler's handoff (every buffer touched, so locked under
+/// `mlockall`) and starts its thread; it does not wait for it to run.
+fn spawn_sampler(
+    spec: SamplerSpec,
+    template: &LatencyStats,
+    stop: &Arc<AtomicBool>,
+) -> Result<(SamplerHandle, Collector), StartError> {
+    let cpu = spec.cpu;
+    let (publisher, collector) = handoff::channel(template, handoff::DEFAULT_BUFFERS);
+    let handle = thread::spawn(spec, publisher, Arc::clone(stop)).map_err(|err| {
+        StartError::Failed(format!(
+            "cannot start the sampler thread for CPU {cpu}: {err}"
+        ))
+    })?;
+    Ok((handle, collector))
 }
 
 fn stop_all(slots: Vec<Slot>, stop: &AtomicBool) {

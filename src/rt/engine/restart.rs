@@ -9,10 +9,10 @@ use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
 use super::start::explain_start_failure;
-use super::{Engine, Run, StartError};
-use crate::rt::handoff::{self, Collector};
+use super::{Engine, Run, StartError, spawn_sampler};
+use crate::rt::handoff::Collector;
 use crate::rt::sys;
-use crate::rt::thread::{self, SamplerHandle, SamplerSpec, SamplerState};
+use crate::rt::thread::{SamplerHandle, SamplerSpec, SamplerState};
 use crate::stats::LatencyStats;
 
 /// The slow part of restarting slot `idx`'s sampler, to run off the
@@ -40,12 +40,7 @@ impl RestartJob {
         if !online.contains(&self.spec.cpu) {
             return Ok(None);
         }
-        let cpu = self.spec.cpu;
-        let (publisher, collector) = handoff::channel(&self.template, handoff::DEFAULT_BUFFERS);
-        let handle = thread::spawn(self.spec, publisher, self.stop).map_err(|err| StartError {
-            permission: false,
-            message: format!("cannot start the sampler thread for CPU {cpu}: {err}"),
-        })?;
+        let (handle, collector) = spawn_sampler(self.spec, &self.template, &self.stop)?;
         Ok(Some(Candidate { handle, collector }))
     }
 }
@@ -138,7 +133,7 @@ impl Engine {
                         slot.run = Run::Retiring(handle);
                         outcomes.push(RestartOutcome::NotResumed {
                             cpu: slot.cpu,
-                            why: why.message,
+                            why: why.to_string(),
                         });
                     } else if timed_out && handle.shared.cancel() {
                         slot.run = Run::Retiring(handle);

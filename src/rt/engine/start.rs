@@ -27,18 +27,22 @@ pub struct RtLimits {
     pub rtprio_limit: Option<u64>,
 }
 
-/// Why the samplers could not be started.
-#[derive(Debug)]
-pub struct StartError {
-    /// The failure is a missing privilege (exit status 77, EX_NOPERM, in
-    /// the daemon), as opposed to anything else.
-    pub permission: bool,
-    pub message: String,
+/// Why the samplers could not be started, and whether it is a missing
+/// privilege (the daemon exits 77, EX_NOPERM, for those) or anything else.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StartError {
+    /// Real-time scheduling or memory locking was refused.
+    Permission(String),
+    /// Anything else: a CPU that cannot be pinned, a thread that cannot be
+    /// started, a clock that cannot sleep, a sampler that never reported.
+    Failed(String),
 }
 
 impl fmt::Display for StartError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)
+        match self {
+            StartError::Permission(message) | StartError::Failed(message) => f.write_str(message),
+        }
     }
 }
 
@@ -67,16 +71,13 @@ pub(super) fn lock_memory(
         non_rt_reasons.push(format!("memory is not locked: {problem}"));
         Ok(false)
     } else {
-        Err(StartError {
-            permission: true,
-            message: format!(
-                "cannot lock memory: {problem}. To fix: run as root, grant CAP_IPC_LOCK, or \
+        Err(StartError::Permission(format!(
+            "cannot lock memory: {problem}. To fix: run as root, grant CAP_IPC_LOCK, or \
                  raise RLIMIT_MEMLOCK to unlimited (`ulimit -l unlimited`, or \
                  LimitMEMLOCK=infinity under systemd); or allow running without real-time \
                  guarantees ({})",
-                ALLOW_NON_RT_HINT
-            ),
-        })
+            ALLOW_NON_RT_HINT
+        )))
     }
 }
 
@@ -103,10 +104,10 @@ pub(super) fn wait_for_start(slots: &[Slot], spec: &EngineSpec) -> Result<(), St
             return Ok(());
         }
         if Instant::now() > deadline {
-            return Err(StartError {
-                permission: false,
-                message: format!("the samplers did not start within {:?}", spec.start_timeout),
-            });
+            return Err(StartError::Failed(format!(
+                "the samplers did not start within {:?}",
+                spec.start_timeout
+            )));
         }
         std::thread::sleep(Duration::from_millis(1));
     }
@@ -119,41 +120,31 @@ pub(super) fn explain_start_failure(
     spec: &EngineSpec,
 ) -> StartError {
     match step {
-        FailedStep::Affinity => StartError {
-            permission: false,
-            message: format!(
-                "cannot pin the sampler to CPU {cpu} ({err}): the CPU may have gone offline or \
+        FailedStep::Affinity => StartError::Failed(format!(
+            "cannot pin the sampler to CPU {cpu} ({err}): the CPU may have gone offline or \
                  be outside this cgroup's cpuset; choose other CPUs"
-            ),
-        },
+        )),
         FailedStep::Policy => {
             let limit = spec
                 .limits
                 .rtprio_limit
                 .map_or_else(|| "unlimited".to_string(), |n| n.to_string());
             let prio = spec.priority;
-            StartError {
-                permission: true,
-                message: format!(
-                    "cannot switch the sampler on CPU {cpu} to SCHED_{} priority {prio} ({err}). \
+            StartError::Permission(format!(
+                "cannot switch the sampler on CPU {cpu} to SCHED_{} priority {prio} ({err}). \
                      Real-time scheduling needs root, CAP_SYS_NICE, or RLIMIT_RTPRIO of at least \
                      {prio} (now {limit}; `ulimit -r {prio}`, or LimitRTPRIO={prio} under \
                      systemd); a cgroup v1 group with cpu.rt_runtime_us = 0 refuses it even to \
                      root. To measure anyway, marked as not real-time: {ALLOW_NON_RT_HINT}",
-                    spec.policy.name().to_uppercase(),
-                ),
-            }
+                spec.policy.name().to_uppercase(),
+            ))
         }
-        FailedStep::Sleep => StartError {
-            permission: false,
-            message: format!(
-                "the sampler on CPU {cpu} could not sleep: clock_nanosleep(CLOCK_MONOTONIC) \
+        FailedStep::Sleep => StartError::Failed(format!(
+            "the sampler on CPU {cpu} could not sleep: clock_nanosleep(CLOCK_MONOTONIC) \
                  failed ({err}); the kernel's monotonic clock is unusable here"
-            ),
-        },
-        FailedStep::None => StartError {
-            permission: false,
-            message: format!("the sampler on CPU {cpu} failed to start ({err})"),
-        },
+        )),
+        FailedStep::None => {
+            StartError::Failed(format!("the sampler on CPU {cpu} failed to start ({err})"))
+        }
     }
 }
