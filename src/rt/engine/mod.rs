@@ -148,7 +148,9 @@ pub struct Engine {
     /// Why results are not real-time, one reason per line; empty when they
     /// are.
     pub non_rt_reasons: Vec<String>,
-    spec: EngineSpec,
+    /// Shared with restart jobs, so that handing one out copies no
+    /// histogram.
+    spec: Arc<EngineSpec>,
     stop: Arc<AtomicBool>,
     memory_locked: bool,
 }
@@ -192,7 +194,7 @@ impl Engine {
         Ok(Engine {
             slots,
             non_rt_reasons,
-            spec,
+            spec: Arc::new(spec),
             stop,
             memory_locked,
         })

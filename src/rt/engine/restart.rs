@@ -9,11 +9,10 @@ use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
 use super::start::explain_start_failure;
-use super::{Engine, Run, StartError, spawn_sampler};
+use super::{Engine, EngineSpec, Run, StartError, spawn_sampler};
 use crate::rt::handoff::Collector;
 use crate::rt::sys;
-use crate::rt::thread::{SamplerHandle, SamplerSpec, SamplerState};
-use crate::stats::LatencyStats;
+use crate::rt::thread::{SamplerHandle, SamplerState};
 
 /// The slow part of restarting slot `idx`'s sampler, to run off the
 /// caller's thread: allocate the handoff (its buffers are touched, and
@@ -21,8 +20,8 @@ use crate::stats::LatencyStats;
 /// sampler to run; `Engine::poll_restarts` does that without blocking.
 pub struct RestartJob {
     pub idx: usize,
-    spec: SamplerSpec,
-    template: LatencyStats,
+    cpu: usize,
+    spec: Arc<EngineSpec>,
     stop: Arc<AtomicBool>,
 }
 
@@ -37,10 +36,11 @@ impl RestartJob {
     /// if it is not yet: try again later).
     pub fn run(self) -> Result<Option<Candidate>, StartError> {
         let online = sys::online_cpus().unwrap_or_default();
-        if !online.contains(&self.spec.cpu) {
+        if !online.contains(&self.cpu) {
             return Ok(None);
         }
-        let (handle, collector) = spawn_sampler(self.spec, &self.template, &self.stop)?;
+        let sampler = self.spec.sampler_spec(self.cpu);
+        let (handle, collector) = spawn_sampler(sampler, &self.spec.template, &self.stop)?;
         Ok(Some(Candidate { handle, collector }))
     }
 }
@@ -66,8 +66,8 @@ impl Engine {
                 slot.run = Run::Preparing;
                 jobs.push(RestartJob {
                     idx,
-                    spec: self.spec.sampler_spec(slot.cpu),
-                    template: self.spec.template.clone(),
+                    cpu: slot.cpu,
+                    spec: Arc::clone(&self.spec),
                     stop: Arc::clone(&self.stop),
                 });
             }
