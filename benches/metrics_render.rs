@@ -31,7 +31,7 @@ fn synthetic_state(n_cpus: usize) -> MonitorState {
                     1..=30 => 20_000 + x % 100_000,
                     _ => 1_500 + x % 15_000,
                 };
-                interval.record(latency, i);
+                interval.record_at(latency, i, now);
             }
             let sampler = SamplerView {
                 tid: 1000 + cpu as i32,
@@ -43,7 +43,7 @@ fn synthetic_state(n_cpus: usize) -> MonitorState {
                 online: true,
             };
             let mut view = CpuView::new(cpu, &config, sampler);
-            view.absorb(&interval, now).unwrap();
+            view.absorb(&interval).unwrap();
             view
         })
         .collect();

@@ -40,13 +40,13 @@ fn view(cpu: usize, samples: &[u64], config: &Config, last_sample_ns: u64) -> Cp
     let mut view = CpuView::new(cpu, config, sampler);
     // Half the samples long ago (out of the window), half just now.
     let (old, new) = samples.split_at(samples.len() / 2);
-    for (part, at) in [(old, NOW_NS - 600 * S), (new, NOW_NS - S)] {
+    for (part, at) in [(old, NOW_NS - 600 * S), (new, NOW_NS - 2 * S)] {
         let mut chunk = LatencyStats::new(config.measure.spike_threshold_ns, None);
         for &ns in part {
-            chunk.record(ns, 0);
+            chunk.record_at(ns, 0, at);
         }
-        chunk.missed = cpu as u64 * u64::from(at == NOW_NS - S);
-        view.absorb(&chunk, at).unwrap();
+        chunk.missed = cpu as u64 * u64::from(at == NOW_NS - 2 * S);
+        view.absorb(&chunk).unwrap();
     }
     view
 }

@@ -89,7 +89,7 @@ fn the_hot_loop_never_allocates() {
         warmup_periods: 10,
         measure_periods: Some(PERIODS),
         max_samples: None,
-        publish_every_periods: 5,
+        publish_period_ns: 250_000,
     };
 
     let sampler = {

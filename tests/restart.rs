@@ -56,7 +56,7 @@ fn a_late_restart_is_stopped_and_joined_before_the_cpu_gets_another() {
             warmup_periods: 0,
             measure_periods: None,
             max_samples: None,
-            publish_every_periods: 10,
+            publish_period_ns: 10_000_000,
         },
         allow_non_rt: true,
         template: LatencyStats::new(u64::MAX, None),

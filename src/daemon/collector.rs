@@ -17,7 +17,6 @@ use tokio::task::JoinHandle;
 use super::startup::lock;
 use super::state::MonitorState;
 use crate::rt::engine::{Candidate, Engine, RestartOutcome, StartError};
-use crate::rt::sys;
 use crate::rt::thread::{FailedStep, SamplerState};
 
 /// What a collector tick found.
@@ -114,10 +113,9 @@ fn absorb(
     engine: &mut Engine,
     state: &Mutex<MonitorState>,
 ) -> Result<Vec<usize>, Box<dyn std::error::Error>> {
-    let now = sys::monotonic_now_ns();
     let mut s = lock(state);
-    engine.drain(|idx, interval| s.cpus[idx].absorb(interval, now))?;
-    Ok(engine.reap_offline(|idx, interval| s.cpus[idx].absorb(interval, now))?)
+    engine.drain(|idx, interval| s.cpus[idx].absorb(interval))?;
+    Ok(engine.reap_offline(|idx, interval| s.cpus[idx].absorb(interval))?)
 }
 
 /// Copies each sampler's heartbeat and condition into its view, and notes

@@ -20,8 +20,10 @@ use crate::rt::engine::Engine;
 use crate::rt::sys;
 use crate::units::NS_PER_SEC;
 
-/// How often the collector drains the handoffs and copies heartbeats.
-const COLLECT_PERIOD: Duration = Duration::from_millis(250);
+/// How often the collector drains the handoffs and copies heartbeats:
+/// half the samplers' publish period, so an interval waits at most 100 ms
+/// to be counted (see `startup::PUBLISH_PERIOD_NS`).
+const COLLECT_PERIOD: Duration = Duration::from_millis(100);
 /// How long a dead sampler is shown as such on /healthz before exiting.
 const DEATH_GRACE: Duration = Duration::from_secs(1);
 /// How long a CPU may be listed online while its sampler cannot be

@@ -27,12 +27,14 @@ use crate::rt::sampler::LoopPlan;
 use crate::rt::sys::{self, CpuDmaLatencyHold};
 use crate::sampling::CpuSelection;
 use crate::stats::LatencyStats;
-use crate::units::{NS_PER_SEC, format_duration_ns};
+use crate::units::{NS_PER_MS, format_duration_ns};
 
-/// Samplers hand over their interval once a second: the window maximum
-/// and `/metrics` are at most that old, and the collector's merge work
-/// stays small even with hundreds of CPUs.
-const PUBLISH_PERIOD_NS: u64 = NS_PER_SEC;
+/// Samplers hand over their interval at every multiple of 200 ms of
+/// `CLOCK_MONOTONIC`. With the collector's 100 ms tick a wake-up reaches
+/// `/metrics` at most ~300 ms after it happened (`benches/lag.sh`
+/// measures it; ARCHITECTURE.md, "From a wake-up to an alert"), and 200 ms
+/// divides a second, so no interval straddles the windows' seconds.
+const PUBLISH_PERIOD_NS: u64 = 200 * NS_PER_MS;
 /// How long past one interval shutdown waits for the samplers to return.
 const JOIN_SLACK: Duration = Duration::from_millis(300);
 
@@ -149,7 +151,7 @@ async fn serve(
             warmup_periods: measure.warmup_ns.div_ceil(measure.interval_ns),
             measure_periods: None,
             max_samples: None,
-            publish_every_periods: (PUBLISH_PERIOD_NS / measure.interval_ns).max(1),
+            publish_period_ns: PUBLISH_PERIOD_NS,
         },
         allow_non_rt: !config.realtime.required,
         template: LatencyStats::new(measure.spike_threshold_ns, None),
@@ -267,9 +269,8 @@ async fn serve(
     let timeout = Duration::from_nanos(interval_ns) + JOIN_SLACK;
     let joined_state = Arc::clone(&state);
     let finished = tokio::task::spawn_blocking(move || {
-        let now = sys::monotonic_now_ns();
         engine.finish(timeout, |idx, interval| {
-            lock(&joined_state).cpus[idx].absorb(interval, now)
+            lock(&joined_state).cpus[idx].absorb(interval)
         })
     })
     .await;

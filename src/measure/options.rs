@@ -210,7 +210,7 @@ impl MeasureOptions {
             warmup_periods: self.warmup_ns.div_ceil(self.interval_ns),
             measure_periods: self.duration_ns.map(|d| d / self.interval_ns),
             max_samples: self.loops,
-            publish_every_periods: (PUBLISH_PERIOD_NS / self.interval_ns).max(1),
+            publish_period_ns: PUBLISH_PERIOD_NS,
         }
     }
 

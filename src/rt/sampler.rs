@@ -29,8 +29,12 @@ pub struct LoopPlan {
     pub measure_periods: Option<u64>,
     /// Stop after this many samples (cyclictest's `--loops`).
     pub max_samples: Option<u64>,
-    /// Hand the interval to the consumer every this many periods.
-    pub publish_every_periods: u64,
+    /// Hand the interval to the consumer at every multiple of this much
+    /// `CLOCK_MONOTONIC` time: intervals then hold the samples of one
+    /// stretch `[k·P, (k+1)·P)` each, and with a `P` that divides a second
+    /// none straddles a second (which the daemon's per-second windows rely
+    /// on), unless the consumer fell behind and a publish had to wait.
+    pub publish_period_ns: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -90,7 +94,8 @@ pub fn hot_loop<C: Clock>(
     let max_samples = plan.max_samples.unwrap_or(u64::MAX);
     let mut period = 0;
     let mut samples = 0;
-    let mut next_publish = measure_from + plan.publish_every_periods;
+    let publish_period = plan.publish_period_ns.max(1);
+    let mut next_publish_ns = (start_ns / publish_period + 1) * publish_period;
     let reason = loop {
         if period >= end || samples >= max_samples {
             break LoopEndReason::Completed;
@@ -103,17 +108,26 @@ pub fn hot_loop<C: Clock>(
         if let Err(errno) = clock.sleep_until_ns(deadline) {
             break LoopEndReason::SleepFailed(errno);
         }
+        // The time first: whatever runs between the wake-up and this read
+        // would be added to the sample.
+        let now = clock.now_ns();
+        // Then the hotplug check: `sched_getcpu` is free on x86 with
+        // glibc's rseq but a real system call elsewhere.
         if clock.displaced() {
             break LoopEndReason::Displaced;
         }
-        let now = clock.now_ns();
         // Relaxed: a liveness signal read by watchers, ordering nothing else.
         heartbeat_ns.store(now, Ordering::Relaxed);
+        // A wake-up past the boundary belongs to the next interval: hand
+        // the finished one over before recording it.
+        if now >= next_publish_ns && publisher.publish() {
+            next_publish_ns = (now / publish_period + 1) * publish_period;
+        }
         let next = next_period(period, now, start_ns, interval);
         let stats = publisher.stats_mut();
         if period >= measure_from {
             // An absolute sleep cannot end before its deadline.
-            stats.record(now.saturating_sub(deadline), samples);
+            stats.record_at(now.saturating_sub(deadline), samples, now);
             samples += 1;
         }
         let missed_from = (period + 1).max(measure_from);
@@ -122,9 +136,6 @@ pub fn hot_loop<C: Clock>(
             stats.missed += missed_to - missed_from;
         }
         period = next;
-        if period >= next_publish && publisher.publish() {
-            next_publish = period + plan.publish_every_periods;
-        }
     };
     LoopEnd {
         reason,
@@ -181,7 +192,7 @@ mod tests {
             warmup_periods: 0,
             measure_periods: Some(periods),
             max_samples: None,
-            publish_every_periods: 3,
+            publish_period_ns: 300,
         }
     }
 
@@ -234,6 +245,80 @@ mod tests {
         // was on another CPU and is neither.
         assert_eq!((total.count, total.missed), (3, 2));
         assert_eq!(end.periods, total.count + total.missed);
+    }
+
+    /// A clock whose hotplug check takes 40 µs, as a slow `sched_getcpu`
+    /// system call might.
+    struct SlowCheckClock(ScriptedClock);
+
+    impl Clock for SlowCheckClock {
+        fn now_ns(&mut self) -> u64 {
+            self.0.now_ns()
+        }
+        fn sleep_until_ns(&mut self, deadline_ns: u64) -> Result<(), i32> {
+            self.0.sleep_until_ns(deadline_ns)
+        }
+        fn displaced(&mut self) -> bool {
+            self.0.now += 40_000;
+            false
+        }
+    }
+
+    #[test]
+    fn the_hotplug_check_is_not_part_of_the_sample() {
+        let template = LatencyStats::new(u64::MAX, None);
+        let (mut publisher, _collector) = handoff::channel(&template, 2);
+        let mut clock = SlowCheckClock(ScriptedClock {
+            latencies: vec![7; 3],
+            woken: 0,
+            now: 0,
+        });
+        let mut p = plan(3);
+        p.interval_ns = 1_000_000;
+        p.publish_period_ns = u64::MAX / 2;
+        let stop = AtomicBool::new(false);
+        let heartbeat = AtomicU64::new(0);
+        hot_loop(&mut clock, &p, 1_000, &mut publisher, &stop, &heartbeat);
+        let stats = publisher.into_remainder();
+        assert_eq!((stats.count, stats.max_ns), (3, 7));
+        // Each sample is filed at its wake-up time.
+        assert_eq!(stats.span_ns(), Some((1_007, 2_001_007)));
+    }
+
+    #[test]
+    fn intervals_are_cut_at_multiples_of_the_publish_period() {
+        let template = LatencyStats::new(u64::MAX, None);
+        let (mut publisher, mut collector) = handoff::channel(&template, 8);
+        // Every wake-up 30 ns late on a 100 ns grid from 1 000: samples at
+        // 1 030, 1 130, … ; intervals cut at multiples of 250.
+        let mut clock = ScriptedClock {
+            latencies: vec![30; 12],
+            woken: 0,
+            now: 0,
+        };
+        let mut p = plan(12);
+        p.publish_period_ns = 250;
+        let stop = AtomicBool::new(false);
+        let heartbeat = AtomicU64::new(0);
+        hot_loop(&mut clock, &p, 1_000, &mut publisher, &stop, &heartbeat);
+        let mut spans = Vec::new();
+        collector
+            .drain(|s| {
+                spans.push(s.span_ns());
+                Ok::<_, std::convert::Infallible>(())
+            })
+            .unwrap();
+        spans.push(publisher.into_remainder().span_ns());
+        assert_eq!(
+            spans,
+            vec![
+                Some((1_030, 1_230)),
+                Some((1_330, 1_430)),
+                Some((1_530, 1_730)),
+                Some((1_830, 1_930)),
+                Some((2_030, 2_130)),
+            ]
+        );
     }
 
     #[test]

@@ -261,6 +261,11 @@ pub fn spawn(
                     SamplerState::RunningNonRealtime
                 }
             };
+            // The smallest slack there is (0 would mean "the default"): a
+            // sampler without a real-time policy measures its scheduling
+            // latency, not the 50 µs by which the kernel may batch its
+            // wake-ups. The call takes a constant and cannot fail.
+            let _ = sys::set_current_thread_timer_slack_ns(1);
             #[cfg(feature = "fault-injection")]
             if start_delay_ns > 0 {
                 thread::sleep(std::time::Duration::from_nanos(start_delay_ns));

@@ -54,6 +54,13 @@ pub struct LatencyStats {
     pub spikes: u64,
     /// Periods skipped because a wake-up came after the next deadline.
     pub missed: u64,
+    /// `CLOCK_MONOTONIC` times of the first and the last sample, and of the
+    /// maximum (the latest one, if several are equal): where the samples
+    /// lie in time, so that windows file them by when they happened, not
+    /// by when they were collected. `u64::MAX`, 0 and 0 while empty.
+    first_at_ns: u64,
+    last_at_ns: u64,
+    max_at_ns: u64,
     spike_threshold_ns: u64,
     hdr: Histogram<u64>,
     linear: Option<LinearHistogram>,
@@ -73,20 +80,36 @@ impl LatencyStats {
             hdr_overflows: 0,
             spikes: 0,
             missed: 0,
+            first_at_ns: u64::MAX,
+            last_at_ns: 0,
+            max_at_ns: 0,
             spike_threshold_ns,
             hdr,
             linear,
         }
     }
 
-    /// Records one wake-up latency. `sample_idx` is the sample's 0-based
-    /// number over the whole run (kept for `-h` overflows). Never allocates.
+    /// Records one wake-up latency whose time is not known (tests,
+    /// benchmarks): as `record_at` at time 0.
     #[inline]
     pub fn record(&mut self, latency_ns: u64, sample_idx: u64) {
+        self.record_at(latency_ns, sample_idx, 0);
+    }
+
+    /// Records one wake-up latency, taken at `at_ns` (`CLOCK_MONOTONIC`).
+    /// `sample_idx` is the sample's 0-based number over the whole run (kept
+    /// for `-h` overflows). Never allocates.
+    #[inline]
+    pub fn record_at(&mut self, latency_ns: u64, sample_idx: u64, at_ns: u64) {
         self.count += 1;
         self.sum_ns += u128::from(latency_ns);
         self.min_ns = self.min_ns.min(latency_ns);
-        self.max_ns = self.max_ns.max(latency_ns);
+        if latency_ns >= self.max_ns {
+            self.max_ns = latency_ns;
+            self.max_at_ns = at_ns;
+        }
+        self.first_at_ns = self.first_at_ns.min(at_ns);
+        self.last_at_ns = at_ns;
         self.last_ns = latency_ns;
         if latency_ns > self.spike_threshold_ns {
             self.spikes += 1;
@@ -115,9 +138,18 @@ impl LatencyStats {
         self.count += other.count;
         self.sum_ns += other.sum_ns;
         self.min_ns = self.min_ns.min(other.min_ns);
-        self.max_ns = self.max_ns.max(other.max_ns);
+        if other.count > 0 && other.max_ns >= self.max_ns {
+            // On a tie the later maximum wins, as in `record_at`.
+            let later = other.max_ns > self.max_ns || other.max_at_ns > self.max_at_ns;
+            self.max_ns = other.max_ns;
+            if later {
+                self.max_at_ns = other.max_at_ns;
+            }
+        }
         if other.count > 0 {
             self.last_ns = other.last_ns;
+            self.first_at_ns = self.first_at_ns.min(other.first_at_ns);
+            self.last_at_ns = self.last_at_ns.max(other.last_at_ns);
         }
         self.hdr_overflows += other.hdr_overflows;
         self.spikes += other.spikes;
@@ -136,6 +168,9 @@ impl LatencyStats {
         self.hdr_overflows = 0;
         self.spikes = 0;
         self.missed = 0;
+        self.first_at_ns = u64::MAX;
+        self.last_at_ns = 0;
+        self.max_at_ns = 0;
         self.hdr.reset();
         if let Some(linear) = &mut self.linear {
             linear.reset();
@@ -176,6 +211,18 @@ impl LatencyStats {
         // one is immune to floating-point rounding.
         let q = (rank as f64 - 0.5) / in_range as f64;
         self.hdr.value_at_quantile(q).min(self.max_ns)
+    }
+
+    /// When the samples were taken: the `CLOCK_MONOTONIC` times of the
+    /// first and the last, or `None` when there is none.
+    pub fn span_ns(&self) -> Option<(u64, u64)> {
+        (self.count > 0).then_some((self.first_at_ns, self.last_at_ns))
+    }
+
+    /// When the maximum was taken (`CLOCK_MONOTONIC`; the latest of equal
+    /// maxima), or `None` when there is no sample.
+    pub fn max_at_ns(&self) -> Option<u64> {
+        (self.count > 0).then_some(self.max_at_ns)
     }
 
     pub fn hdr(&self) -> &Histogram<u64> {
@@ -344,6 +391,36 @@ mod tests {
         // Only the first 50 overflow sample numbers are kept, in order.
         assert_eq!(linear.overflow_samples().len(), 50);
         assert!(linear.overflow_samples().windows(2).all(|w| w[0] < w[1]));
+    }
+
+    #[test]
+    fn sample_times_survive_merging_in_any_order() {
+        let mut early = LatencyStats::new(u64::MAX, None);
+        early.record_at(500, 0, 1_000);
+        early.record_at(9_000, 1, 2_000);
+        early.record_at(400, 2, 3_000);
+        let mut late = LatencyStats::new(u64::MAX, None);
+        late.record_at(9_000, 3, 7_000);
+        late.record_at(100, 4, 8_000);
+        assert_eq!(early.span_ns(), Some((1_000, 3_000)));
+        assert_eq!(early.max_at_ns(), Some(2_000));
+        let mut a = LatencyStats::new(u64::MAX, None);
+        a.merge(&late).unwrap();
+        a.merge(&early).unwrap();
+        let mut b = LatencyStats::new(u64::MAX, None);
+        b.merge(&early).unwrap();
+        b.merge(&late).unwrap();
+        for total in [a, b] {
+            assert_eq!(total.span_ns(), Some((1_000, 8_000)));
+            // Equal maxima: the later one is kept, so a window holds it longest.
+            assert_eq!(total.max_at_ns(), Some(7_000));
+        }
+        let mut empty = LatencyStats::new(u64::MAX, None);
+        assert_eq!((empty.span_ns(), empty.max_at_ns()), (None, None));
+        empty.merge(&LatencyStats::new(u64::MAX, None)).unwrap();
+        assert_eq!(empty.span_ns(), None);
+        early.reset();
+        assert_eq!((early.span_ns(), early.max_at_ns()), (None, None));
     }
 
     #[test]

@@ -66,13 +66,14 @@ impl CpuView {
         }
     }
 
-    /// Takes in one interval published by this CPU's sampler.
-    pub fn absorb(&mut self, interval: &LatencyStats, now_ns: u64) -> Result<(), ShapeMismatch> {
+    /// Takes in one interval published by this CPU's sampler. The windows
+    /// file it by when its samples were taken, not by when it arrived.
+    pub fn absorb(&mut self, interval: &LatencyStats) -> Result<(), ShapeMismatch> {
         self.lifetime.merge(interval)?;
-        if interval.count > 0 {
-            self.window.record(now_ns, interval.max_ns);
+        if let Some(max_at_ns) = interval.max_at_ns() {
+            self.window.record(max_at_ns, interval.max_ns);
         }
-        self.recent.record(now_ns, interval);
+        self.recent.record(interval);
         self.buckets.add(interval);
         Ok(())
     }

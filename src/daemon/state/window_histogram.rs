@@ -12,7 +12,9 @@ pub const MAX_HISTOGRAM_SLOTS: u64 = 120;
 
 /// Histograms of the recent past in 1 µs bins, for plots of a trailing
 /// window. A ring of slots, each the histogram of `slot_ns` of
-/// `CLOCK_MONOTONIC` time kept sparse (only the bins that hold samples);
+/// `CLOCK_MONOTONIC` time kept sparse (only the bins that hold samples),
+/// filed by when the samples were taken; as for `WindowMax`, a window
+/// covers every slot that overlaps it, so one more than it spans;
 /// a slot is a second for windows up to 120 s and longer beyond, so the
 /// memory stays bounded by [`MAX_HISTOGRAM_SLOTS`] × the bins in use.
 ///
@@ -28,7 +30,8 @@ pub const MAX_HISTOGRAM_SLOTS: u64 = 120;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WindowHistogram {
     slot_ns: u64,
-    /// Slots in the window, the open one included.
+    /// Slots the window spans; one more is kept, since `len` slots
+    /// starting at a slot boundary cannot cover a window that does not.
     len: u64,
     /// Finished slots still in the window, oldest first: (number, how many
     /// of `bins` are theirs).
@@ -109,8 +112,8 @@ impl WindowHistogram {
         WindowHistogram {
             slot_ns: slot_seconds * NS_PER_SEC,
             len,
-            finished: VecDeque::with_capacity(len as usize),
-            bins: VecDeque::with_capacity(len as usize * BINS_RESERVED_PER_SLOT),
+            finished: VecDeque::with_capacity(len as usize + 1),
+            bins: VecDeque::with_capacity((len as usize + 1) * BINS_RESERVED_PER_SLOT),
             wide: Vec::new(),
             open_number: u64::MAX,
             open: SlotBins::default(),
@@ -126,12 +129,14 @@ impl WindowHistogram {
         self.len * self.slot_ns
     }
 
-    /// Adds one interval's samples to the slot of `now_ns`.
-    pub fn record(&mut self, now_ns: u64, interval: &LatencyStats) {
-        if interval.count == 0 {
+    /// Adds one interval's samples to the slot of its last sample (an
+    /// interval spans one publish period, unless the collector fell
+    /// behind: then all of it is filed late rather than early).
+    pub fn record(&mut self, interval: &LatencyStats) {
+        let Some((_, last_at_ns)) = interval.span_ns() else {
             return;
-        }
-        let bins = self.bins_of(now_ns);
+        };
+        let bins = self.bins_of(last_at_ns);
         crate::stats::for_each_bin_us(interval, |us, count| bins.add(us, count));
     }
 
@@ -143,7 +148,7 @@ impl WindowHistogram {
         if self.open_number == u64::MAX || number > self.open_number {
             self.close_open_slot();
             self.open_number = number;
-            self.forget_before(number.saturating_sub(self.len - 1));
+            self.forget_before(number.saturating_sub(self.len));
         }
         &mut self.open
     }
@@ -199,15 +204,14 @@ impl WindowHistogram {
         }
     }
 
-    /// The bins of the slots that overlap the last `window_ns` (the current
-    /// slot included), and the span those slots cover: `window_ns` rounded
-    /// up to whole slots, at most this ring's window.
+    /// The bins of the slots that overlap the last `window_ns` rounded up
+    /// to whole slots (at most this ring's window), and that rounded span.
     pub fn bins_within(&self, now_ns: u64, window_ns: u64) -> (BTreeMap<u64, u64>, u64) {
         let current = now_ns / self.slot_ns;
         let n = window_ns.div_ceil(self.slot_ns).clamp(1, self.len);
         let mut bins = BTreeMap::new();
         self.for_each_slot(|number, slot| {
-            if number <= current && current - number < n {
+            if number <= current && current - number <= n {
                 for (us, count) in slot {
                     *bins.entry(us).or_insert(0) += count;
                 }
@@ -222,7 +226,7 @@ impl WindowHistogram {
     pub fn resized(&self, window_ns: u64, now_ns: u64) -> WindowHistogram {
         let mut resized = WindowHistogram::new(window_ns);
         // The start of the oldest slot the new ring still covers.
-        let oldest = (now_ns / resized.slot_ns).saturating_sub(resized.len - 1);
+        let oldest = (now_ns / resized.slot_ns).saturating_sub(resized.len);
         let earliest = oldest * resized.slot_ns;
         self.for_each_slot(|number, slot| {
             let start_ns = number.saturating_mul(self.slot_ns);
@@ -245,10 +249,11 @@ mod tests {
 
     const S: u64 = NS_PER_SEC;
 
-    fn interval(values_ns: &[u64]) -> LatencyStats {
+    /// An interval of `values_ns`, the last sampled at `at_ns`.
+    fn interval(at_ns: u64, values_ns: &[u64]) -> LatencyStats {
         let mut stats = LatencyStats::new(u64::MAX, None);
         for &v in values_ns {
-            stats.record(v, 0);
+            stats.record_at(v, 0, at_ns);
         }
         stats
     }
@@ -257,10 +262,10 @@ mod tests {
     fn window_histogram_keeps_only_the_recent_slots() {
         let mut h = WindowHistogram::new(60 * S);
         assert_eq!(h.slot_ns(), S, "one-second slots up to 120 s");
-        h.record(100 * S, &interval(&[3_200, 3_900, 12_000]));
-        h.record(100 * S + 500_000_000, &interval(&[3_100]));
-        h.record(130 * S, &interval(&[5_000]));
-        h.record(131 * S, &LatencyStats::new(u64::MAX, None)); // empty: nothing
+        h.record(&interval(100 * S, &[3_200, 3_900, 12_000]));
+        h.record(&interval(100 * S + 500_000_000, &[3_100]));
+        h.record(&interval(130 * S, &[5_000]));
+        h.record(&LatencyStats::new(u64::MAX, None)); // empty: nothing
         let (bins, covered) = h.bins_within(131 * S, 60 * S);
         assert_eq!(covered, 60 * S);
         assert_eq!(bins, BTreeMap::from([(3, 3), (5, 1), (12, 1)]));
@@ -269,24 +274,26 @@ mod tests {
         assert_eq!((bins, covered), (BTreeMap::from([(5, 1)]), 2 * S));
         // A window past the ring's is the ring's.
         assert_eq!(h.bins_within(131 * S, 3600 * S).1, 60 * S);
-        // Second 100 leaves the 60 s window at second 160.
-        let (bins, _) = h.bins_within(160 * S, 60 * S);
+        // Second 100 overlaps the 60 s window until second 161.
+        let (bins, _) = h.bins_within(160 * S + S / 2, 60 * S);
+        assert_eq!(bins.get(&12), Some(&1));
+        let (bins, _) = h.bins_within(161 * S, 60 * S);
         assert_eq!(bins, BTreeMap::from([(5, 1)]));
         // A reused slot starts afresh.
-        h.record(190 * S, &interval(&[7_000]));
-        assert_eq!(h.bins_within(190 * S, 60 * S).0, BTreeMap::from([(7, 1)]));
+        h.record(&interval(191 * S, &[7_000]));
+        assert_eq!(h.bins_within(191 * S, 60 * S).0, BTreeMap::from([(7, 1)]));
     }
 
     #[test]
     fn window_histogram_allocates_nothing_per_slot() {
         let mut h = WindowHistogram::new(60 * S);
-        h.record(100 * S, &interval(&[1_000, 2_000, 3_000, 40_000, 900_000]));
+        h.record(&interval(100 * S, &[1_000, 2_000, 3_000, 40_000, 900_000]));
         let open = (h.open.narrow.as_ptr(), h.open.narrow.capacity());
         let queue = h.bins.capacity();
         // Two laps of the ring, each second a few bins: slots come and go
         // through the same two buffers.
         for second in 101..220 {
-            h.record(second * S, &interval(&[2_000, 3_000, 7_000]));
+            h.record(&interval(second * S, &[2_000, 3_000, 7_000]));
         }
         assert_eq!((h.open.narrow.as_ptr(), h.open.narrow.capacity()), open);
         assert_eq!(
@@ -294,13 +301,13 @@ mod tests {
             queue,
             "the finished slots' queue kept its size"
         );
-        assert_eq!(h.finished.len(), 59, "59 finished slots and the open one");
-        assert_eq!(h.bins.len(), 59 * 3);
+        assert_eq!(h.finished.len(), 60, "60 finished slots and the open one");
+        assert_eq!(h.bins.len(), 60 * 3);
         let (bins, _) = h.bins_within(219 * S, 60 * S);
-        assert_eq!(bins, BTreeMap::from([(2, 60), (3, 60), (7, 60)]));
+        assert_eq!(bins, BTreeMap::from([(2, 61), (3, 61), (7, 61)]));
         // Bins stay sorted and merged whatever order they arrive in.
-        h.record(219 * S, &interval(&[900_000, 1_000]));
-        h.record(219 * S, &interval(&[2_500]));
+        h.record(&interval(219 * S, &[900_000, 1_000]));
+        h.record(&interval(219 * S, &[2_500]));
         assert_eq!(
             h.open.narrow,
             vec![(1, 1), (2, 2), (3, 1), (7, 1), (900, 1)]
@@ -311,17 +318,19 @@ mod tests {
     fn window_histogram_keeps_wide_bins_with_their_slot() {
         let mut h = WindowHistogram::new(3 * S);
         // Past the HDR range: the bin of the maximum, 2 hours.
-        h.record(10 * S, &interval(&[5_000, 7_200 * S]));
-        h.record(11 * S, &interval(&[6_000]));
+        h.record(&interval(10 * S, &[5_000, 7_200 * S]));
+        h.record(&interval(11 * S, &[6_000]));
         assert_eq!(h.wide, vec![(10, 7_200_000_000, 1)]);
         let (bins, _) = h.bins_within(12 * S, 3 * S);
         assert_eq!(bins, BTreeMap::from([(5, 1), (6, 1), (7_200_000_000, 1)]));
-        // Slot 10 leaves the window when slot 13 opens, its wide bin too.
-        h.record(13 * S, &interval(&[4_000]));
+        // Slot 10 leaves the window when slot 14 opens, its wide bin too.
+        h.record(&interval(13 * S, &[4_000]));
+        assert_eq!(h.wide.len(), 1);
+        h.record(&interval(14 * S, &[4_000]));
         assert!(h.wide.is_empty());
         assert_eq!(
-            h.bins_within(13 * S, 3 * S).0,
-            BTreeMap::from([(4, 1), (6, 1)])
+            h.bins_within(14 * S, 3 * S).0,
+            BTreeMap::from([(4, 2), (6, 1)])
         );
     }
 
@@ -358,9 +367,9 @@ mod tests {
     #[test]
     fn window_histogram_resizing_keeps_what_still_fits() {
         let mut h = WindowHistogram::new(60 * S);
-        h.record(100 * S, &interval(&[2_000]));
-        h.record(150 * S, &interval(&[4_000]));
-        h.record(159 * S, &interval(&[6_000]));
+        h.record(&interval(100 * S, &[2_000]));
+        h.record(&interval(150 * S, &[4_000]));
+        h.record(&interval(159 * S, &[6_000]));
         let shorter = h.resized(10 * S, 159 * S);
         assert_eq!(
             shorter.bins_within(159 * S, 10 * S).0,
