@@ -3,12 +3,11 @@
 //! the process collector). Targets (issue 3): ≤ 1 ms and ≤ 10 ms median.
 
 use std::sync::{Arc, Mutex};
-use std::time::SystemTime;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use latencyd::config::Config;
 use latencyd::daemon::render::metrics;
-use latencyd::daemon::state::{CpuView, MonitorState, SamplerView};
+use latencyd::daemon::state::{CpuView, MonitorState, ReloadRecord, SamplerView};
 use latencyd::host::HostInfo;
 use latencyd::rt::sys::{self, Policy};
 use latencyd::stats::LatencyStats;
@@ -50,11 +49,10 @@ fn synthetic_state(n_cpus: usize) -> MonitorState {
     MonitorState {
         host: HostInfo::detect(),
         config,
-        started_wall: SystemTime::now(),
         started_ns: now,
         cpus,
         non_rt_reasons: vec![],
-        reload_failures: 0,
+        reload: ReloadRecord::started(now),
         listen: "127.0.0.1:9479".parse().unwrap(),
     }
 }
@@ -70,7 +68,7 @@ fn render(c: &mut Criterion) {
             let registry = metrics::registry(
                 Arc::new(Mutex::new(state)),
                 false,
-                latencyd::rt::sys::monotonic_now_ns,
+                metrics::SYSTEM_CLOCKS,
             );
             let text = metrics::render(&registry).unwrap();
             let series = text.lines().filter(|l| !l.starts_with('#')).count();
@@ -79,7 +77,7 @@ fn render(c: &mut Criterion) {
             );
         }
         let state = Arc::new(Mutex::new(synthetic_state(n_cpus)));
-        let registry = metrics::registry(state, true, latencyd::rt::sys::monotonic_now_ns);
+        let registry = metrics::registry(state, true, metrics::SYSTEM_CLOCKS);
         let size = metrics::render(&registry).unwrap().len();
         eprintln!("metrics_render: {n_cpus} CPUs render {size} bytes");
         group.bench_function(format!("{n_cpus}_cpus"), |b| {

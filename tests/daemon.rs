@@ -190,6 +190,16 @@ fn sighup_applies_live_keys_and_survives_a_broken_file() {
             ) == Some(1.0)
         },
     );
+    let scrape = daemon.get("/metrics").1;
+    assert_eq!(
+        metric_value(&scrape, "latencyd_config_last_reload_successful"),
+        Some(0.0)
+    );
+    let loaded_at = metric_value(
+        &scrape,
+        "latencyd_config_last_reload_success_timestamp_seconds",
+    )
+    .unwrap();
     assert_eq!(
         daemon.get("/healthz").0,
         200,
@@ -216,12 +226,21 @@ fn sighup_applies_live_keys_and_survives_a_broken_file() {
             status["config"]["max_window_ns"] == 5_000_000_000u64
         },
     );
-    assert!(
-        metric_value(
-            &daemon.get("/metrics").1,
-            "latencyd_config_reload_failures_total"
-        ) == Some(1.0)
+    let scrape = daemon.get("/metrics").1;
+    assert_eq!(
+        metric_value(&scrape, "latencyd_config_reload_failures_total"),
+        Some(1.0)
     );
+    assert_eq!(
+        metric_value(&scrape, "latencyd_config_last_reload_successful"),
+        Some(1.0)
+    );
+    let reloaded_at = metric_value(
+        &scrape,
+        "latencyd_config_last_reload_success_timestamp_seconds",
+    )
+    .unwrap();
+    assert!(reloaded_at > loaded_at, "{loaded_at} then {reloaded_at}");
 }
 
 #[test]
@@ -409,4 +428,43 @@ fn logs_are_json_lines_or_text_without_timestamps_under_the_journal() {
         first.starts_with("20"),
         "a timestamp outside the journal: {first}"
     );
+}
+
+#[test]
+fn samplers_without_a_real_time_policy_sleep_with_a_1ns_timer_slack() {
+    // The default slack (50 µs) would be measured as latency by a sampler
+    // under SCHED_OTHER; each sampler sets its own to 1 ns.
+    let dir = tempfile::tempdir().unwrap();
+    let config = daemon_config(
+        dir.path(),
+        "policy = \"other\"\npriority = 0\n",
+        "",
+        "[realtime]\nrequired = false\n",
+    );
+    let config_text = std::fs::read_to_string(&config).unwrap();
+    // Root's configuration has no [realtime] section of its own; the
+    // unprivileged one already says `required = false`.
+    if config_text.matches("[realtime]").count() > 1 {
+        std::fs::write(
+            &config,
+            config_text.replacen("[realtime]\nrequired = false\n", "", 1),
+        )
+        .unwrap();
+    }
+    let mut daemon = Daemon::start(latencyd().args(["run", "--config"]).arg(&config));
+    let status: Value = serde_json::from_str(&daemon.get("/api/v1/status").1).unwrap();
+    let samplers = status["samplers"].as_array().unwrap();
+    assert!(!samplers.is_empty());
+    for sampler in samplers {
+        let tid = sampler["tid"].as_i64().unwrap();
+        let slack = std::fs::read_to_string(format!("/proc/{tid}/timerslack_ns")).unwrap();
+        assert_eq!(slack.trim(), "1", "sampler {sampler}");
+    }
+    // The daemon's other threads keep the default.
+    let pid = daemon.child.id();
+    let slack = std::fs::read_to_string(format!("/proc/{pid}/timerslack_ns")).unwrap();
+    assert_ne!(slack.trim(), "1");
+    daemon.signal(libc::SIGTERM);
+    let (exit, log) = daemon.wait_with_log();
+    assert!(exit.success(), "{exit}: {log:?}");
 }

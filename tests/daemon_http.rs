@@ -5,15 +5,16 @@
 
 mod common;
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, UNIX_EPOCH};
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use http_body_util::BodyExt;
 use latencyd::config::Config;
 use latencyd::daemon::http::{AppState, router};
-use latencyd::daemon::state::{CpuView, MonitorState, SamplerView};
+use latencyd::daemon::render::metrics::{Clocks, REVISION};
+use latencyd::daemon::state::{CpuView, MonitorState, ReloadRecord, SamplerView};
 use latencyd::rt::sys::Policy;
 use latencyd::stats::LatencyStats;
 use serde_json::Value;
@@ -26,6 +27,18 @@ const NOW_NS: u64 = 1_000 * S;
 fn fixed_now() -> u64 {
     NOW_NS
 }
+
+/// The pinned wall clock at `NOW_NS`: 2026-11-22 15:00:38 UTC.
+const NOW_UNIX_NS: u64 = 1_795_316_438 * S;
+
+fn fixed_unix() -> u64 {
+    NOW_UNIX_NS
+}
+
+const FIXED: Clocks = Clocks {
+    monotonic_ns: fixed_now,
+    unix_ns: fixed_unix,
+};
 
 fn view(cpu: usize, samples: &[u64], config: &Config, last_sample_ns: u64) -> CpuView {
     let sampler = SamplerView {
@@ -66,14 +79,17 @@ fn state(per_cpu_histograms: bool) -> MonitorState {
         .collect();
     MonitorState {
         host: common::synthetic_host(&[0, 1, 2], &[0, 1, 2]),
-        started_wall: UNIX_EPOCH + Duration::from_secs(1_795_315_538),
         started_ns: NOW_NS - 900 * S,
         cpus: vec![
             view(0, &a, &config, NOW_NS - 1_000_000),
             view(2, &b, &config, NOW_NS - 2_000_000),
         ],
         non_rt_reasons: vec![],
-        reload_failures: 2,
+        reload: ReloadRecord {
+            failures: 2,
+            last_ok: false,
+            last_success_ns: NOW_NS - 300 * S,
+        },
         listen: "127.0.0.1:9479".parse().unwrap(),
         config,
     }
@@ -84,7 +100,7 @@ fn app(state: MonitorState) -> axum::Router {
 }
 
 fn app_with(state: MonitorState) -> axum::Router {
-    router(AppState::new(Arc::new(Mutex::new(state)), false, fixed_now))
+    router(AppState::new(Arc::new(Mutex::new(state)), false, FIXED))
 }
 
 async fn get(app: &axum::Router, path: &str) -> (StatusCode, String, String) {
@@ -117,14 +133,70 @@ async fn request(app: &axum::Router, method: &str, path: &str) -> (StatusCode, S
     )
 }
 
+/// A wall clock the test steps, as NTP or an RTC-less board would.
+static STEPPED_UNIX_NS: AtomicU64 = AtomicU64::new(NOW_UNIX_NS);
+
+fn stepped_unix() -> u64 {
+    STEPPED_UNIX_NS.load(Ordering::Relaxed)
+}
+
+#[tokio::test]
+async fn timestamps_follow_a_step_of_the_wall_clock() {
+    let clocks = Clocks {
+        monotonic_ns: fixed_now,
+        unix_ns: stepped_unix,
+    };
+    let app = router(AppState::new(
+        Arc::new(Mutex::new(state(true))),
+        false,
+        clocks,
+    ));
+    let heartbeat = |body: &str| {
+        common::metric_value(
+            body,
+            "latencyd_sampler_last_sample_timestamp_seconds{cpu=\"0\"}",
+        )
+        .unwrap()
+    };
+    let reloaded = |body: &str| {
+        common::metric_value(
+            body,
+            "latencyd_config_last_reload_success_timestamp_seconds",
+        )
+        .unwrap()
+    };
+    let (_, _, before) = get(&app, "/metrics").await;
+    // CPU 0 woke 1 ms before "now"; the last good load was 300 s before.
+    let now_s = NOW_UNIX_NS as f64 / S as f64;
+    assert!(
+        (heartbeat(&before) - (now_s - 0.001)).abs() < 1e-6,
+        "{before}"
+    );
+    assert!((reloaded(&before) - (now_s - 300.0)).abs() < 1e-6);
+    // The wall clock jumps an hour ahead (the monotonic one does not): the
+    // heartbeat is still 1 ms old, not an hour.
+    STEPPED_UNIX_NS.store(NOW_UNIX_NS + 3_600 * S, Ordering::Relaxed);
+    let (_, _, after) = get(&app, "/metrics").await;
+    assert!((heartbeat(&after) - (now_s + 3_600.0 - 0.001)).abs() < 1e-6);
+    assert!((reloaded(&after) - (now_s + 3_600.0 - 300.0)).abs() < 1e-6);
+    STEPPED_UNIX_NS.store(NOW_UNIX_NS, Ordering::Relaxed);
+}
+
 #[tokio::test]
 async fn metrics_match_the_expected_exposition() {
+    // The revision changes with every commit; the expected output names
+    // it by a placeholder.
+    let revision = format!("revision=\"{REVISION}\"");
+    assert!(!REVISION.is_empty());
     let (status, content_type, body) = get(&app(state(true)), "/metrics").await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(content_type, "text/plain; version=0.0.4; charset=utf-8");
+    assert!(body.contains(&revision), "{body}");
+    let body = body.replace(&revision, "revision=\"<git revision>\"");
     common::check_expected("metrics-per-cpu.txt", &body);
 
     let (_, _, body) = get(&app(state(false)), "/metrics").await;
+    let body = body.replace(&revision, "revision=\"<git revision>\"");
     common::check_expected("metrics-summed.txt", &body);
     assert!(
         body.contains("latencyd_wakeup_latency_seconds_count 703\n"),

@@ -144,18 +144,17 @@ fn router() -> axum::Router {
     };
     let state = latencyd::daemon::state::MonitorState {
         host: common::synthetic_host(&[0], &[0]),
-        started_wall: std::time::SystemTime::UNIX_EPOCH,
         started_ns: 0,
         cpus: vec![latencyd::daemon::state::CpuView::new(0, &config, sampler)],
         non_rt_reasons: vec![],
-        reload_failures: 0,
+        reload: latencyd::daemon::state::ReloadRecord::started(0),
         listen: "127.0.0.1:9479".parse().unwrap(),
         config,
     };
     latencyd::daemon::http::router(latencyd::daemon::http::AppState::new(
         Arc::new(Mutex::new(state)),
         false,
-        latencyd::rt::sys::monotonic_now_ns,
+        latencyd::daemon::render::metrics::SYSTEM_CLOCKS,
     ))
 }
 

@@ -154,6 +154,13 @@ fn connections_past_the_limit_get_503_and_slots_come_back() {
         Duration::from_secs(10),
         || http_get(daemon.addr, "/metrics").is_ok_and(|(status, _)| status == 200),
     );
+    // The refusal was counted (a busy wait above may have added more).
+    let (_, scrape) = http_get(daemon.addr, "/metrics").unwrap();
+    let refused = common::metric_value(&scrape, "latencyd_http_connections_refused_total");
+    assert!(refused.is_some_and(|n| n >= 1.0), "{scrape}");
+    // And /metrics times itself: the scrapes above are in the histogram.
+    let renders = common::metric_value(&scrape, "latencyd_metrics_render_duration_seconds_count");
+    assert!(renders.is_some_and(|n| n >= 1.0), "{scrape}");
 }
 
 #[test]

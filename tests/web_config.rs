@@ -191,6 +191,19 @@ fn tls_with_basic_auth_right_and_wrong() {
             );
         }
     }
+    // Every refusal was counted: 4 kinds of bad credentials on 3 paths.
+    let output = Command::new("curl")
+        .args(["-s", "--max-time", "10", "-u", &good, "--cacert"])
+        .arg(dir.path().join("ca.crt"))
+        .arg(format!("https://{}/metrics", daemon.addr))
+        .output()
+        .unwrap();
+    let scrape = stdout_of(&output);
+    assert_eq!(
+        common::metric_value(&scrape, "latencyd_http_auth_failures_total"),
+        Some(12.0),
+        "{scrape}"
+    );
     // Plain HTTP to the TLS port gets no metrics.
     if let Ok((status, body)) = http_get(daemon.addr, "/metrics") {
         assert_ne!(status, 200, "{body}");

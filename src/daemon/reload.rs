@@ -76,7 +76,7 @@ impl Reload {
         let mut s = lock(state);
         let (new, web) = match loaded {
             Err(err) => {
-                s.reload_failures += 1;
+                s.reload.refused();
                 lines.push(Line::Error(format!(
                     "configuration reload refused, still running on the previous configuration: \
                      {err}"
@@ -157,6 +157,9 @@ impl Reload {
                 )));
             }
         }
+        // The file was valid: the reload succeeded, even if some of its
+        // changes wait for a restart (those are logged above).
+        s.reload.applied(now);
         lines
     }
 }

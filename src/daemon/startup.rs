@@ -7,7 +7,7 @@ use std::net::TcpListener;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use tracing::{error, info, warn};
 
@@ -17,7 +17,8 @@ use super::http::webconfig::{self, Security};
 use super::http::{self, server};
 use super::logging;
 use super::notify;
-use super::state::{CpuView, MonitorState, SamplerView};
+use super::render::metrics::SYSTEM_CLOCKS;
+use super::state::{CpuView, MonitorState, ReloadRecord, SamplerView};
 use crate::cli::RunArgs;
 use crate::config::{self, Config, ConfigError, Sources};
 use crate::cpulist::format_cpu_list;
@@ -204,9 +205,9 @@ async fn serve(
         },
         security.describe(),
     );
+    let started_ns = sys::monotonic_now_ns();
     let state = Arc::new(Mutex::new(MonitorState {
-        started_wall: SystemTime::now(),
-        started_ns: sys::monotonic_now_ns(),
+        started_ns,
         cpus: engine
             .slots
             .iter()
@@ -224,21 +225,23 @@ async fn serve(
             })
             .collect(),
         non_rt_reasons: engine.non_rt_reasons.clone(),
-        reload_failures: 0,
+        reload: ReloadRecord::started(started_ns),
         listen,
         host,
         config,
     }));
 
-    let mut app = http::AppState::new(Arc::clone(&state), true, sys::monotonic_now_ns);
+    let mut app = http::AppState::new(Arc::clone(&state), true, SYSTEM_CLOCKS);
     app.security = Arc::new(std::sync::RwLock::new(Arc::new(security)));
     let security = Arc::clone(&app.security);
+    let refused = app.counters.refused_connections.clone();
     let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
     let server = tokio::spawn(server::serve(
         listener,
         http::router(app),
         Arc::clone(&security),
         limits,
+        refused,
         shutdown_rx,
     ));
     // Signal handlers first: a SIGTERM sent as soon as READY=1 (or the

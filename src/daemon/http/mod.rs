@@ -48,27 +48,86 @@ pub type SharedSecurity = Arc<RwLock<Arc<Security>>>;
 pub struct AppState {
     pub state: Arc<Mutex<MonitorState>>,
     pub registry: prometheus::Registry,
-    /// `CLOCK_MONOTONIC` now: the handlers' and the metrics' clock.
-    pub now_ns: metrics::Clock,
+    /// The handlers' and the metrics' clocks.
+    pub clocks: metrics::Clocks,
     pub security: SharedSecurity,
+    /// What the HTTP surface counts about itself, exported in `registry`.
+    pub counters: HttpCounters,
+}
+
+/// latencyd's metrics about its own HTTP surface.
+#[derive(Clone)]
+pub struct HttpCounters {
+    /// Connections refused because `export.max_connections` were open.
+    pub refused_connections: prometheus::IntCounter,
+    /// Requests refused for missing or wrong credentials.
+    pub refused_credentials: prometheus::IntCounter,
+    /// How long building and encoding `/metrics` took.
+    pub render_seconds: prometheus::Histogram,
+}
+
+impl HttpCounters {
+    fn registered_in(registry: &prometheus::Registry) -> HttpCounters {
+        let counter = |name: &str, help: &str| {
+            let counter = prometheus::IntCounter::new(name, help)
+                .expect("a valid constant metric name and help");
+            registry
+                .register(Box::new(counter.clone()))
+                .expect("registered once");
+            counter
+        };
+        let counters = HttpCounters {
+            refused_connections: counter(
+                "latencyd_http_connections_refused_total",
+                "Connections refused with a 503 because export.max_connections were open.",
+            ),
+            refused_credentials: counter(
+                "latencyd_http_auth_failures_total",
+                "Requests refused with a 401 for missing or wrong basic-auth credentials.",
+            ),
+            render_seconds: prometheus::Histogram::with_opts(
+                prometheus::HistogramOpts::new(
+                    "latencyd_metrics_render_duration_seconds",
+                    "How long building and encoding the /metrics answers took (this one not yet \
+                     included).",
+                )
+                .buckets(vec![
+                    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+                    1.0,
+                ]),
+            )
+            .expect("valid constant buckets"),
+        };
+        registry
+            .register(Box::new(counters.render_seconds.clone()))
+            .expect("registered once");
+        counters
+    }
 }
 
 impl AppState {
-    /// The handlers' state; `now_ns` is the clock every time-dependent
-    /// answer reads (`sys::monotonic_now_ns` in the daemon, a fixed one in
-    /// tests with expected output).
+    /// The handlers' state; `clocks` are what every time-dependent answer
+    /// reads (`metrics::SYSTEM_CLOCKS` in the daemon, fixed ones in tests
+    /// with expected output).
     pub fn new(
         state: Arc<Mutex<MonitorState>>,
         with_process_metrics: bool,
-        now_ns: metrics::Clock,
+        clocks: metrics::Clocks,
     ) -> AppState {
-        let registry = metrics::registry(Arc::clone(&state), with_process_metrics, now_ns);
+        let registry = metrics::registry(Arc::clone(&state), with_process_metrics, clocks);
+        let counters = HttpCounters::registered_in(&registry);
         AppState {
             state,
             registry,
-            now_ns,
+            clocks,
             security: Arc::new(RwLock::new(Arc::new(Security::open()))),
+            counters,
         }
+    }
+
+    /// `CLOCK_MONOTONIC` now, by the handlers' clock.
+    fn now_ns(&self) -> u64 {
+        (self.clocks.monotonic_ns)()
     }
 
     pub fn security(&self) -> Arc<Security> {
@@ -134,6 +193,7 @@ async fn guard(State(app): State<AppState>, request: Request, next: Next) -> Res
         .await
         .unwrap_or(false);
         if !ok {
+            app.counters.refused_credentials.inc();
             return ApiError::Unauthorized(
                 "missing or wrong credentials: this endpoint needs HTTP basic authentication"
                     .to_string(),
@@ -182,7 +242,7 @@ fn snapshot(app: &AppState, query: QueryPairs) -> Result<Snapshot, ApiError> {
     let Query(pairs) = query.map_err(|e| {
         ApiError::BadRequest(format!("the query string is not valid: {}", e.body_text()))
     })?;
-    let now = (app.now_ns)();
+    let now = app.now_ns();
     let s = app.lock();
     let window =
         parse_window(&pairs, s.config.export.max_window_ns).map_err(ApiError::BadRequest)?;
@@ -221,7 +281,9 @@ async fn status_page(State(app): State<AppState>, query: QueryPairs) -> Result<R
 }
 
 async fn metrics_handler(State(app): State<AppState>) -> Result<Response, ApiError> {
+    let timer = app.counters.render_seconds.start_timer();
     let text = metrics::render(&app.registry).map_err(|e| ApiError::Internal(e.to_string()))?;
+    timer.observe_duration();
     Ok((
         [(
             header::CONTENT_TYPE,
@@ -233,7 +295,7 @@ async fn metrics_handler(State(app): State<AppState>) -> Result<Response, ApiErr
 }
 
 async fn healthz(State(app): State<AppState>) -> Response {
-    let health = app.lock().health((app.now_ns)());
+    let health = app.lock().health(app.now_ns());
     let status = if health.healthy {
         StatusCode::OK
     } else {
@@ -243,12 +305,12 @@ async fn healthz(State(app): State<AppState>) -> Response {
 }
 
 async fn status(State(app): State<AppState>) -> axum::Json<json::StatusBody> {
-    let now = (app.now_ns)();
+    let now = app.now_ns();
     axum::Json(json::status(&app.lock(), now))
 }
 
 async fn latency_all(State(app): State<AppState>) -> axum::Json<json::LatencyAllBody> {
-    let now = (app.now_ns)();
+    let now = app.now_ns();
     axum::Json(json::latency_all(&app.lock(), now))
 }
 
@@ -264,7 +326,7 @@ async fn latency_one(
             "'{cpu}' is not a CPU number: use e.g. /api/v1/latency/0"
         ))
     })?;
-    let now = (app.now_ns)();
+    let now = app.now_ns();
     let (body, hdr) = {
         let s = app.lock();
         let view = s.view(cpu).ok_or_else(|| {

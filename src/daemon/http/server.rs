@@ -64,6 +64,7 @@ pub async fn serve(
     router: Router,
     security: SharedSecurity,
     limits: Limits,
+    refused: prometheus::IntCounter,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let slots = Arc::new(Semaphore::new(limits.max_connections));
@@ -87,6 +88,7 @@ pub async fn serve(
         let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
             let tls = read_security(&security).tls.is_some();
             refuse_busy(&stream, tls, limits.max_connections);
+            refused.inc();
             continue;
         };
         let security = read_security(&security);

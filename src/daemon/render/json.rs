@@ -135,7 +135,7 @@ pub fn status(s: &MonitorState, now_ns: u64) -> StatusBody {
         realtime: s.cpus.iter().all(|v| v.sampler.realtime),
         non_rt_reasons: s.non_rt_reasons.clone(),
         listen: s.listen.to_string(),
-        reload_failures: s.reload_failures,
+        reload_failures: s.reload.failures,
         host: HostBody {
             nodename: host.uname.nodename.clone(),
             kernel: host.uname.release.clone(),

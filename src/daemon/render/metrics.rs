@@ -3,6 +3,7 @@
 //! next to the crate's process collector. All latencies in seconds.
 
 use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
 
 use prometheus::core::{Collector, Desc};
 use prometheus::proto::{
@@ -11,6 +12,7 @@ use prometheus::proto::{
 use prometheus::{Encoder, Registry, TextEncoder};
 
 use crate::daemon::state::{BucketCounts, MonitorState};
+use crate::rt::sys;
 use crate::units::NS_PER_SEC;
 
 const NS: f64 = NS_PER_SEC as f64;
@@ -19,7 +21,7 @@ const NS: f64 = NS_PER_SEC as f64;
 const FAMILIES: &[(&str, &str, MetricType, &[&str])] = &[
     (
         "latencyd_wakeup_latency_seconds",
-        "Wake-up latency of the samplers: how late each woke after its deadline.",
+        "Wake-up latency of the samplers: how late each woke after its deadline. Buckets round up: a sample counts in the first bucket whose le is at or above the upper edge of its HDR bucket (at most 0.1 % above the sample), so no bucket holds a sample above its le.",
         MetricType::HISTOGRAM,
         &["cpu"],
     ),
@@ -31,7 +33,7 @@ const FAMILIES: &[(&str, &str, MetricType, &[&str])] = &[
     ),
     (
         "latencyd_wakeup_latency_window_max_seconds",
-        "Exact maximum wake-up latency over the trailing window (export.max_window); absent while the window holds no sample.",
+        "Exact maximum wake-up latency sampled in the trailing window (export.max_window), filed by when the sample was taken: a wake-up stays here for at least the window after it happened. Absent while the window holds no sample.",
         MetricType::GAUGE,
         &["cpu"],
     ),
@@ -49,7 +51,7 @@ const FAMILIES: &[(&str, &str, MetricType, &[&str])] = &[
     ),
     (
         "latencyd_spikes_total",
-        "Samples above measure.spike_threshold.",
+        "Samples above measure.spike_threshold (latencyd_config_spike_threshold_seconds), the host's latency budget.",
         MetricType::COUNTER,
         &["cpu"],
     ),
@@ -67,7 +69,7 @@ const FAMILIES: &[(&str, &str, MetricType, &[&str])] = &[
     ),
     (
         "latencyd_sampler_last_sample_timestamp_seconds",
-        "Unix time of the sampler's latest wake-up (its heartbeat).",
+        "Unix time of the sampler's latest wake-up (its heartbeat): the wall clock at the scrape minus how long ago it woke, so a step of the wall clock moves it too.",
         MetricType::GAUGE,
         &["cpu"],
     ),
@@ -78,9 +80,27 @@ const FAMILIES: &[(&str, &str, MetricType, &[&str])] = &[
         &[],
     ),
     (
+        "latencyd_config_spike_threshold_seconds",
+        "measure.spike_threshold: the host's latency budget. latencyd_spikes_total counts the samples above it; alerts and dashboards read it.",
+        MetricType::GAUGE,
+        &[],
+    ),
+    (
         "latencyd_config_reload_failures_total",
         "SIGHUP reloads refused because the new configuration was invalid.",
         MetricType::COUNTER,
+        &[],
+    ),
+    (
+        "latencyd_config_last_reload_successful",
+        "1 if the latest configuration reload (or the start) succeeded, 0 if it was refused.",
+        MetricType::GAUGE,
+        &[],
+    ),
+    (
+        "latencyd_config_last_reload_success_timestamp_seconds",
+        "Unix time of the latest successful configuration load (the start or a reload).",
+        MetricType::GAUGE,
         &[],
     ),
     (
@@ -93,23 +113,78 @@ const FAMILIES: &[(&str, &str, MetricType, &[&str])] = &[
         "latencyd_build_info",
         "What latencyd is; always 1.",
         MetricType::GAUGE,
-        &["version"],
+        &["version", "revision"],
     ),
 ];
 
-/// `CLOCK_MONOTONIC` now, in ns: the real one (`sys::monotonic_now_ns`)
-/// or, in tests, a fixed one, the same the HTTP handlers use.
+/// The git revision latencyd was built from (`build.rs`; "unknown" when it
+/// was built outside a git checkout without `GIT_REVISION_LATENCYD`).
+pub const REVISION: &str = env!("GIT_REVISION_LATENCYD");
+
+/// A clock, in ns: the real one or, in tests, a fixed one.
 pub type Clock = fn() -> u64;
 
-/// Builds the metric families from the state, at the time `now_ns` says.
+/// The two clocks time-dependent answers read: `CLOCK_MONOTONIC`, which
+/// every time in the state is kept in, and the wall clock, read only to
+/// turn a monotonic time into a Unix time at the moment of the answer
+/// (`wall now − monotonic age`), so that a step of the wall clock (NTP,
+/// a board without an RTC setting its time late) moves those times with
+/// it instead of leaving them off by the step for ever.
+#[derive(Debug, Clone, Copy)]
+pub struct Clocks {
+    pub monotonic_ns: Clock,
+    pub unix_ns: Clock,
+}
+
+/// The daemon's clocks: the kernel's monotonic clock and the wall clock.
+pub const SYSTEM_CLOCKS: Clocks = Clocks {
+    monotonic_ns: sys::monotonic_now_ns,
+    unix_ns: system_unix_ns,
+};
+
+/// The wall clock as ns since the Unix epoch (0 before it).
+pub fn system_unix_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+}
+
+/// Both clocks read once, for one answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Now {
+    pub monotonic_ns: u64,
+    pub unix_ns: u64,
+}
+
+impl Clocks {
+    pub fn read(&self) -> Now {
+        Now {
+            monotonic_ns: (self.monotonic_ns)(),
+            unix_ns: (self.unix_ns)(),
+        }
+    }
+}
+
+impl Now {
+    /// The Unix time, in seconds, of the `CLOCK_MONOTONIC` time `mono_ns`.
+    pub fn unix_seconds_of(&self, mono_ns: u64) -> f64 {
+        let age_ns = self.monotonic_ns.saturating_sub(mono_ns);
+        let unix_ns = self.unix_ns.saturating_sub(age_ns);
+        // Whole seconds and the fraction apart: ns since 1970 have more
+        // digits than an f64 holds exactly.
+        (unix_ns / NS_PER_SEC) as f64 + (unix_ns % NS_PER_SEC) as f64 / NS
+    }
+}
+
+/// Builds the metric families from the state, at the time `clocks` say.
 pub struct StateCollector {
     state: Arc<Mutex<MonitorState>>,
-    now_ns: Clock,
+    clocks: Clocks,
     descs: Vec<Desc>,
 }
 
 impl StateCollector {
-    pub fn new(state: Arc<Mutex<MonitorState>>, now_ns: Clock) -> StateCollector {
+    pub fn new(state: Arc<Mutex<MonitorState>>, clocks: Clocks) -> StateCollector {
         let descs = FAMILIES
             .iter()
             .map(|(name, help, _, labels)| {
@@ -124,7 +199,7 @@ impl StateCollector {
             .collect();
         StateCollector {
             state,
-            now_ns,
+            clocks,
             descs,
         }
     }
@@ -138,9 +213,9 @@ impl Collector for StateCollector {
     fn collect(&self) -> Vec<MetricFamily> {
         // A poisoned lock means a panic elsewhere; the data is still the
         // latest state, so serve it rather than nothing.
-        let now_ns = (self.now_ns)();
+        let now = self.clocks.read();
         let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        families(&state, now_ns)
+        families(&state, now)
     }
 }
 
@@ -192,8 +267,9 @@ fn histogram(labels: Vec<LabelPair>, buckets: &BucketCounts, count: u64, sum_ns:
     m
 }
 
-/// The metric families for `state` at `now_ns` (`CLOCK_MONOTONIC`).
-pub fn families(state: &MonitorState, now_ns: u64) -> Vec<MetricFamily> {
+/// The metric families for `state` at `now`.
+pub fn families(state: &MonitorState, now: Now) -> Vec<MetricFamily> {
+    let now_ns = now.monotonic_ns;
     let cpu = |c: usize| vec![label("cpu", &c.to_string())];
     let per_cpu_histograms = state.config.export.per_cpu_histograms;
     let mut out = Vec::with_capacity(FAMILIES.len());
@@ -268,14 +344,25 @@ pub fn families(state: &MonitorState, now_ns: u64) -> Vec<MetricFamily> {
                 .cpus
                 .iter()
                 .filter(|v| v.sampler.last_sample_ns > 0)
-                .map(|v| gauge(cpu(v.cpu), state.unix_seconds(v.sampler.last_sample_ns)))
+                .map(|v| gauge(cpu(v.cpu), now.unix_seconds_of(v.sampler.last_sample_ns)))
                 .collect(),
             "latencyd_config_interval_seconds" => {
                 vec![gauge(vec![], state.config.measure.interval_ns as f64 / NS)]
             }
+            "latencyd_config_spike_threshold_seconds" => vec![gauge(
+                vec![],
+                state.config.measure.spike_threshold_ns as f64 / NS,
+            )],
             "latencyd_config_reload_failures_total" => {
-                vec![counter(vec![], state.reload_failures as f64)]
+                vec![counter(vec![], state.reload.failures as f64)]
             }
+            "latencyd_config_last_reload_successful" => {
+                vec![gauge(vec![], f64::from(u8::from(state.reload.last_ok)))]
+            }
+            "latencyd_config_last_reload_success_timestamp_seconds" => vec![gauge(
+                vec![],
+                now.unix_seconds_of(state.reload.last_success_ns),
+            )],
             "latencyd_host_info" => vec![gauge(
                 vec![
                     label("kernel", &state.host.uname.release),
@@ -293,7 +380,10 @@ pub fn families(state: &MonitorState, now_ns: u64) -> Vec<MetricFamily> {
                 1.0,
             )],
             "latencyd_build_info" => vec![gauge(
-                vec![label("version", env!("CARGO_PKG_VERSION"))],
+                vec![
+                    label("version", env!("CARGO_PKG_VERSION")),
+                    label("revision", REVISION),
+                ],
                 1.0,
             )],
             other => unreachable!("no metrics for {other}"),
@@ -316,11 +406,11 @@ pub fn families(state: &MonitorState, now_ns: u64) -> Vec<MetricFamily> {
 pub fn registry(
     state: Arc<Mutex<MonitorState>>,
     with_process_metrics: bool,
-    now_ns: Clock,
+    clocks: Clocks,
 ) -> Registry {
     let registry = Registry::new();
     registry
-        .register(Box::new(StateCollector::new(state, now_ns)))
+        .register(Box::new(StateCollector::new(state, clocks)))
         .expect("latencyd's collector registers once");
     if with_process_metrics {
         let process = prometheus::process_collector::ProcessCollector::for_self();

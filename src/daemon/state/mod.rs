@@ -11,8 +11,6 @@ mod buckets;
 mod window_histogram;
 mod window_max;
 
-use std::time::SystemTime;
-
 pub use buckets::BucketCounts;
 pub use window_histogram::{MAX_HISTOGRAM_SLOTS, WindowHistogram};
 pub use window_max::WindowMax;
@@ -88,15 +86,46 @@ pub struct Health {
     pub stale: Vec<(usize, u64)>,
 }
 
+/// How configuration reloads went.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReloadRecord {
+    /// Reloads refused because the new configuration was invalid.
+    pub failures: u64,
+    /// The latest load (the start, or the latest SIGHUP) succeeded.
+    pub last_ok: bool,
+    /// `CLOCK_MONOTONIC` time of the latest successful load.
+    pub last_success_ns: u64,
+}
+
+impl ReloadRecord {
+    /// The record of a daemon whose configuration loaded at `started_ns`.
+    pub fn started(started_ns: u64) -> ReloadRecord {
+        ReloadRecord {
+            failures: 0,
+            last_ok: true,
+            last_success_ns: started_ns,
+        }
+    }
+
+    pub fn refused(&mut self) {
+        self.failures += 1;
+        self.last_ok = false;
+    }
+
+    pub fn applied(&mut self, now_ns: u64) {
+        self.last_ok = true;
+        self.last_success_ns = now_ns;
+    }
+}
+
 pub struct MonitorState {
     pub host: HostInfo,
     pub config: Config,
-    pub started_wall: SystemTime,
     pub started_ns: u64,
     pub cpus: Vec<CpuView>,
     /// Why results are not real-time (empty when they are).
     pub non_rt_reasons: Vec<String>,
-    pub reload_failures: u64,
+    pub reload: ReloadRecord,
     /// The listener's actual address (the configured port may be 0).
     pub listen: std::net::SocketAddr,
 }
@@ -123,17 +152,6 @@ impl MonitorState {
             healthy: stale.is_empty(),
             stale,
         }
-    }
-
-    /// Converts a `CLOCK_MONOTONIC` time to Unix seconds, for
-    /// `*_timestamp_seconds` metrics.
-    pub fn unix_seconds(&self, mono_ns: u64) -> f64 {
-        let since_start = mono_ns.saturating_sub(self.started_ns) as f64 / NS_PER_SEC as f64;
-        let start = self
-            .started_wall
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .map_or(0.0, |d| d.as_secs_f64());
-        start + since_start
     }
 
     pub fn view(&self, cpu: usize) -> Option<&CpuView> {
