@@ -65,11 +65,8 @@ fn render(c: &mut Criterion) {
         for per_cpu in [true, false] {
             let mut state = synthetic_state(n_cpus);
             state.config.export.per_cpu_histograms = per_cpu;
-            let registry = metrics::registry(
-                Arc::new(Mutex::new(state)),
-                false,
-                metrics::SYSTEM_CLOCKS,
-            );
+            let registry =
+                metrics::registry(Arc::new(Mutex::new(state)), false, metrics::SYSTEM_CLOCKS);
             let text = metrics::render(&registry).unwrap();
             let series = text.lines().filter(|l| !l.starts_with('#')).count();
             eprintln!(

@@ -34,7 +34,7 @@ fn rules_rule_tests_and_scrape_config_pass_promtool() {
     tool("promtool", "prometheus");
     let dir = root().join("deploy/prometheus");
     let (ok, said) = run_in(&dir, "promtool", &["check", "rules", "latencyd.rules.yml"]);
-    assert!(ok && said.contains("SUCCESS: 13 rules found"), "{said}");
+    assert!(ok && said.contains("SUCCESS: 17 rules found"), "{said}");
     let (ok, said) = run_in(
         &dir,
         "promtool",
@@ -67,6 +67,56 @@ fn rules_rule_tests_and_scrape_config_pass_promtool() {
             quiet && firing,
             "{alert} needs a firing and a quiet test case"
         );
+    }
+}
+
+/// GitHub's anchor for a Markdown heading: lower case, spaces to dashes,
+/// punctuation other than `-` and `_` dropped.
+fn github_anchor(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter_map(|c| match c {
+            ' ' => Some('-'),
+            c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn every_alert_links_to_a_runbook_section_that_says_what_why_and_how() {
+    let rules = std::fs::read_to_string(root().join("deploy/prometheus/latencyd.rules.yml"))
+        .unwrap();
+    let runbooks = std::fs::read_to_string(root().join("docs/runbooks.md")).unwrap();
+    let base = "https://github.com/latencyd/latencyd/blob/main/docs/runbooks.md#";
+    // The sections of the runbook, by anchor, with their text.
+    let mut sections = std::collections::HashMap::new();
+    for section in runbooks.split("\n## ").skip(1) {
+        let (heading, body) = section.split_once('\n').unwrap_or((section, ""));
+        sections.insert(github_anchor(heading), body.to_string());
+    }
+    // Split into one chunk per alert; each must carry its own runbook_url.
+    let alerts: Vec<&str> = rules.split("- alert: ").skip(1).collect();
+    assert!(alerts.len() >= 9, "{} alerts", alerts.len());
+    for chunk in alerts {
+        let name = chunk.lines().next().unwrap().trim();
+        let url = chunk
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("runbook_url: "))
+            .unwrap_or_else(|| panic!("{name} has no runbook_url"))
+            .trim_matches('"');
+        let anchor = url
+            .strip_prefix(base)
+            .unwrap_or_else(|| panic!("{name}: runbook_url {url} is not under {base}"));
+        assert_eq!(anchor, name.to_lowercase(), "{name}: anchor {anchor}");
+        let body = sections
+            .get(anchor)
+            .unwrap_or_else(|| panic!("{name}: docs/runbooks.md has no section #{anchor}"));
+        for part in ["**What it means.**", "**How to confirm.**", "**What to do.**"] {
+            assert!(body.contains(part), "{name}'s runbook lacks {part}");
+        }
     }
 }
 

@@ -30,6 +30,7 @@ for f in grafana/dashboards/latencyd-host.json grafana/dashboards/latencyd-fleet
          prometheus/latencyd.rules.yml systemd/latencyd-pmqos.conf udev/60-cpu-dma-latency.rules; do
     [ -f "/usr/share/latencyd/$f" ] || fail "missing /usr/share/latencyd/$f"
 done
+[ -f /usr/share/doc/latencyd/runbooks.md ] || fail "missing /usr/share/doc/latencyd/runbooks.md"
 dpkg-query -W -f='${Conffiles}\n' latencyd | grep -q /etc/latencyd/latencyd.toml || fail "the configuration is not a conffile"
 
 dpkg --purge latencyd >/dev/null
