@@ -1,8 +1,10 @@
 //! End to end with a real Prometheus (Debian's `prometheus`, on loopback,
 //! temporary storage) scraping a real latencyd every second: every query
 //! of both Grafana dashboards (template variables substituted), every
-//! template-variable query and every rule of deploy/prometheus/ must parse
-//! and, where series are expected on a live system, return series.
+//! template-variable query, every annotation query and every rule of
+//! deploy/prometheus/ must parse and, where series are expected on a live
+//! system, return series. Without Prometheus, the dashboards are checked
+//! for what keeps a spike visible at every zoom.
 
 mod common;
 
@@ -56,20 +58,41 @@ fn free_port() -> u16 {
         .port()
 }
 
-/// What Grafana would put in place of the variables and macros.
+/// What Grafana would put in place of the variables and macros. Grafana's
+/// `$__interval` is never below the data source's scrape interval (1 s
+/// here); 5 s is what a few minutes' range gives.
 fn substitute(expr: &str) -> String {
     expr.replace("$__rate_interval", "10s")
         .replace("$__range", "1m")
-        .replace("$__interval", "1s")
+        .replace("$__interval", "5s")
         .replace("$instance", ".*")
         .replace("$cpu", ".*")
         .replace("$job", "latencyd")
 }
 
+fn dashboard(path: &str) -> Value {
+    let text = std::fs::read_to_string(data_root().join(path)).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+/// The Prometheus queries of a dashboard's annotations.
+fn annotation_queries(path: &str) -> Vec<(String, String)> {
+    dashboard(path)["annotations"]["list"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|a| {
+            Some((
+                a["name"].as_str()?.to_string(),
+                a["expr"].as_str()?.to_string(),
+            ))
+        })
+        .collect()
+}
+
 /// Every (panel title, expr) of a dashboard, and its variables' queries.
 fn dashboard_queries(path: &str) -> (Vec<(String, String)>, Vec<String>) {
-    let text = std::fs::read_to_string(data_root().join(path)).unwrap();
-    let dashboard: Value = serde_json::from_str(&text).unwrap();
+    let dashboard = dashboard(path);
     let mut exprs = Vec::new();
     for panel in dashboard["panels"].as_array().unwrap() {
         let title = panel["title"].as_str().unwrap().to_string();
@@ -85,7 +108,7 @@ fn dashboard_queries(path: &str) -> (Vec<(String, String)>, Vec<String>) {
             let expr = target["expr"].as_str().unwrap().to_string();
             if expr.contains("rate(") || expr.contains("increase(") {
                 assert!(
-                    expr.contains("$__rate_interval"),
+                    expr.contains("$__rate_interval") || expr.contains("[$__range]"),
                     "{path}: '{title}' rate without $__rate_interval: {expr}"
                 );
             }
@@ -112,13 +135,16 @@ fn every_dashboard_query_and_rule_works_against_a_real_prometheus() {
     let dir = tempfile::tempdir().unwrap();
     let daemon = Daemon::start_with_export(dir.path(), "");
 
-    // The shipped rules, evaluated every second instead of every minute.
+    // The shipped rules, every group evaluated every second instead of
+    // every minute or hour.
     let rules =
         std::fs::read_to_string(data_root().join("deploy/prometheus/latencyd.rules.yml")).unwrap();
-    assert!(rules.contains("interval: 1m"));
+    assert!(rules.contains("interval: 1m") && rules.contains("interval: 1h"));
     std::fs::write(
         dir.path().join("rules.yml"),
-        rules.replace("interval: 1m", "interval: 1s"),
+        rules
+            .replace("interval: 1m", "interval: 1s")
+            .replace("interval: 1h", "interval: 1s"),
     )
     .unwrap();
     let config = format!(
@@ -215,6 +241,12 @@ fn every_dashboard_query_and_rule_works_against_a_real_prometheus() {
             );
             checked += 1;
         }
+        // Restarts and firing alerts: none on a healthy system, so the
+        // queries only have to run.
+        for (_, expr) in annotation_queries(path) {
+            prometheus.query(&substitute(&expr));
+            checked += 1;
+        }
     }
 
     let rules = prometheus.api("/api/v1/rules");
@@ -234,4 +266,142 @@ fn every_dashboard_query_and_rule_works_against_a_real_prometheus() {
     assert!(checked >= 40, "{checked} queries checked");
     drop(prometheus);
     drop(daemon);
+}
+
+/// Every panel of a dashboard with its targets' expressions.
+fn panels(path: &str) -> Vec<(Value, Vec<String>)> {
+    dashboard(path)["panels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            let exprs = p["targets"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| t["expr"].as_str().unwrap().to_string())
+                .collect();
+            (p.clone(), exprs)
+        })
+        .collect()
+}
+
+#[test]
+fn dashboards_never_hide_a_spike_and_follow_the_selection() {
+    let host = "grafana/dashboards/latencyd-host.json";
+    let fleet = "grafana/dashboards/latencyd-fleet.json";
+    for path in [host, fleet] {
+        for (panel, exprs) in panels(path) {
+            let title = panel["title"].as_str().unwrap();
+            let ranged = panel["type"] != "stat" && panel["type"] != "table";
+            for expr in &exprs {
+                // The window maximum plotted raw loses every spike between
+                // two steps once a step is longer than the window.
+                if ranged && expr.contains("latencyd_wakeup_latency_window_max_seconds") {
+                    assert!(
+                        expr.contains("max_over_time(latencyd_wakeup_latency_window_max_seconds"),
+                        "{path}: '{title}' plots the window maximum without max_over_time: {expr}"
+                    );
+                }
+                assert!(
+                    !expr.contains("job=\""),
+                    "{path}: '{title}' names a job: {expr}"
+                );
+                // Heartbeat age is the scrape's own time minus the heartbeat,
+                // not the query's time (which adds the scrape's age).
+                if expr.contains("latencyd_sampler_last_sample_timestamp_seconds") {
+                    assert!(!expr.contains("time() -"), "{path}: '{title}': {expr}");
+                }
+                // Offline CPUs are never counted as stale or not real-time.
+                if expr.contains("latencyd_sampler_realtime")
+                    || expr.contains("latencyd_sampler_last_sample_timestamp_seconds")
+                {
+                    assert!(
+                        expr.contains(
+                            "unless on (job, instance, cpu) latencyd_sampler_online == 0"
+                        ),
+                        "{path}: '{title}' counts offline CPUs: {expr}"
+                    );
+                }
+                // On the host dashboard, every per-CPU series honours $cpu.
+                if path == host
+                    && (expr.contains("latencyd_wakeup_latency")
+                        || expr.contains("latencyd_sampler_"))
+                    && !expr.contains("latencyd_sampler_online")
+                {
+                    assert!(
+                        expr.contains("cpu=~\"$cpu\""),
+                        "{path}: '{title}' ignores $cpu: {expr}"
+                    );
+                }
+            }
+            // Latency over time is drawn on a log axis: a 5 ms spike and a
+            // 20 us baseline on one panel.
+            if panel["type"] == "timeseries" && panel["fieldConfig"]["defaults"]["unit"] == "s" {
+                let scale = &panel["fieldConfig"]["defaults"]["custom"]["scaleDistribution"];
+                let heartbeat = title.contains("Heartbeat") || title.contains("scrape");
+                assert!(
+                    heartbeat || scale["type"] == "log",
+                    "{path}: '{title}' has a linear latency axis"
+                );
+            }
+            // Fleet panels that show hosts one by one drill down to the
+            // host dashboard.
+            let per_host = panel["type"] == "table"
+                || (panel["type"] != "histogram"
+                    && panel["targets"].as_array().unwrap().iter().any(|t| {
+                        t["legendFormat"]
+                            .as_str()
+                            .is_some_and(|l| l.contains("{{instance}}"))
+                    }));
+            if path == fleet && per_host {
+                let links = panel["fieldConfig"]["defaults"]["links"].to_string();
+                assert!(
+                    links.contains("/d/latencyd-host/")
+                        && links.contains("var-instance=${__field.labels.instance}"),
+                    "{path}: '{title}' has no link to the host dashboard"
+                );
+            }
+        }
+    }
+    // The budget comes from each host's gauge, drawn on the maximum panels.
+    for (panel, exprs) in panels(host) {
+        let title = panel["title"].as_str().unwrap();
+        if title.starts_with("Maximum") {
+            assert!(
+                exprs
+                    .iter()
+                    .any(|e| e.contains("latencyd_config_spike_threshold_seconds")),
+                "'{title}' draws no budget"
+            );
+        }
+    }
+    // Annotations: restarts and firing alerts, on both dashboards.
+    for path in [host, fleet] {
+        let queries = annotation_queries(path);
+        assert!(
+            queries
+                .iter()
+                .any(|(_, e)| e.contains("changes(process_start_time_seconds")),
+            "{path}: no restart annotation"
+        );
+        assert!(
+            queries
+                .iter()
+                .any(|(_, e)| e.contains("ALERTS{alertstate=\"firing\"")),
+            "{path}: no alert annotation"
+        );
+    }
+    // latencyd's own cost is on the host dashboard.
+    let all: String = panels(host).into_iter().flat_map(|(_, e)| e).collect();
+    for cost in [
+        "process_cpu_seconds_total",
+        "process_resident_memory_bytes",
+        "latencyd_metrics_render_duration_seconds",
+    ] {
+        assert!(
+            all.contains(cost),
+            "the host dashboard does not show {cost}"
+        );
+    }
 }
