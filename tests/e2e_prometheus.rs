@@ -8,55 +8,11 @@
 
 mod common;
 
-use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use common::prometheus::Prometheus;
 use common::*;
 use serde_json::Value;
-
-/// Prometheus, killed when dropped.
-struct Prometheus {
-    child: Child,
-    addr: SocketAddr,
-}
-
-impl Drop for Prometheus {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Prometheus {
-    fn api(&self, path: &str) -> Value {
-        let (status, body) =
-            http_get(self.addr, path).unwrap_or_else(|e| panic!("GET {path}: {e}"));
-        let json: Value = serde_json::from_str(&body)
-            .unwrap_or_else(|e| panic!("GET {path}: {status} {e}: {body}"));
-        json
-    }
-
-    /// Runs an instant query; panics with Prometheus' error if it fails.
-    fn query(&self, expr: &str) -> Vec<Value> {
-        let json = self.api(&format!("/api/v1/query?query={}", url_encode(expr)));
-        assert_eq!(json["status"], "success", "{expr}: {json}");
-        match &json["data"]["result"] {
-            Value::Array(series) => series.clone(),
-            // A scalar result (e.g. `vector(0)` folded) counts as one series.
-            other if !other.is_null() => vec![other.clone()],
-            _ => vec![],
-        }
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 /// What Grafana would put in place of the variables and macros. Grafana's
 /// `$__interval` is never below the data source's scrape interval (1 s
@@ -135,49 +91,7 @@ fn every_dashboard_query_and_rule_works_against_a_real_prometheus() {
     let dir = tempfile::tempdir().unwrap();
     let daemon = Daemon::start_with_export(dir.path(), "");
 
-    // The shipped rules, every group evaluated every second instead of
-    // every minute or hour.
-    let rules =
-        std::fs::read_to_string(data_root().join("deploy/prometheus/latencyd.rules.yml")).unwrap();
-    assert!(rules.contains("interval: 1m") && rules.contains("interval: 1h"));
-    std::fs::write(
-        dir.path().join("rules.yml"),
-        rules
-            .replace("interval: 1m", "interval: 1s")
-            .replace("interval: 1h", "interval: 1s"),
-    )
-    .unwrap();
-    let config = format!(
-        "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nrule_files: [rules.yml]\n\
-         scrape_configs:\n  - job_name: latencyd\n    static_configs:\n      - targets: [\"{}\"]\n",
-        daemon.addr
-    );
-    std::fs::write(dir.path().join("prometheus.yml"), config).unwrap();
-    let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-    let prometheus = Prometheus {
-        child: Command::new("prometheus")
-            .arg(format!(
-                "--config.file={}",
-                dir.path().join("prometheus.yml").display()
-            ))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.path().join("data").display()
-            ))
-            .arg(format!("--web.listen-address={addr}"))
-            .arg("--log.level=warn")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-        addr,
-    };
-    wait_until(
-        "Prometheus to be ready",
-        Duration::from_millis(250),
-        Duration::from_secs(30),
-        || http_get(addr, "/-/ready").is_ok_and(|(status, _)| status == 200),
-    );
+    let prometheus = Prometheus::start(dir.path(), "latencyd", daemon.addr);
     // Enough scrapes for 10 s rate windows, and every rule evaluated.
     wait_until(
         "data and evaluated rules",

@@ -87,8 +87,8 @@ fn github_anchor(heading: &str) -> String {
 
 #[test]
 fn every_alert_links_to_a_runbook_section_that_says_what_why_and_how() {
-    let rules = std::fs::read_to_string(root().join("deploy/prometheus/latencyd.rules.yml"))
-        .unwrap();
+    let rules =
+        std::fs::read_to_string(root().join("deploy/prometheus/latencyd.rules.yml")).unwrap();
     let runbooks = std::fs::read_to_string(root().join("docs/runbooks.md")).unwrap();
     let base = "https://github.com/latencyd/latencyd/blob/main/docs/runbooks.md#";
     // The sections of the runbook, by anchor, with their text.
@@ -114,7 +114,11 @@ fn every_alert_links_to_a_runbook_section_that_says_what_why_and_how() {
         let body = sections
             .get(anchor)
             .unwrap_or_else(|| panic!("{name}: docs/runbooks.md has no section #{anchor}"));
-        for part in ["**What it means.**", "**How to confirm.**", "**What to do.**"] {
+        for part in [
+            "**What it means.**",
+            "**How to confirm.**",
+            "**What to do.**",
+        ] {
             assert!(body.contains(part), "{name}'s runbook lacks {part}");
         }
     }

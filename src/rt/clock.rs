@@ -62,14 +62,20 @@ impl Clock for PinnedClock {
 /// Faults for tests of what happens around a broken sampler, compiled
 /// only with the `fault-injection` feature. `FAULT_INJECTION_LATENCYD`
 /// (deliberately not `LATENCYD_…`, which is configuration) is a
-/// comma-separated list of `KIND:CPU:MS`:
+/// comma-separated list of `KIND:CPU:MS[:US]`:
 /// - `die:CPU:MS`: after MS the sampler's sleep fails, so it ends;
 /// - `stall:CPU:MS`: after MS its sleep never returns, so its heartbeat
 ///   stops;
 /// - `displace:CPU:MS`: after MS it finds itself off its CPU, as when the
 ///   CPU goes offline, so the engine reaps and restarts it;
 /// - `slowstart:CPU:MS`: every start of that CPU's sampler but the first
-///   (a restart) waits MS before it reports running.
+///   (a restart) waits MS before it reports running;
+/// - `spike:CPU:MS:US`: the first sleep of each start of that CPU's
+///   sampler whose deadline is MS or more after the start lasts US longer,
+///   so exactly one wake-up is US late (plus the real latency): the spike
+///   a busy higher-priority task would cause, without root.
+///
+/// An item that does not parse is ignored (tests set these, not users).
 #[cfg(feature = "fault-injection")]
 pub mod fault {
     use std::collections::BTreeMap;
@@ -84,13 +90,23 @@ pub mod fault {
         Stall,
         Displace,
         SlowStart,
+        /// One wake-up this many nanoseconds late.
+        Spike {
+            late_ns: u64,
+        },
     }
 
     /// The faults planned for `cpu`: (kind, delay in ns).
     pub fn planned_for(cpu: usize) -> Vec<(Kind, u64)> {
-        let Ok(spec) = std::env::var("FAULT_INJECTION_LATENCYD") else {
-            return Vec::new();
-        };
+        match std::env::var("FAULT_INJECTION_LATENCYD") {
+            Ok(spec) => parse(&spec, cpu),
+            Err(_) => Vec::new(),
+        }
+    }
+
+    /// The items of `spec` for `cpu`; the others, and what does not parse
+    /// (`spike` without its lateness included), are left out.
+    fn parse(spec: &str, cpu: usize) -> Vec<(Kind, u64)> {
         spec.split(',')
             .filter_map(|item| {
                 let mut parts = item.trim().split(':');
@@ -99,10 +115,20 @@ pub mod fault {
                     "stall" => Kind::Stall,
                     "displace" => Kind::Displace,
                     "slowstart" => Kind::SlowStart,
+                    "spike" => Kind::Spike { late_ns: 0 },
                     _ => return None,
                 };
                 let target: usize = parts.next()?.parse().ok()?;
                 let ms: u64 = parts.next()?.parse().ok()?;
+                let kind = match kind {
+                    Kind::Spike { .. } => {
+                        let us: u64 = parts.next()?.parse().ok()?;
+                        Kind::Spike {
+                            late_ns: us * 1_000,
+                        }
+                    }
+                    other => other,
+                };
                 (target == cpu).then_some((kind, ms * 1_000_000))
             })
             .collect()
@@ -126,12 +152,37 @@ pub mod fault {
 
     /// The real clock, until a fault's time comes.
     pub struct FaultyClock {
-        pub faults: Vec<(Kind, u64)>,
-        pub armed_at_ns: u64,
-        pub pinned: PinnedClock,
+        faults: Vec<(Kind, u64)>,
+        armed_at_ns: u64,
+        pinned: PinnedClock,
+        spiked: bool,
     }
 
     impl FaultyClock {
+        /// Armed now: the faults' delays count from here.
+        pub fn new(faults: Vec<(Kind, u64)>, cpu: usize) -> Self {
+            FaultyClock {
+                faults,
+                armed_at_ns: MonotonicClock.now_ns(),
+                pinned: PinnedClock { cpu },
+                spiked: false,
+            }
+        }
+
+        /// How late the sleep to `deadline_ns` should end: a planned spike
+        /// that is due and has not happened yet.
+        fn spike_ns(&mut self, deadline_ns: u64) -> u64 {
+            if self.spiked {
+                return 0;
+            }
+            let due = self.faults.iter().find_map(|&(kind, after)| match kind {
+                Kind::Spike { late_ns } if deadline_ns >= self.armed_at_ns + after => Some(late_ns),
+                _ => None,
+            });
+            self.spiked = due.is_some();
+            due.unwrap_or(0)
+        }
+
         fn due(&self, kind: Kind, at_ns: u64) -> bool {
             self.faults
                 .iter()
@@ -158,7 +209,44 @@ pub mod fault {
                     let _ = MonotonicClock.sleep_until_ns(deadline_ns + 3_600_000_000_000);
                 }
             }
-            MonotonicClock.sleep_until_ns(deadline_ns)
+            let late_ns = self.spike_ns(deadline_ns);
+            MonotonicClock.sleep_until_ns(deadline_ns + late_ns)
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn a_planned_spike_makes_exactly_one_late_wake_up() {
+            let spike = Kind::Spike { late_ns: 2_000_000 };
+            let mut clock = FaultyClock::new(vec![(spike, 5_000_000)], 0);
+            let start = clock.armed_at_ns;
+            // Not before its time; once when due; never again.
+            assert_eq!(clock.spike_ns(start + 4_999_999), 0);
+            assert_eq!(clock.spike_ns(start + 5_000_000), 2_000_000);
+            assert_eq!(clock.spike_ns(start + 6_000_000), 0);
+            // The sleep itself ends that much after the deadline at least
+            // (an absolute sleep never ends early).
+            let mut clock = FaultyClock::new(vec![(spike, 0)], 0);
+            let deadline = clock.now_ns() + 1_000_000;
+            clock.sleep_until_ns(deadline).unwrap();
+            assert!(clock.now_ns() - deadline >= 2_000_000);
+            let deadline = clock.now_ns() + 1_000_000;
+            clock.sleep_until_ns(deadline).unwrap();
+            assert!(clock.spiked);
+        }
+
+        #[test]
+        fn spikes_parse_with_their_lateness() {
+            let spec = "spike:3:1500:5000, die:4:1,spike:3:1,bogus:3:1";
+            assert_eq!(
+                parse(spec, 3),
+                vec![(Kind::Spike { late_ns: 5_000_000 }, 1_500_000_000)]
+            );
+            assert_eq!(parse(spec, 4), vec![(Kind::Die, 1_000_000)]);
+            assert!(parse(spec, 0).is_empty());
         }
     }
 }

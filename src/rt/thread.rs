@@ -15,9 +15,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU8, AtomicU64, Ordering};
 use std::thread::{self, JoinHandle};
 
-#[cfg(feature = "fault-injection")]
-use super::clock::MonotonicClock;
-use super::clock::{Clock, PinnedClock};
+use super::clock::Clock;
+#[cfg(not(feature = "fault-injection"))]
+use super::clock::PinnedClock;
 use super::handoff::Publisher;
 use super::sampler::{LoopEnd, LoopEndReason, LoopPlan, hot_loop};
 use super::sys::{self, Policy};
@@ -279,11 +279,7 @@ pub fn spawn(
             #[cfg(not(feature = "fault-injection"))]
             let mut clock = PinnedClock { cpu: spec.cpu };
             #[cfg(feature = "fault-injection")]
-            let mut clock = super::clock::fault::FaultyClock {
-                faults,
-                armed_at_ns: MonotonicClock.now_ns(),
-                pinned: PinnedClock { cpu: spec.cpu },
-            };
+            let mut clock = super::clock::fault::FaultyClock::new(faults, spec.cpu);
             let start_ns = clock.now_ns() + spec.plan.interval_ns;
             let end = hot_loop(
                 &mut clock,

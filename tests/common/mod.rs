@@ -10,10 +10,15 @@ use std::path::PathBuf;
 use std::process::{Command, Output};
 
 pub mod cyclictest;
+pub mod prometheus;
 
 /// The binary under test.
 pub fn latencyd() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_latencyd"))
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_latencyd"));
+    // The tests' own switch is not configuration: the daemon would refuse
+    // it as an unknown LATENCYD_ key.
+    cmd.env_remove("LATENCYD_TEST_WITHOUT_FAULTS");
+    cmd
 }
 
 /// Root can lock memory and use SCHED_FIFO here; anyone else is tested on
