@@ -24,6 +24,27 @@ use crate::units::NS_PER_SEC;
 /// half the samplers' publish period, so an interval waits at most 100 ms
 /// to be counted (see `startup::PUBLISH_PERIOD_NS`).
 const COLLECT_PERIOD: Duration = Duration::from_millis(100);
+/// How long after a publish boundary the collector ticks, beyond one
+/// sampling interval: the samplers hand over at their first wake-up at or
+/// after the boundary, so a tick that late finds their intervals there.
+const COLLECT_AFTER_PUBLISH: Duration = Duration::from_millis(5);
+
+/// When the collector's first tick is due: `COLLECT_AFTER_PUBLISH` plus
+/// one sampling interval (at most 45 ms) after a multiple of
+/// `COLLECT_PERIOD` of `CLOCK_MONOTONIC`, which the publish boundaries are
+/// too. Unaligned, the tick's phase against the boundaries would be chance
+/// and add up to 100 ms to every wake-up's way to `/metrics`.
+fn first_collect_after(now_ns: u64, interval_ns: u64) -> u64 {
+    let period = COLLECT_PERIOD.as_nanos() as u64;
+    let offset = interval_ns.min(45_000_000) + COLLECT_AFTER_PUBLISH.as_nanos() as u64;
+    let boundary = now_ns - now_ns % period;
+    let first = boundary + offset;
+    if first > now_ns {
+        first
+    } else {
+        first + period
+    }
+}
 /// How long a dead sampler is shown as such on /healthz before exiting.
 const DEATH_GRACE: Duration = Duration::from_secs(1);
 /// How long a CPU may be listed online while its sampler cannot be
@@ -57,7 +78,12 @@ pub(super) async fn run(
     reload: &Reload,
     mut signals: Signals,
 ) -> ExitCode {
-    let mut collect_tick = tokio::time::interval(COLLECT_PERIOD);
+    let interval_ns = lock(state).config.measure.interval_ns;
+    // std's and tokio's Instant are CLOCK_MONOTONIC, like the samplers.
+    let now_ns = sys::monotonic_now_ns();
+    let first = tokio::time::Instant::now()
+        + Duration::from_nanos(first_collect_after(now_ns, interval_ns) - now_ns);
+    let mut collect_tick = tokio::time::interval_at(first, COLLECT_PERIOD);
     let mut status_tick = tokio::time::interval(STATUS_PERIOD);
     // systemd wants a ping within WatchdogSec; ping at half of it, and only
     // while every sampler's heartbeat advances.
@@ -143,4 +169,28 @@ pub(super) fn status_line(s: &MonitorState) -> String {
             ", UNHEALTHY"
         },
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: u64 = 1_000_000;
+
+    #[test]
+    fn the_collector_ticks_just_after_the_samplers_hand_over() {
+        // 1 ms sampling: 6 ms after each 100 ms boundary, the next one due.
+        assert_eq!(first_collect_after(1_000 * MS, MS), 1_006 * MS);
+        assert_eq!(first_collect_after(1_003 * MS, MS), 1_006 * MS);
+        assert_eq!(first_collect_after(1_006 * MS, MS), 1_106 * MS);
+        assert_eq!(first_collect_after(1_099 * MS, MS), 1_106 * MS);
+        // Long intervals: no later than 50 ms into the period.
+        assert_eq!(first_collect_after(1_000 * MS, 500 * MS), 1_050 * MS);
+        // Ticks stay on the boundaries' phase (the publish period is a
+        // multiple of the collect period).
+        assert_eq!(
+            crate::daemon::startup::PUBLISH_PERIOD_NS % COLLECT_PERIOD.as_nanos() as u64,
+            0
+        );
+    }
 }

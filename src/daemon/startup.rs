@@ -32,10 +32,10 @@ use crate::units::{NS_PER_MS, format_duration_ns};
 
 /// Samplers hand over their interval at every multiple of 200 ms of
 /// `CLOCK_MONOTONIC`. With the collector's 100 ms tick a wake-up reaches
-/// `/metrics` at most ~300 ms after it happened (`benches/lag.sh`
+/// `/metrics` at most ~300 ms after it happened (`benches/lag.rs`
 /// measures it; ARCHITECTURE.md, "From a wake-up to an alert"), and 200 ms
 /// divides a second, so no interval straddles the windows' seconds.
-const PUBLISH_PERIOD_NS: u64 = 200 * NS_PER_MS;
+pub(super) const PUBLISH_PERIOD_NS: u64 = 200 * NS_PER_MS;
 /// How long past one interval shutdown waits for the samplers to return.
 const JOIN_SLACK: Duration = Duration::from_millis(300);
 
