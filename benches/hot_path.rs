@@ -37,6 +37,19 @@ fn record(c: &mut Criterion) {
             i = i.wrapping_add(1);
         })
     });
+    // What the sampler calls: the sample with its time (the interval keeps
+    // its first, last and maximum's times for the windows).
+    let mut stats = LatencyStats::new(100_000, None);
+    group.bench_function("hdr_with_time", |b| {
+        b.iter(|| {
+            stats.record_at(
+                black_box(values[i & 4095]),
+                i as u64,
+                black_box(i as u64 * 1_000),
+            );
+            i = i.wrapping_add(1);
+        })
+    });
     let mut stats = LatencyStats::new(100_000, Some(LinearHistogram::new(1_000, 1_000)));
     group.bench_function("hdr_and_cyclictest_histogram", |b| {
         b.iter(|| {

@@ -16,6 +16,14 @@ use std::time::{Duration, Instant};
 use common::prometheus::{Prometheus, free_port};
 use common::*;
 
+/// The tests take turns: the busy thread of one would be a spike in the
+/// other's daemon too.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// The window of the test daemon: short, so the whole of it is watched.
 const WINDOW: Duration = Duration::from_secs(5);
 /// The sampling interval and priority of the test daemon.
@@ -196,6 +204,7 @@ fn a_busy_higher_priority_thread_makes_a_spike_that_reaches_every_layer_and_the_
         );
         return;
     }
+    let _turn = one_at_a_time();
     let cpu = spike_cpu();
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
@@ -250,6 +259,7 @@ fn a_busy_higher_priority_thread_makes_a_spike_that_reaches_every_layer_and_the_
 #[cfg(feature = "fault-injection")]
 #[test]
 fn an_injected_late_wake_up_reaches_every_layer_and_the_alert() {
+    let _turn = one_at_a_time();
     let cpu = spike_cpu();
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
