@@ -28,32 +28,9 @@ const SAMPLER_PRIORITY: i32 = 80;
 const BUSY: Duration = Duration::from_millis(3);
 const POLL: Duration = Duration::from_millis(2);
 
-/// Spins on `cpu` at a real-time priority above the samplers for `BUSY`;
-/// returns when it stopped.
+/// Spins on `cpu` above the samplers for `BUSY`; returns when it stopped.
 fn spike(cpu: usize) -> Instant {
-    std::thread::spawn(move || {
-        // SAFETY: a zeroed cpu_set_t with one bit set, and a valid
-        // sched_param, for the calling thread.
-        unsafe {
-            let mut set: libc::cpu_set_t = std::mem::zeroed();
-            libc::CPU_SET(cpu, &mut set);
-            assert_eq!(
-                libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set),
-                0
-            );
-            let param = libc::sched_param {
-                sched_priority: SAMPLER_PRIORITY + 1,
-            };
-            assert_eq!(libc::sched_setscheduler(0, libc::SCHED_FIFO, &param), 0);
-        }
-        let started = Instant::now();
-        while started.elapsed() < BUSY {
-            std::hint::spin_loop();
-        }
-        Instant::now()
-    })
-    .join()
-    .unwrap()
+    support::busy_real_time_thread(cpu, SAMPLER_PRIORITY + 1, BUSY).1
 }
 
 fn spikes_of(daemon: &Daemon, cpu: u64) -> f64 {

@@ -61,6 +61,16 @@ fn start_daemon(dir: &std::path::Path, port: u16, faults: Option<&str>) -> Daemo
     Daemon::start(&mut cmd)
 }
 
+/// Prometheus with the shipped rules, scraping the daemon to come on
+/// `port` under a job name other than "latencyd", as a PodMonitor gives.
+fn prometheus_for(dir: &std::path::Path, port: u16) -> Prometheus {
+    Prometheus::start(
+        dir,
+        "rt-lab/latencyd",
+        format!("127.0.0.1:{port}").parse().unwrap(),
+    )
+}
+
 /// What one scrape says about `cpu`.
 struct Reading {
     at: Instant,
@@ -208,11 +218,7 @@ fn a_busy_higher_priority_thread_makes_a_spike_that_reaches_every_layer_and_the_
     let cpu = spike_cpu();
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
-    let prometheus = Prometheus::start(
-        dir.path(),
-        "rt-lab/latencyd",
-        format!("127.0.0.1:{port}").parse().unwrap(),
-    );
+    let prometheus = prometheus_for(dir.path(), port);
     let daemon = start_daemon(dir.path(), port, None);
     wait_for_a_baseline_scrape(&prometheus, cpu);
     // 5 ms busy, seen by a sampler with a 1 ms interval as at least 4 ms
@@ -231,28 +237,7 @@ fn a_busy_higher_priority_thread_makes_a_spike_that_reaches_every_layer_and_the_
 
     // 5 ms busy on the CPU, above the samplers' priority: the sampler's
     // next deadline (at most 1 ms away) passes while it cannot run.
-    let started = std::thread::spawn(move || {
-        let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-        // SAFETY: a zeroed cpu_set_t with one bit set, for this thread.
-        unsafe {
-            libc::CPU_SET(cpu, &mut set);
-            assert_eq!(
-                libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set),
-                0
-            );
-            let param = libc::sched_param {
-                sched_priority: PRIORITY + 1,
-            };
-            assert_eq!(libc::sched_setscheduler(0, libc::SCHED_FIFO, &param), 0);
-        }
-        let started = Instant::now();
-        while started.elapsed() < busy {
-            std::hint::spin_loop();
-        }
-        started
-    })
-    .join()
-    .unwrap();
+    let (started, _) = busy_real_time_thread(cpu, PRIORITY + 1, busy);
     check_the_spike_everywhere(&daemon, &prometheus, cpu, late_s, started, &before);
 }
 
@@ -263,12 +248,7 @@ fn an_injected_late_wake_up_reaches_every_layer_and_the_alert() {
     let cpu = spike_cpu();
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
-    // A job name other than "latencyd", as a PodMonitor would give.
-    let prometheus = Prometheus::start(
-        dir.path(),
-        "rt-lab/latencyd",
-        format!("127.0.0.1:{port}").parse().unwrap(),
-    );
+    let prometheus = prometheus_for(dir.path(), port);
     // One wake-up 5 ms late, 4 s after the sampler starts: time for
     // Prometheus to scrape the counter before it rises.
     let after = Duration::from_secs(4);

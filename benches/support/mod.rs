@@ -8,6 +8,9 @@
 #[path = "../../tests/common/mod.rs"]
 mod common;
 
+#[allow(unused_imports)] // only the lag bench makes spikes
+pub use common::busy_real_time_thread;
+
 use std::net::SocketAddr;
 use std::time::Duration;
 

@@ -403,3 +403,41 @@ pub fn polylines_of_series(svg: &str) -> usize {
         .filter(|points| points.split_whitespace().count() > 2)
         .count()
 }
+
+/// Spins for `busy` on `cpu` in a new thread with SCHED_FIFO at
+/// `priority` (root only), so that nothing of lower priority runs there
+/// meanwhile; returns when the spinning started and when it stopped.
+pub fn busy_real_time_thread(
+    cpu: usize,
+    priority: i32,
+    busy: std::time::Duration,
+) -> (std::time::Instant, std::time::Instant) {
+    std::thread::spawn(move || {
+        // SAFETY: a zeroed cpu_set_t with one bit set, and a valid
+        // sched_param, for the calling thread.
+        unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(cpu, &mut set);
+            assert_eq!(
+                libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set),
+                0,
+                "cannot pin the busy thread to CPU {cpu}"
+            );
+            let param = libc::sched_param {
+                sched_priority: priority,
+            };
+            assert_eq!(
+                libc::sched_setscheduler(0, libc::SCHED_FIFO, &param),
+                0,
+                "cannot make the busy thread SCHED_FIFO {priority}"
+            );
+        }
+        let started = std::time::Instant::now();
+        while started.elapsed() < busy {
+            std::hint::spin_loop();
+        }
+        (started, std::time::Instant::now())
+    })
+    .join()
+    .unwrap()
+}
