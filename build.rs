@@ -1,5 +1,5 @@
 //! Stamps the git revision latencyd is built from into the binary, for
-//! `latencyd_build_info{revision}` and `latencyd --version`-style reports.
+//! `latencyd_build_info{revision}`.
 //! `GIT_REVISION_LATENCYD` in the environment wins (a package built from a
 //! tarball can set it); outside a git checkout without it: "unknown". (Not
 //! `LATENCYD_…`: that prefix is configuration, and cargo passes the

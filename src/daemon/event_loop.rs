@@ -29,6 +29,14 @@ const COLLECT_PERIOD: Duration = Duration::from_millis(100);
 /// after the boundary, so a tick that late finds their intervals there.
 const COLLECT_AFTER_PUBLISH: Duration = Duration::from_millis(5);
 
+/// How long a dead sampler is shown as such on /healthz before exiting.
+const DEATH_GRACE: Duration = Duration::from_secs(1);
+/// How long a CPU may be listed online while its sampler cannot be
+/// restarted before that is logged.
+const RESTART_PATIENCE: Duration = Duration::from_secs(10);
+/// How often STATUS= is refreshed for `systemctl status`.
+const STATUS_PERIOD: Duration = Duration::from_secs(10);
+
 /// When the collector's first tick is due: `COLLECT_AFTER_PUBLISH` plus
 /// one sampling interval (at most 45 ms) after a multiple of
 /// `COLLECT_PERIOD` of `CLOCK_MONOTONIC`, which the publish boundaries are
@@ -45,13 +53,6 @@ fn first_collect_after(now_ns: u64, interval_ns: u64) -> u64 {
         first + period
     }
 }
-/// How long a dead sampler is shown as such on /healthz before exiting.
-const DEATH_GRACE: Duration = Duration::from_secs(1);
-/// How long a CPU may be listed online while its sampler cannot be
-/// restarted before that is logged.
-const RESTART_PATIENCE: Duration = Duration::from_secs(10);
-/// How often STATUS= is refreshed for `systemctl status`.
-const STATUS_PERIOD: Duration = Duration::from_secs(10);
 
 /// The signals the daemon handles.
 pub(super) struct Signals {

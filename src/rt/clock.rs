@@ -110,24 +110,18 @@ pub mod fault {
         spec.split(',')
             .filter_map(|item| {
                 let mut parts = item.trim().split(':');
-                let kind = match parts.next()? {
+                let name = parts.next()?;
+                let target: usize = parts.next()?.parse().ok()?;
+                let ms: u64 = parts.next()?.parse().ok()?;
+                let kind = match name {
                     "die" => Kind::Die,
                     "stall" => Kind::Stall,
                     "displace" => Kind::Displace,
                     "slowstart" => Kind::SlowStart,
-                    "spike" => Kind::Spike { late_ns: 0 },
+                    "spike" => Kind::Spike {
+                        late_ns: parts.next()?.parse::<u64>().ok()? * 1_000,
+                    },
                     _ => return None,
-                };
-                let target: usize = parts.next()?.parse().ok()?;
-                let ms: u64 = parts.next()?.parse().ok()?;
-                let kind = match kind {
-                    Kind::Spike { .. } => {
-                        let us: u64 = parts.next()?.parse().ok()?;
-                        Kind::Spike {
-                            late_ns: us * 1_000,
-                        }
-                    }
-                    other => other,
                 };
                 (target == cpu).then_some((kind, ms * 1_000_000))
             })

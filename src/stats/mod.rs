@@ -138,13 +138,9 @@ impl LatencyStats {
         self.count += other.count;
         self.sum_ns += other.sum_ns;
         self.min_ns = self.min_ns.min(other.min_ns);
-        if other.count > 0 && other.max_ns >= self.max_ns {
-            // On a tie the later maximum wins, as in `record_at`.
-            let later = other.max_ns > self.max_ns || other.max_at_ns > self.max_at_ns;
-            self.max_ns = other.max_ns;
-            if later {
-                self.max_at_ns = other.max_at_ns;
-            }
+        // On a tie the later maximum wins, as in `record_at`.
+        if other.count > 0 && (other.max_ns, other.max_at_ns) > (self.max_ns, self.max_at_ns) {
+            (self.max_ns, self.max_at_ns) = (other.max_ns, other.max_at_ns);
         }
         if other.count > 0 {
             self.last_ns = other.last_ns;
