@@ -22,6 +22,7 @@ pub mod host;
 pub mod sampling;
 // Configuration of the daemon; plots of any histogram.
 pub mod config;
+pub mod forensics;
 pub mod plot;
 // The two front ends.
 pub mod daemon;

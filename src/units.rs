@@ -117,9 +117,52 @@ pub fn format_duration_ns(ns: u64) -> String {
     unreachable!("every integer is a whole number of nanoseconds")
 }
 
+/// Converts days since 1970-01-01 to a (year, month, day) date in the
+/// proleptic Gregorian calendar (Howard Hinnant's civil_from_days).
+pub fn civil_from_days(days: u64) -> (u64, u64, u64) {
+    let z = days + 719_468;
+    let era = z / 146_097;
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + u64::from(month <= 2);
+    (year, month, day)
+}
+
+/// `unix_ns` as an RFC 3339 UTC time with milliseconds, e.g.
+/// `2026-11-22T02:45:38.123Z`.
+pub fn format_rfc3339_ms(unix_ns: u64) -> String {
+    let secs = unix_ns / NS_PER_SEC;
+    let (year, month, day) = civil_from_days(secs / 86_400);
+    let rem = secs % 86_400;
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rem / 3_600,
+        rem % 3_600 / 60,
+        rem % 60,
+        unix_ns % NS_PER_SEC / 1_000_000
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rfc3339_times_are_utc_with_milliseconds() {
+        assert_eq!(
+            format_rfc3339_ms(1_795_315_538_123_456_789),
+            "2026-11-22T02:45:38.123Z"
+        );
+        assert_eq!(format_rfc3339_ms(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(
+            format_rfc3339_ms(951_782_400 * NS_PER_SEC),
+            "2000-02-29T00:00:00.000Z"
+        );
+    }
 
     #[test]
     fn parses_each_unit() {

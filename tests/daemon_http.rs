@@ -15,6 +15,8 @@ use latencyd::config::Config;
 use latencyd::daemon::http::{AppState, router};
 use latencyd::daemon::render::metrics::{Clocks, REVISION};
 use latencyd::daemon::state::{CpuView, MonitorState, ReloadRecord, SamplerView};
+use latencyd::forensics::events::Event;
+use latencyd::forensics::{Capability, Capture, Cause, Journal, Summary};
 use latencyd::rt::sys::Policy;
 use latencyd::stats::LatencyStats;
 use serde_json::Value;
@@ -67,6 +69,7 @@ fn view(cpu: usize, samples: &[u64], config: &Config, last_sample_ns: u64) -> Cp
 fn state(per_cpu_histograms: bool) -> MonitorState {
     let mut config = Config::builtin();
     config.export.per_cpu_histograms = per_cpu_histograms;
+    config.forensics.enabled = true;
     // CPU 0's spike is in the old half (out of the window), CPU 2's in the
     // recent half.
     let a: Vec<u64> = [250_000, 1_800]
@@ -91,8 +94,80 @@ fn state(per_cpu_histograms: bool) -> MonitorState {
             last_success_ns: NOW_NS - 300 * S,
         },
         listen: "127.0.0.1:9479".parse().unwrap(),
+        forensics: journal(),
         config,
     }
+}
+
+/// The id of the one capture in the synthetic journal.
+const SPIKE_ID: &str = "1795315538123-cpu2";
+
+/// Forensics with one capture of CPU 2, kept in memory.
+fn journal() -> Arc<Journal> {
+    let summary = Summary {
+        id: SPIKE_ID.to_string(),
+        cpu: 2,
+        at: "2026-11-22T02:45:38.123Z".to_string(),
+        latency_ns: 3_000_000,
+        deadline_mono_ns: NOW_NS - 5 * S,
+        wakeup_mono_ns: NOW_NS - 5 * S + 3_000_000,
+        sampler_tid: 4243,
+        verdict: "CPU 2 woke 3.00ms late: task culprit (pid 77, SCHED_FIFO 95) ran 2.99ms (100%) \
+                  while the sampler waited"
+            .to_string(),
+        causes: vec![
+            Cause {
+                kind: "task".to_string(),
+                name: "culprit <b>".to_string(),
+                pid: Some(77),
+                policy: Some("SCHED_FIFO".to_string()),
+                priority: Some(95),
+                duration_ns: 2_990_000,
+            },
+            Cause {
+                kind: "sampler".to_string(),
+                name: "the sampler's return to user space".to_string(),
+                pid: None,
+                policy: None,
+                priority: None,
+                duration_ns: 10_000,
+            },
+        ],
+        timer_late_ns: Some(2_000),
+        complete: true,
+        gaps: vec![],
+        steal_ns: Some(0),
+        smi_count: None,
+        events_omitted: 0,
+    };
+    let capture = Capture {
+        summary: summary.clone(),
+        events: vec![Event {
+            ts_ns: NOW_NS - 5 * S + 2_000,
+            task: "culprit".to_string(),
+            pid: 77,
+            cpu: 2,
+            event: "sched_wakeup".to_string(),
+            fields: "comm=sampler-cpu2 pid=4243 prio=19 target_cpu=002".to_string(),
+        }],
+    };
+    let journal = Journal::default();
+    {
+        let mut data = journal.lock();
+        data.enabled = true;
+        data.available = true;
+        data.threshold_ns = 500_000;
+        data.capabilities = vec![Capability::new(
+            "live_read",
+            true,
+            "captures read the ring buffer while it records",
+        )];
+        data.recent.push_front(summary);
+        data.in_memory.push_front(capture);
+        data.captured.insert((2, "task".to_string()), 1);
+        data.uncaptured.insert((2, "rate_limited"), 3);
+    }
+    Arc::new(journal)
 }
 
 fn app(state: MonitorState) -> axum::Router {
@@ -458,6 +533,11 @@ async fn status_page_shows_host_samplers_table_and_plot() {
     assert!(!page.contains("rig<7>"));
     assert!(page.contains("&lt;mlockall refused&gt;"));
     assert!(page.contains("6.12.0-rt5") && page.contains("PREEMPT_RT"));
+    // Recent spikes: the capture, linked, its cause named as text.
+    assert!(page.contains("<h2>Recent spikes</h2>"), "{page}");
+    assert!(page.contains(&format!("<a href=\"/api/v1/spikes/{SPIKE_ID}\">")));
+    assert!(page.contains("task: culprit &lt;b&gt;") && !page.contains("culprit <b>"));
+    assert!(page.contains("<td>3000.0</td>"), "the latency in µs");
     // A row per CPU with its numbers, the dead sampler marked.
     let row = |cpu: usize| -> String {
         let start = page.find(&format!("<tr id=\"cpu-{cpu}\"")).expect("a row");
@@ -620,6 +700,10 @@ async fn every_route_answers_as_the_openapi_document_says() {
         ("/api/v1/latency/{cpu}", "/api/v1/latency/2", &app),
         ("/api/v1/latency/{cpu}", "/api/v1/latency/x", &app),
         ("/api/v1/latency/{cpu}", "/api/v1/latency/3", &app),
+        ("/api/v1/spikes", "/api/v1/spikes", &app),
+        ("/api/v1/spikes/{id}", &format!("/api/v1/spikes/{SPIKE_ID}"), &app),
+        ("/api/v1/spikes/{id}", "/api/v1/spikes/cpu2", &app),
+        ("/api/v1/spikes/{id}", "/api/v1/spikes/1795315538000-cpu2", &app),
         ("/api/v1/openapi.json", "/api/v1/openapi.json", &app),
     ] {
         let (status, content_type, body) = get(target, path).await;

@@ -26,6 +26,7 @@ const LAYERS: &[&[&str]] = &[
     &["rt"],
     &["host"],
     &["sampling"],
+    &["forensics"],
     &["config", "plot"],
     &["daemon", "measure"],
     &["lib", "main"],

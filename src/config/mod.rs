@@ -9,6 +9,7 @@
 //! file per TOML section defines its keys, defaults and checks.
 
 mod export;
+mod forensics;
 mod log;
 mod measure;
 mod realtime;
@@ -20,6 +21,7 @@ use std::path::PathBuf;
 use config::{Environment, File, FileFormat, Map, Source, Value, ValueKind};
 
 pub use export::ExportConfig;
+pub use forensics::ForensicsConfig;
 pub use log::{LogConfig, LogFormat, LogLevel};
 pub use measure::MeasureConfig;
 pub use realtime::RealtimeConfig;
@@ -71,6 +73,7 @@ pub struct Config {
     pub realtime: RealtimeConfig,
     pub export: ExportConfig,
     pub log: LogConfig,
+    pub forensics: ForensicsConfig,
     /// Each key's effective value (as TOML) and where it came from.
     pub effective: BTreeMap<String, Effective>,
 }
@@ -89,7 +92,7 @@ pub struct Sources {
     pub flags: Vec<(&'static str, String, &'static str)>,
 }
 
-const SECTIONS: [&str; 4] = ["measure", "realtime", "export", "log"];
+const SECTIONS: [&str; 5] = ["measure", "realtime", "export", "log", "forensics"];
 
 impl Config {
     /// Loads and validates the configuration from `sources` and the
@@ -177,11 +180,13 @@ impl Config {
         let realtime = RealtimeConfig::read(&mut reader("realtime")?.with(&mut effective))?;
         let export = ExportConfig::read(&mut reader("export")?.with(&mut effective))?;
         let log = LogConfig::read(&mut reader("log")?.with(&mut effective))?;
+        let forensics = ForensicsConfig::read(&mut reader("forensics")?.with(&mut effective))?;
         Ok(Config {
             measure,
             realtime,
             export,
             log,
+            forensics,
             effective,
         })
     }

@@ -16,8 +16,10 @@ use tokio::task::JoinHandle;
 
 use super::startup::lock;
 use super::state::MonitorState;
+use crate::forensics::{Recorder, Spike};
 use crate::rt::engine::{Candidate, Engine, RestartOutcome, StartError};
 use crate::rt::thread::{FailedStep, SamplerState};
+use crate::stats::LatencyStats;
 
 /// What a collector tick found.
 #[derive(Debug, Default)]
@@ -35,20 +37,33 @@ pub(super) struct Collected {
 /// A restart job on the blocking pool: its slot, and what it returns.
 type RestartTask = (usize, JoinHandle<Result<Option<Candidate>, StartError>>);
 
-/// The restarts under way on the blocking pool.
-#[derive(Default)]
+/// The restarts under way on the blocking pool, and the forensics
+/// recorder that hears of every interval over its threshold.
 pub(super) struct Collector {
     restarts: Vec<RestartTask>,
+    recorder: Recorder,
 }
 
 impl Collector {
+    pub(super) fn new(recorder: Recorder) -> Collector {
+        Collector {
+            restarts: Vec::new(),
+            recorder,
+        }
+    }
+
+    /// The recorder, to stop it at shutdown (a disabled one is left).
+    pub(super) fn take_recorder(&mut self) -> Recorder {
+        std::mem::replace(&mut self.recorder, Recorder::disabled())
+    }
+
     pub(super) async fn tick(
         &mut self,
         engine: &mut Engine,
         state: &Mutex<MonitorState>,
     ) -> Result<Collected, Box<dyn std::error::Error>> {
         let mut found = Collected {
-            offline: absorb(engine, state)?,
+            offline: absorb(engine, state, &self.recorder)?,
             ..Collected::default()
         };
         for (cpu, why) in self.adopt_finished(engine, true).await {
@@ -108,14 +123,39 @@ impl Collector {
 
 /// Merges every published interval into the state and reaps the samplers
 /// of CPUs gone offline (their last intervals included); returns those
-/// CPUs.
+/// CPUs. An interval whose maximum reaches the forensics threshold is
+/// handed to the recorder (after the lock is released; it never waits).
 fn absorb(
     engine: &mut Engine,
     state: &Mutex<MonitorState>,
+    recorder: &Recorder,
 ) -> Result<Vec<usize>, Box<dyn std::error::Error>> {
-    let mut s = lock(state);
-    engine.drain(|idx, interval| s.cpus[idx].absorb(interval))?;
-    Ok(engine.reap_offline(|idx, interval| s.cpus[idx].absorb(interval))?)
+    let threshold = recorder.threshold_ns();
+    let mut spikes: Vec<(usize, u64, u64)> = Vec::new();
+    let mut take = |s: &mut MonitorState, idx: usize, interval: &LatencyStats| {
+        if let (Some(threshold), Some(at)) = (threshold, interval.max_at_ns())
+            && interval.count > 0
+            && interval.max_ns >= threshold
+        {
+            spikes.push((idx, interval.max_ns, at));
+        }
+        s.cpus[idx].absorb(interval)
+    };
+    let offline = {
+        let mut s = lock(state);
+        engine.drain(|idx, interval| take(&mut s, idx, interval))?;
+        engine.reap_offline(|idx, interval| take(&mut s, idx, interval))?
+    };
+    for (idx, latency_ns, wakeup_ns) in spikes {
+        let slot = &engine.slots[idx];
+        recorder.notice(Spike {
+            cpu: slot.cpu,
+            sampler_tid: slot.shared().tid(),
+            latency_ns,
+            wakeup_ns,
+        });
+    }
+    Ok(offline)
 }
 
 /// Copies each sampler's heartbeat and condition into its view, and notes

@@ -22,6 +22,7 @@ use super::state::{CpuView, MonitorState, ReloadRecord, SamplerView};
 use crate::cli::RunArgs;
 use crate::config::{self, Config, ConfigError, Sources};
 use crate::cpulist::format_cpu_list;
+use crate::forensics::Recorder;
 use crate::host::HostInfo;
 use crate::rt::engine::{DEFAULT_START_TIMEOUT, Engine, EngineSpec, StartError};
 use crate::rt::sampler::LoopPlan;
@@ -206,6 +207,8 @@ async fn serve(
         },
         security.describe(),
     );
+    // After the pinning: the recorder's thread runs where the exporter does.
+    let recorder = start_forensics(&config, &engine);
     let started_ns = sys::monotonic_now_ns();
     let state = Arc::new(Mutex::new(MonitorState {
         started_ns,
@@ -230,6 +233,7 @@ async fn serve(
         listen,
         host,
         config,
+        forensics: recorder.journal(),
     }));
 
     let mut app = http::AppState::new(Arc::clone(&state), true, SYSTEM_CLOCKS);
@@ -253,7 +257,7 @@ async fn serve(
     info!("{summary}");
     notify::ready(&summary);
 
-    let mut collector = super::collector::Collector::default();
+    let mut collector = super::collector::Collector::new(recorder);
     let reload = super::reload::Reload {
         sources,
         log_level,
@@ -267,6 +271,10 @@ async fn serve(
     let started = Instant::now();
     // A restart under way hands its sampler to the engine, which stops it.
     collector.settle(&mut engine).await;
+    let mut recorder = collector.take_recorder();
+    // Joining the recorder waits for a capture under way and removes the
+    // tracefs instance: not on the runtime's thread.
+    let stopped_recorder = tokio::task::spawn_blocking(move || recorder.stop());
     // Samplers notice the flag at their next wake-up (at most one interval,
     // at most 1 s by configuration); their last intervals are kept. The
     // join waits, so it runs off the runtime thread.
@@ -289,11 +297,47 @@ async fn serve(
         Ok(Err(err)) => error!("a sampler could not be joined: {err}"),
         Err(err) => error!("the samplers could not be joined: {err}"),
     }
+    if stopped_recorder.await.is_err() {
+        error!("the forensics thread could not be stopped cleanly");
+    }
     // In-flight requests get a moment; then the server is dropped.
     let _ = tokio::time::timeout(Duration::from_millis(300), server).await;
     drop(pm_qos_hold);
     info!("stopped in {:?}", started.elapsed());
     Ok(exit_code)
+}
+
+/// Starts spike forensics when the configuration asks for it, and says
+/// in the log what it can do here or why it cannot run.
+fn start_forensics(config: &Config, engine: &Engine) -> Recorder {
+    let f = &config.forensics;
+    if !f.enabled {
+        return Recorder::disabled();
+    }
+    let cpus: Vec<usize> = engine.slots.iter().map(|slot| slot.cpu).collect();
+    let recorder = Recorder::start(f.settings(), &cpus);
+    let journal = recorder.journal();
+    let data = journal.lock();
+    if data.available {
+        info!(
+            "forensics: capturing wake-ups {} or later on CPUs {} ({} KiB ring buffer per CPU) into {}",
+            format_duration_ns(f.threshold_ns),
+            format_cpu_list(&cpus),
+            f.buffer_size_kb,
+            f.dir.display()
+        );
+        for cap in &data.capabilities {
+            let how = if cap.available { "yes" } else { "no" };
+            info!("forensics: {}: {how}: {}", cap.name, cap.detail);
+        }
+    } else {
+        warn!(
+            "forensics is enabled but unavailable: {}; latencyd measures without it",
+            data.reason.as_deref().unwrap_or("unknown reason")
+        );
+    }
+    drop(data);
+    recorder
 }
 
 /// The state's lock. It stays consistent even if a holder panicked: every

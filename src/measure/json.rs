@@ -10,6 +10,7 @@ use super::report::RunReport;
 use crate::cpulist::format_cpu_list;
 use crate::host::HostInfo;
 use crate::stats::REPORTED_QUANTILES;
+use crate::units::civil_from_days;
 
 /// The `--json` document: cyclictest's schema (including its `cmdline:`
 /// and `rt_test_version:` keys, colon and all, since scripts look them up
@@ -208,21 +209,6 @@ pub fn format_rfc2822_utc(time: SystemTime) -> String {
         rem % 3_600 / 60,
         rem % 60
     )
-}
-
-/// Converts days since 1970-01-01 to a (year, month, day) date in the
-/// proleptic Gregorian calendar (Howard Hinnant's civil_from_days).
-fn civil_from_days(days: u64) -> (u64, u64, u64) {
-    let z = days + 719_468;
-    let era = z / 146_097;
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + u64::from(month <= 2);
-    (year, month, day)
 }
 
 #[cfg(test)]

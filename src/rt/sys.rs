@@ -205,6 +205,26 @@ pub fn current_thread_policy() -> io::Result<(i32, i32)> {
     Ok((policy, param.sched_priority))
 }
 
+/// The scheduling policy of thread `tid` by its kernel name
+/// (`SCHED_FIFO`, ...), or `None` when the thread is gone.
+pub fn thread_policy_name(tid: i32) -> Option<&'static str> {
+    if tid <= 0 {
+        return None;
+    }
+    // SAFETY: sched_getscheduler reads no memory of ours; a thread that
+    // does not exist is an error return.
+    let policy = unsafe { libc::sched_getscheduler(tid) };
+    Some(match policy & !libc::SCHED_RESET_ON_FORK {
+        libc::SCHED_FIFO => "SCHED_FIFO",
+        libc::SCHED_RR => "SCHED_RR",
+        libc::SCHED_OTHER => "SCHED_OTHER",
+        libc::SCHED_BATCH => "SCHED_BATCH",
+        libc::SCHED_IDLE => "SCHED_IDLE",
+        6 => "SCHED_DEADLINE",
+        _ => return None,
+    })
+}
+
 /// The libc number of a policy, to compare with `current_thread_policy`.
 pub fn policy_number(policy: Policy) -> i32 {
     policy.to_libc()

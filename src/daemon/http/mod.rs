@@ -38,6 +38,7 @@ use super::render::page::{self, Snapshot};
 use super::render::{json, metrics};
 use super::state::MonitorState;
 use crate::cpulist::format_cpu_list;
+use crate::forensics;
 use crate::plot;
 
 /// The web configuration in force (TLS, basic auth); replaced whole on
@@ -151,6 +152,8 @@ pub const ROUTES: &[&str] = &[
     "/api/v1/status",
     "/api/v1/latency",
     "/api/v1/latency/{cpu}",
+    "/api/v1/spikes",
+    "/api/v1/spikes/{id}",
     "/api/v1/openapi.json",
 ];
 
@@ -166,6 +169,8 @@ pub fn router(app: AppState) -> Router {
         .route("/api/v1/status", get(status))
         .route("/api/v1/latency", get(latency_all))
         .route("/api/v1/latency/{cpu}", get(latency_one))
+        .route("/api/v1/spikes", get(spikes))
+        .route("/api/v1/spikes/{id}", get(spike_one))
         .route("/api/v1/openapi.json", get(openapi))
         .fallback(not_found)
         .layer(middleware::from_fn_with_state(app.clone(), guard))
@@ -307,6 +312,34 @@ async fn healthz(State(app): State<AppState>) -> Response {
 async fn status(State(app): State<AppState>) -> axum::Json<json::StatusBody> {
     let now = app.now_ns();
     axum::Json(json::status(&app.lock(), now))
+}
+
+/// Recent spike captures, newest first, with their verdicts.
+async fn spikes(State(app): State<AppState>) -> axum::Json<json::SpikesBody> {
+    let journal = Arc::clone(&app.lock().forensics);
+    axum::Json(json::spikes(&journal))
+}
+
+/// One capture whole: its attribution and the raw events. It is read from
+/// the capture directory on the blocking pool.
+async fn spike_one(State(app): State<AppState>, Path(id): Path<String>) -> Result<Response, ApiError> {
+    if !forensics::store::valid_id(&id) {
+        return Err(ApiError::BadRequest(format!(
+            "'{id}' is not a capture id: ids look like 1795315538123-cpu1 (see /api/v1/spikes)"
+        )));
+    }
+    let journal = Arc::clone(&app.lock().forensics);
+    let lookup = id.clone();
+    let text = tokio::task::spawn_blocking(move || journal.capture_json(&lookup))
+        .await
+        .map_err(|e| ApiError::Internal(format!("reading the capture failed: {e}")))?;
+    match text {
+        Some(text) => Ok(([(header::CONTENT_TYPE, "application/json")], text).into_response()),
+        None => Err(ApiError::NotFound(format!(
+            "no capture {id}: it may have been dropped to stay within forensics.max_captures \
+             and forensics.max_bytes; /api/v1/spikes lists those kept"
+        ))),
+    }
 }
 
 async fn latency_all(State(app): State<AppState>) -> axum::Json<json::LatencyAllBody> {

@@ -7,6 +7,7 @@ use serde::Serialize;
 
 use crate::cpulist::format_cpu_list;
 use crate::daemon::state::{CpuView, Health, MonitorState};
+use crate::forensics::{Capability, Journal, Summary};
 use crate::host::HostInfo;
 use crate::stats::{P50, P90, P99, P999, P9999};
 
@@ -49,6 +50,53 @@ pub struct StatusBody {
     host: HostBody,
     config: ConfigBody,
     samplers: Vec<SamplerBody>,
+    forensics: ForensicsBody,
+}
+
+/// Whether spike forensics runs, why not, and what this host offers it.
+#[derive(Serialize)]
+pub struct ForensicsBody {
+    enabled: bool,
+    available: bool,
+    reason: Option<String>,
+    threshold_ns: u64,
+    dir: String,
+    capabilities: Vec<Capability>,
+    captures_kept: usize,
+    disk_bytes: u64,
+}
+
+impl ForensicsBody {
+    fn of(s: &MonitorState) -> ForensicsBody {
+        let f = s.forensics.lock();
+        ForensicsBody {
+            enabled: s.config.forensics.enabled,
+            available: f.available,
+            reason: f.reason.clone(),
+            threshold_ns: s.config.forensics.threshold_ns,
+            dir: s.config.forensics.dir.display().to_string(),
+            capabilities: f.capabilities.clone(),
+            captures_kept: f.recent.len(),
+            disk_bytes: f.disk_bytes,
+        }
+    }
+}
+
+/// `/api/v1/spikes`: recent captures, newest first, without their events.
+#[derive(Serialize)]
+pub struct SpikesBody {
+    available: bool,
+    reason: Option<String>,
+    spikes: Vec<Summary>,
+}
+
+pub fn spikes(journal: &Journal) -> SpikesBody {
+    let f = journal.lock();
+    SpikesBody {
+        available: f.available,
+        reason: f.reason.clone(),
+        spikes: f.recent.iter().cloned().collect(),
+    }
 }
 
 #[derive(Serialize)]
@@ -163,6 +211,7 @@ pub fn status(s: &MonitorState, now_ns: u64) -> StatusBody {
                 .map(|(key, e)| (key.clone(), e.source.clone()))
                 .collect(),
         },
+        forensics: ForensicsBody::of(s),
         samplers: s
             .cpus
             .iter()

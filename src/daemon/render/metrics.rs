@@ -104,6 +104,30 @@ const FAMILIES: &[(&str, &str, MetricType, &[&str])] = &[
         &[],
     ),
     (
+        "latencyd_forensics_available",
+        "1 while spike forensics captures (forensics.enabled and the kernel lets it), else 0; /api/v1/status says why not.",
+        MetricType::GAUGE,
+        &[],
+    ),
+    (
+        "latencyd_forensics_captures_total",
+        "Spike captures by CPU and main cause (task, irq, softirq, nmi, steal, sampler, unaccounted); a series appears with its first capture.",
+        MetricType::COUNTER,
+        &["cpu", "cause"],
+    ),
+    (
+        "latencyd_forensics_spikes_uncaptured_total",
+        "Wake-ups over forensics.threshold not captured, by CPU and reason: rate_limited (forensics.per_cpu_interval, forensics.max_per_minute), busy (the recorder's queue was full), failed (reading the trace or writing the capture failed; /api/v1/status says why).",
+        MetricType::COUNTER,
+        &["cpu", "reason"],
+    ),
+    (
+        "latencyd_smi_total",
+        "System management interrupts on the CPU since boot (Intel MSR 0x34), where forensics runs and the MSR can be read.",
+        MetricType::COUNTER,
+        &["cpu"],
+    ),
+    (
         "latencyd_host_info",
         "What the host runs; always 1.",
         MetricType::GAUGE,
@@ -272,6 +296,7 @@ pub fn families(state: &MonitorState, now: Now) -> Vec<MetricFamily> {
     let now_ns = now.monotonic_ns;
     let cpu = |c: usize| vec![label("cpu", &c.to_string())];
     let per_cpu_histograms = state.config.export.per_cpu_histograms;
+    let forensics = state.forensics.lock();
     let mut out = Vec::with_capacity(FAMILIES.len());
     for (name, help, kind, _) in FAMILIES {
         let metrics: Vec<Metric> = match *name {
@@ -363,6 +388,34 @@ pub fn families(state: &MonitorState, now: Now) -> Vec<MetricFamily> {
                 vec![],
                 now.unix_seconds_of(state.reload.last_success_ns),
             )],
+            "latencyd_forensics_available" => {
+                vec![gauge(vec![], f64::from(u8::from(forensics.available)))]
+            }
+            "latencyd_forensics_captures_total" => forensics
+                .captured
+                .iter()
+                .map(|((c, cause), n)| {
+                    counter(
+                        vec![label("cause", cause), label("cpu", &c.to_string())],
+                        *n as f64,
+                    )
+                })
+                .collect(),
+            "latencyd_forensics_spikes_uncaptured_total" => forensics
+                .uncaptured
+                .iter()
+                .map(|((c, reason), n)| {
+                    counter(
+                        vec![label("cpu", &c.to_string()), label("reason", reason)],
+                        *n as f64,
+                    )
+                })
+                .collect(),
+            "latencyd_smi_total" => forensics
+                .smi
+                .iter()
+                .map(|(c, n)| counter(cpu(*c), *n as f64))
+                .collect(),
             "latencyd_host_info" => vec![gauge(
                 vec![
                     label("kernel", &state.host.uname.release),

@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use crate::daemon::state::{MonitorState, SamplerView};
+use crate::forensics::Summary;
 use crate::plot::{self, CpuSeries, PlotData};
 use crate::stats::P99;
 use crate::units::{NS_PER_SEC, format_duration_ns};
@@ -50,13 +51,21 @@ pub struct Snapshot {
     pub plot_window_ns: Option<u64>,
     pub rows: Vec<CpuRow>,
     pub plot: PlotData,
+    /// Forensics: whether it runs (or why not) and its newest captures.
+    pub forensics_enabled: bool,
+    pub forensics_reason: Option<String>,
+    pub spikes: Vec<Summary>,
 }
+
+/// Captures listed on the page.
+const PAGE_SPIKES: usize = 10;
 
 impl Snapshot {
     /// Copies what is needed from the state; `window_ns` chooses the
     /// plot's histograms (lifetime when `None`).
     pub fn take(s: &MonitorState, now_ns: u64, window_ns: Option<u64>) -> Snapshot {
         let health = s.health(now_ns);
+        let forensics = s.forensics.lock();
         let mut plot_window_ns = None;
         let series = s
             .cpus
@@ -87,6 +96,9 @@ impl Snapshot {
             non_rt_reasons: s.non_rt_reasons.clone(),
             interval_ns: s.config.measure.interval_ns,
             max_window_ns: s.config.export.max_window_ns,
+            forensics_enabled: s.config.forensics.enabled,
+            forensics_reason: forensics.reason.clone(),
+            spikes: forensics.recent.iter().take(PAGE_SPIKES).cloned().collect(),
             plot_window_ns,
             rows: s
                 .cpus
@@ -265,6 +277,7 @@ pub fn render_page(snap: &Snapshot, plot_svg: Result<&str, &str>) -> String {
         );
     }
     html.push_str("</tbody></table>\n");
+    render_spikes(&mut html, snap);
     let scope = match snap.plot_window_ns {
         None => "since start".to_string(),
         Some(ns) => format!("over the last {}", format_duration_ns(ns)),
@@ -290,6 +303,45 @@ pub fn render_page(snap: &Snapshot, plot_svg: Result<&str, &str>) -> String {
         env!("CARGO_PKG_VERSION")
     );
     html
+}
+
+/// The "Recent spikes" table: the newest captures with their verdicts,
+/// each linked to its full capture; or why there are none.
+fn render_spikes(html: &mut String, snap: &Snapshot) {
+    html.push_str("<h2>Recent spikes</h2>\n");
+    if !snap.forensics_enabled || snap.spikes.is_empty() {
+        let why = match (&snap.forensics_reason, snap.forensics_enabled) {
+            (Some(reason), _) => format!("Forensics: {}.", escape(reason)),
+            (None, true) => "No wake-up over the forensics threshold captured yet.".to_string(),
+            (None, false) => "Forensics is off.".to_string(),
+        };
+        let _ = writeln!(html, "<p id=\"spikes\" class=\"sub\">{why}</p>");
+        return;
+    }
+    html.push_str(
+        "<table id=\"spikes\"><thead><tr><th class=\"l\">When (UTC)</th><th>CPU</th>\
+         <th>Latency µs</th><th class=\"l\">Main cause</th><th class=\"l\">Verdict</th>\
+         </tr></thead><tbody>\n",
+    );
+    for spike in &snap.spikes {
+        let main = spike
+            .causes
+            .first()
+            .map_or_else(|| "-".to_string(), |c| format!("{}: {}", c.kind, c.name));
+        let _ = writeln!(
+            html,
+            "<tr><td class=\"l\"><a href=\"/api/v1/spikes/{id}\">{at}</a></td><td>{}</td>\
+             <td>{}</td><td class=\"l\">{}</td><td class=\"l\">{}{}</td></tr>",
+            spike.cpu,
+            us(spike.latency_ns),
+            escape(&main),
+            escape(&spike.verdict),
+            if spike.complete { "" } else { " (incomplete trace)" },
+            id = escape(&spike.id),
+            at = escape(&spike.at),
+        );
+    }
+    html.push_str("</tbody></table>\n");
 }
 
 /// An SVG document's root element, fit to go inline in HTML.

@@ -128,6 +128,9 @@ pub struct MonitorState {
     pub reload: ReloadRecord,
     /// The listener's actual address (the configured port may be 0).
     pub listen: std::net::SocketAddr,
+    /// What spike forensics found and whether it runs (locked on its
+    /// own, briefly, by the recorder thread and by readers).
+    pub forensics: std::sync::Arc<crate::forensics::Journal>,
 }
 
 impl MonitorState {

@@ -1,0 +1,168 @@
+//! `[forensics]`: capturing what delayed a late wake-up (off by default).
+
+use std::path::PathBuf;
+
+use super::{ConfigError, SectionReader, as_bool, as_duration_ns, as_integer, as_string, quoted};
+use crate::forensics::Settings;
+use crate::forensics::tracefs::DEFAULT_TRACEFS;
+use crate::units::{NS_PER_SEC, NS_PER_US, format_duration_ns};
+
+const MAX_CAPTURES_LIMIT: i64 = 10_000;
+const MIN_BYTES: i64 = 64 * 1024;
+const MIN_BUFFER_KB: i64 = 64;
+const MAX_BUFFER_KB: i64 = 1024 * 1024;
+const MAX_PER_MINUTE_LIMIT: i64 = 600;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ForensicsConfig {
+    pub enabled: bool,
+    pub threshold_ns: u64,
+    pub dir: PathBuf,
+    pub max_captures: usize,
+    pub max_bytes: u64,
+    pub buffer_size_kb: u64,
+    pub tracefs: PathBuf,
+    pub per_cpu_interval_ns: u64,
+    pub max_per_minute: usize,
+}
+
+impl ForensicsConfig {
+    /// What the recorder needs, captures kept in `dir`.
+    pub fn settings(&self) -> Settings {
+        Settings {
+            threshold_ns: self.threshold_ns,
+            dir: Some(self.dir.clone()),
+            max_captures: self.max_captures,
+            max_bytes: self.max_bytes,
+            buffer_size_kb: self.buffer_size_kb,
+            tracefs: self.tracefs.clone(),
+            per_cpu_gap_ns: self.per_cpu_interval_ns,
+            max_per_minute: self.max_per_minute,
+        }
+    }
+
+    pub(super) fn read(r: &mut SectionReader<'_>) -> Result<ForensicsConfig, ConfigError> {
+        r.only(&[
+            "enabled",
+            "threshold",
+            "dir",
+            "max_captures",
+            "max_bytes",
+            "buffer_size_kb",
+            "tracefs",
+            "per_cpu_interval",
+            "max_per_minute",
+        ])?;
+        let enabled = r.read("enabled", || false, as_bool, |b| b.to_string())?;
+        let threshold_ns = r.read(
+            "threshold",
+            || 500 * NS_PER_US,
+            |v| {
+                let ns = as_duration_ns(v)?;
+                if !(NS_PER_US..=10 * NS_PER_SEC).contains(&ns) {
+                    return Err("must be between 1us and 10s".to_string());
+                }
+                Ok(ns)
+            },
+            |ns| quoted(&format_duration_ns(*ns)),
+        )?;
+        let path = |what: &'static str| {
+            move |v: &config::Value| {
+                let path = as_string(v)?;
+                if !path.starts_with('/') {
+                    return Err(format!("must be an absolute path ({what})"));
+                }
+                Ok(PathBuf::from(path))
+            }
+        };
+        let show_path = |p: &PathBuf| quoted(&p.display().to_string());
+        let dir = r.read(
+            "dir",
+            || PathBuf::from("/var/lib/latencyd/spikes"),
+            path("the directory captures are written to"),
+            show_path,
+        )?;
+        let max_captures = r.read(
+            "max_captures",
+            || 100,
+            |v| {
+                let n = as_integer(v)?;
+                if !(1..=MAX_CAPTURES_LIMIT).contains(&n) {
+                    return Err(format!("must be between 1 and {MAX_CAPTURES_LIMIT}"));
+                }
+                Ok(n as usize)
+            },
+            |n| n.to_string(),
+        )?;
+        let max_bytes = r.read(
+            "max_bytes",
+            || 64 * 1024 * 1024,
+            |v| {
+                let n = as_integer(v)?;
+                if n < MIN_BYTES {
+                    return Err(format!(
+                        "must be at least {MIN_BYTES} bytes (a capture of a long spike can take \
+                         tens of kilobytes)"
+                    ));
+                }
+                Ok(n as u64)
+            },
+            |n| n.to_string(),
+        )?;
+        let buffer_size_kb = r.read(
+            "buffer_size_kb",
+            || 1024,
+            |v| {
+                let n = as_integer(v)?;
+                if !(MIN_BUFFER_KB..=MAX_BUFFER_KB).contains(&n) {
+                    return Err(format!(
+                        "must be between {MIN_BUFFER_KB} and {MAX_BUFFER_KB} KiB per CPU"
+                    ));
+                }
+                Ok(n as u64)
+            },
+            |n| n.to_string(),
+        )?;
+        let tracefs = r.read(
+            "tracefs",
+            || PathBuf::from(DEFAULT_TRACEFS),
+            path("where tracefs is mounted"),
+            show_path,
+        )?;
+        let per_cpu_interval_ns = r.read(
+            "per_cpu_interval",
+            || 10 * NS_PER_SEC,
+            |v| {
+                let ns = as_duration_ns(v)?;
+                if ns > 3_600 * NS_PER_SEC {
+                    return Err("must be at most 1h (0s: no limit per CPU)".to_string());
+                }
+                Ok(ns)
+            },
+            |ns| quoted(&format_duration_ns(*ns)),
+        )?;
+        let max_per_minute = r.read(
+            "max_per_minute",
+            || 12,
+            |v| {
+                let n = as_integer(v)?;
+                if !(1..=MAX_PER_MINUTE_LIMIT).contains(&n) {
+                    return Err(format!("must be between 1 and {MAX_PER_MINUTE_LIMIT}"));
+                }
+                Ok(n as usize)
+            },
+            |n| n.to_string(),
+        )?;
+        Ok(ForensicsConfig {
+            enabled,
+            threshold_ns,
+            dir,
+            max_captures,
+            max_bytes,
+            buffer_size_kb,
+            tracefs,
+            per_cpu_interval_ns,
+            max_per_minute,
+        })
+    }
+}

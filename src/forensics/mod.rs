@@ -1,0 +1,27 @@
+//! Spike forensics: what delayed a late wake-up, without stopping the
+//! measurement.
+//!
+//! A flight recorder in a private tracefs instance (`tracefs`) keeps the
+//! recent scheduling, interrupt and timer events of every measured CPU.
+//! When the consumer (the daemon's collector, `measure`'s drain loop)
+//! sees an interval whose maximum is over the threshold, it hands the
+//! spike to the recorder thread (`recorder`) without waiting; the thread
+//! reads that CPU's events from the missed deadline to the wake-up
+//! (`events`), splits the latency into what ran (`attribution`), adds
+//! what the kernel and hardware count behind the scheduler's back
+//! (`noise`: hypervisor steal, SMIs), and keeps the capture in a bounded
+//! directory (`store`). The samplers do nothing new: no system call, no
+//! marker, no trigger; the sample time each interval carries for its
+//! maximum is all the recorder needs.
+
+pub mod attribution;
+pub mod events;
+pub mod noise;
+pub mod recorder;
+pub mod store;
+pub mod tracefs;
+
+pub use attribution::{CAUSE_KINDS, Cause};
+pub use recorder::{Journal, JournalData, Recorder, Settings, Spike, UNCAPTURED_REASONS};
+pub use store::{Capture, Summary};
+pub use tracefs::Capability;

@@ -1,0 +1,486 @@
+//! The recorder thread: takes spike notices, captures within the rate
+//! limits, keeps the journal that the daemon serves and `measure` prints.
+//!
+//! It is an ordinary thread (not the exporter's runtime, not a sampler):
+//! reading a CPU's ring buffer takes tens of milliseconds of system time,
+//! writing a capture waits for the disk. Every 100 ms it reads the steal
+//! counters, every second the SMI counters; otherwise it sleeps on its
+//! queue. Notices come through a bounded queue that never blocks the
+//! sender: a full queue counts the spike as uncaptured (`busy`).
+
+use std::collections::{BTreeMap, VecDeque};
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError, sync_channel};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::Serialize;
+
+use super::attribution::{Attributor, verdict};
+use super::events::{Line, parse_line};
+use super::noise::{SmiCounters, StealHistory};
+use super::store::{Capture, Store, Summary, make_id};
+use super::tracefs::{self, Capability, Instance};
+use crate::rt::sys;
+use crate::units::{NS_PER_SEC, format_rfc3339_ms};
+
+/// What the recorder is told to do, from the configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settings {
+    /// A wake-up at least this late is captured.
+    pub threshold_ns: u64,
+    /// Where captures are written; `None` keeps them in memory only
+    /// (`measure`).
+    pub dir: Option<PathBuf>,
+    pub max_captures: usize,
+    pub max_bytes: u64,
+    /// Each measured CPU's ring buffer, in KiB.
+    pub buffer_size_kb: u64,
+    /// Where tracefs is mounted.
+    pub tracefs: PathBuf,
+    /// At most one capture per CPU within this long.
+    pub per_cpu_gap_ns: u64,
+    /// At most this many captures in any minute, all CPUs together.
+    pub max_per_minute: usize,
+}
+
+/// A wake-up at least `threshold_ns` late, as the consumer saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Spike {
+    pub cpu: usize,
+    pub sampler_tid: i32,
+    pub latency_ns: u64,
+    /// When the sampler read the time on waking, `CLOCK_MONOTONIC`.
+    pub wakeup_ns: u64,
+}
+
+/// Why a spike was not captured (a bounded set: they label a counter).
+pub const UNCAPTURED_REASONS: &[&str] = &["rate_limited", "busy", "failed"];
+
+/// What forensics can tell, shared with the HTTP side and `measure`.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct JournalData {
+    pub enabled: bool,
+    pub available: bool,
+    /// Why forensics is unavailable, or the last capture failed.
+    pub reason: Option<String>,
+    pub threshold_ns: u64,
+    pub capabilities: Vec<Capability>,
+    /// Newest first, at most `max_captures`.
+    pub recent: VecDeque<Summary>,
+    /// The full captures, when they are kept in memory (no directory).
+    #[serde(skip)]
+    pub in_memory: VecDeque<Capture>,
+    /// Captures by CPU and main cause.
+    #[serde(skip)]
+    pub captured: BTreeMap<(usize, String), u64>,
+    /// Spikes not captured, by CPU and reason.
+    #[serde(skip)]
+    pub uncaptured: BTreeMap<(usize, &'static str), u64>,
+    /// SMIs per CPU since boot, where readable.
+    #[serde(skip)]
+    pub smi: BTreeMap<usize, u64>,
+    /// Bytes the capture directory holds.
+    pub disk_bytes: u64,
+    /// The directory captures are read from for `/api/v1/spikes/{id}`.
+    #[serde(skip)]
+    pub dir: Option<PathBuf>,
+}
+
+/// The journal, locked briefly by the recorder and by readers.
+#[derive(Debug, Default)]
+pub struct Journal(Mutex<JournalData>);
+
+impl Journal {
+    pub fn lock(&self) -> MutexGuard<'_, JournalData> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The full capture `id` as JSON text (from the directory, or memory).
+    pub fn capture_json(&self, id: &str) -> Option<String> {
+        let (dir, kept) = {
+            let data = self.lock();
+            let kept = data
+                .in_memory
+                .iter()
+                .find(|c| c.summary.id == id)
+                .and_then(|c| serde_json::to_string(c).ok());
+            (data.dir.clone(), kept)
+        };
+        kept.or_else(|| dir.and_then(|dir| Store::read(&dir, id)))
+    }
+}
+
+enum Message {
+    Spike(Spike),
+    /// Answered once every message before it is handled.
+    Flush(SyncSender<()>),
+    Stop,
+}
+
+/// The running recorder (or the reason there is none).
+pub struct Recorder {
+    sender: Option<SyncSender<Message>>,
+    journal: Arc<Journal>,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// How many notices may wait for the recorder.
+const QUEUE: usize = 64;
+/// How often the steal counters are read.
+const TICK: Duration = Duration::from_millis(100);
+
+impl Recorder {
+    /// Forensics off: the journal says so.
+    pub fn disabled() -> Recorder {
+        let journal = JournalData {
+            reason: Some("disabled in the configuration (forensics.enabled = false)".to_string()),
+            ..JournalData::default()
+        };
+        Recorder {
+            sender: None,
+            journal: Arc::new(Journal(Mutex::new(journal))),
+            thread: None,
+        }
+    }
+
+    /// Sets up the instance and the capture directory for `cpus` and
+    /// starts the thread. Anything missing leaves forensics unavailable,
+    /// with the reason in the journal; nothing here fails the caller.
+    pub fn start(settings: Settings, cpus: &[usize]) -> Recorder {
+        let mut data = JournalData {
+            enabled: true,
+            threshold_ns: settings.threshold_ns,
+            ..JournalData::default()
+        };
+        let unavailable = |mut data: JournalData, reason: String| {
+            data.reason = Some(reason);
+            Recorder {
+                sender: None,
+                journal: Arc::new(Journal(Mutex::new(data))),
+                thread: None,
+            }
+        };
+        let store = match &settings.dir {
+            None => None,
+            Some(dir) => match Store::open(dir, settings.max_captures, settings.max_bytes) {
+                Ok((store, old)) => {
+                    data.recent = old.into();
+                    data.disk_bytes = store.bytes();
+                    data.dir = Some(dir.clone());
+                    Some(store)
+                }
+                Err(reason) => return unavailable(data, reason),
+            },
+        };
+        let opened = match tracefs::locate(&settings.tracefs)
+            .and_then(|root| tracefs::open(&root, settings.buffer_size_kb, cpus))
+        {
+            Ok(opened) => opened,
+            Err(reason) => return unavailable(data, reason),
+        };
+        let steal = StealHistory::new(Path::new("/proc/stat"));
+        data.capabilities = opened.capabilities;
+        data.capabilities.push(steal.capability());
+        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        let (smi, smi_capability) = SmiCounters::open(Path::new("/dev/cpu"), &cpuinfo, cpus);
+        data.capabilities.push(smi_capability);
+        data.available = true;
+        let notes = opened.notes;
+        let journal = Arc::new(Journal(Mutex::new(data)));
+        let (sender, receiver) = sync_channel(QUEUE);
+        let mut worker = Worker {
+            settings,
+            instance: opened.instance,
+            store,
+            steal,
+            smi,
+            smi_last: BTreeMap::new(),
+            journal: Arc::clone(&journal),
+            last_capture: BTreeMap::new(),
+            minute: VecDeque::new(),
+        };
+        let thread = std::thread::Builder::new()
+            .name("latencyd-forensics".to_string())
+            .spawn(move || worker.run(receiver));
+        match thread {
+            Ok(thread) => {
+                let recorder = Recorder {
+                    sender: Some(sender),
+                    journal,
+                    thread: Some(thread),
+                };
+                for note in notes {
+                    recorder.journal.lock().capabilities.push(Capability::new(
+                        "cleanup",
+                        true,
+                        note,
+                    ));
+                }
+                recorder
+            }
+            Err(err) => {
+                let data = std::mem::take(&mut *journal.lock());
+                unavailable(data, format!("cannot start the forensics thread: {err}"))
+            }
+        }
+    }
+
+    /// The journal, for readers.
+    pub fn journal(&self) -> Arc<Journal> {
+        Arc::clone(&self.journal)
+    }
+
+    /// The capture threshold while the recorder runs.
+    pub fn threshold_ns(&self) -> Option<u64> {
+        self.sender
+            .as_ref()
+            .map(|_| self.journal.lock().threshold_ns)
+    }
+
+    /// Hands a spike to the recorder without waiting.
+    pub fn notice(&self, spike: Spike) {
+        let Some(sender) = &self.sender else {
+            return;
+        };
+        match sender.try_send(Message::Spike(spike)) {
+            Ok(()) => {}
+            Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
+                *self
+                    .journal
+                    .lock()
+                    .uncaptured
+                    .entry((spike.cpu, "busy"))
+                    .or_default() += 1;
+            }
+        }
+    }
+
+    /// Waits until every spike noticed so far is captured or counted.
+    pub fn flush(&self) {
+        let Some(sender) = &self.sender else {
+            return;
+        };
+        let (ack, done) = sync_channel(1);
+        if sender.send(Message::Flush(ack)).is_ok() {
+            let _ = done.recv();
+        }
+    }
+
+    /// Stops the thread and removes the tracefs instance.
+    pub fn stop(&mut self) {
+        if let Some(sender) = self.sender.take() {
+            let _ = sender.send(Message::Stop);
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+        let mut data = self.journal.lock();
+        if data.available {
+            data.available = false;
+            data.reason = Some("stopped".to_string());
+        }
+    }
+}
+
+impl Drop for Recorder {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+struct Worker {
+    settings: Settings,
+    instance: Instance,
+    store: Option<Store>,
+    steal: StealHistory,
+    smi: Option<SmiCounters>,
+    /// Each CPU's last SMI reading: (monotonic ns, count).
+    smi_last: BTreeMap<usize, (u64, u64)>,
+    journal: Arc<Journal>,
+    /// Each CPU's last captured wake-up.
+    last_capture: BTreeMap<usize, u64>,
+    /// The wake-ups captured in the last minute.
+    minute: VecDeque<u64>,
+}
+
+impl Worker {
+    fn run(&mut self, receiver: Receiver<Message>) {
+        let mut next_smi = 0;
+        loop {
+            let now = sys::monotonic_now_ns();
+            self.steal.sample(now);
+            if now >= next_smi {
+                self.read_smi(now);
+                next_smi = now + NS_PER_SEC;
+            }
+            match receiver.recv_timeout(TICK) {
+                Ok(Message::Spike(spike)) => self.handle(spike),
+                Ok(Message::Flush(ack)) => {
+                    let _ = ack.send(());
+                }
+                Ok(Message::Stop) | Err(RecvTimeoutError::Disconnected) => return,
+                Err(RecvTimeoutError::Timeout) => {}
+            }
+        }
+    }
+
+    fn read_smi(&mut self, now: u64) {
+        let Some(smi) = &self.smi else {
+            return;
+        };
+        let readings = smi.read();
+        let mut journal = self.journal.lock();
+        for (cpu, count) in readings {
+            if let Some(count) = count {
+                journal.smi.insert(cpu, count);
+                self.smi_last.insert(cpu, (now, count));
+            }
+        }
+    }
+
+    fn count_uncaptured(&self, cpu: usize, reason: &'static str) {
+        *self
+            .journal
+            .lock()
+            .uncaptured
+            .entry((cpu, reason))
+            .or_default() += 1;
+    }
+
+    fn handle(&mut self, spike: Spike) {
+        let s = &self.settings;
+        let minute_ago = spike.wakeup_ns.saturating_sub(60 * NS_PER_SEC);
+        while self.minute.front().is_some_and(|&t| t < minute_ago) {
+            self.minute.pop_front();
+        }
+        let too_soon = self
+            .last_capture
+            .get(&spike.cpu)
+            .is_some_and(|&last| spike.wakeup_ns < last.saturating_add(s.per_cpu_gap_ns));
+        if too_soon || self.minute.len() >= s.max_per_minute {
+            self.count_uncaptured(spike.cpu, "rate_limited");
+            return;
+        }
+        self.last_capture.insert(spike.cpu, spike.wakeup_ns);
+        self.minute.push_back(spike.wakeup_ns);
+        match self.capture(spike) {
+            Ok(capture) => self.keep(capture),
+            Err(reason) => {
+                self.count_uncaptured(spike.cpu, "failed");
+                self.journal.lock().reason = Some(reason);
+            }
+        }
+    }
+
+    fn capture(&mut self, spike: Spike) -> Result<Capture, String> {
+        let deadline = spike.wakeup_ns.saturating_sub(spike.latency_ns);
+        let mut attributor = Attributor::new(deadline, spike.wakeup_ns, spike.sampler_tid);
+        let mut reader = self
+            .instance
+            .read_cpu(spike.cpu)
+            .map_err(|err| format!("cannot read CPU {}'s trace: {err}", spike.cpu))?;
+        let mut line = Vec::with_capacity(256);
+        loop {
+            line.clear();
+            match reader.read_until(b'\n', &mut line) {
+                Ok(0) => break,
+                Ok(_) => {}
+                Err(err) => return Err(format!("reading CPU {}'s trace failed: {err}", spike.cpu)),
+            }
+            match parse_line(&String::from_utf8_lossy(&line)) {
+                Line::Event(event) => attributor.feed(&event),
+                Line::Lost(count) => attributor.lost(count),
+                Line::Other => {}
+            }
+            if attributor.done() {
+                break;
+            }
+        }
+        drop(reader);
+        let now = sys::monotonic_now_ns();
+        self.steal.sample(now);
+        let steal_ns = self.steal.between(spike.cpu, deadline, spike.wakeup_ns);
+        let smi_count = self.smi_since(spike.cpu, deadline, now);
+        let mut found = attributor.finish(steal_ns);
+        for cause in &mut found.causes {
+            if cause.kind == "task" {
+                cause.policy = cause.pid.and_then(sys::thread_policy_name).map(str::to_string);
+            }
+        }
+        let wall_now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        let at_unix = wall_now.saturating_sub(now.saturating_sub(spike.wakeup_ns));
+        let summary = Summary {
+            id: make_id(at_unix, spike.cpu),
+            cpu: spike.cpu,
+            at: format_rfc3339_ms(at_unix),
+            latency_ns: spike.latency_ns,
+            deadline_mono_ns: deadline,
+            wakeup_mono_ns: spike.wakeup_ns,
+            sampler_tid: spike.sampler_tid,
+            verdict: verdict(spike.cpu, spike.latency_ns, &found.causes),
+            causes: found.causes,
+            timer_late_ns: found.timer_late_ns,
+            complete: found.gaps.is_empty(),
+            gaps: found.gaps,
+            steal_ns,
+            smi_count,
+            events_omitted: found.events_omitted,
+        };
+        Ok(Capture {
+            summary,
+            events: found.events,
+        })
+    }
+
+    /// SMIs on `cpu` since its last reading before `deadline`, read now.
+    fn smi_since(&mut self, cpu: usize, deadline: u64, now: u64) -> Option<u64> {
+        let (at, before) = *self.smi_last.get(&cpu)?;
+        if at > deadline {
+            return None;
+        }
+        self.read_smi(now);
+        let (_, after) = *self.smi_last.get(&cpu)?;
+        Some(after.wrapping_sub(before) & 0xffff_ffff)
+    }
+
+    fn keep(&mut self, capture: Capture) {
+        let written = self.store.as_ref().map(|store| (store.write(&capture), store.bytes()));
+        let mut journal = self.journal.lock();
+        match written {
+            Some((Err(reason), _)) => {
+                *journal
+                    .uncaptured
+                    .entry((capture.summary.cpu, "failed"))
+                    .or_default() += 1;
+                journal.reason = Some(reason);
+                return;
+            }
+            Some((Ok(written), bytes)) => {
+                journal.recent.retain(|s| !written.removed.contains(&s.id));
+                journal.disk_bytes = bytes;
+            }
+            None => {
+                journal.in_memory.push_front(capture.clone());
+                journal.in_memory.truncate(self.settings.max_captures);
+            }
+        }
+        let kind = capture
+            .summary
+            .causes
+            .first()
+            .map_or("unaccounted", |c| c.kind.as_str())
+            .to_string();
+        *journal
+            .captured
+            .entry((capture.summary.cpu, kind))
+            .or_default() += 1;
+        journal.reason = None;
+        journal.recent.push_front(capture.summary);
+        journal.recent.truncate(self.settings.max_captures);
+    }
+}

@@ -1,0 +1,316 @@
+//! Captures on disk: one JSON file per capture in a bounded directory.
+//!
+//! A capture is written to a hidden temporary file, flushed to disk and
+//! renamed into place, so a file named `<id>.json` is always whole; a
+//! temporary file left by a crash is removed at the next start. After
+//! each write the oldest captures are deleted until at most
+//! `max_captures` files and `max_bytes` bytes remain; a capture larger
+//! than `max_bytes` on its own is not written. Ids sort by time
+//! (`<unix milliseconds, 13 digits>-cpu<N>`), so "oldest" is "first".
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::attribution::Cause;
+use super::events::Event;
+
+/// One spike's capture, as stored and served.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Capture {
+    #[serde(flatten)]
+    pub summary: Summary,
+    pub events: Vec<Event>,
+}
+
+/// A capture without its events: what `/api/v1/spikes` lists.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Summary {
+    pub id: String,
+    pub cpu: usize,
+    /// The wake-up's wall-clock time, RFC 3339.
+    pub at: String,
+    pub latency_ns: u64,
+    /// The missed deadline and the wake-up, `CLOCK_MONOTONIC`.
+    pub deadline_mono_ns: u64,
+    pub wakeup_mono_ns: u64,
+    pub sampler_tid: i32,
+    pub verdict: String,
+    pub causes: Vec<Cause>,
+    /// How late the timer interrupt woke the sampler; the rest of the
+    /// latency is the way from that wake-up to running.
+    pub timer_late_ns: Option<u64>,
+    /// Whether the trace covered the whole latency; `gaps` says what it
+    /// lacked otherwise.
+    pub complete: bool,
+    pub gaps: Vec<String>,
+    /// Hypervisor steal reported for this CPU around the spike.
+    pub steal_ns: Option<u64>,
+    /// SMIs on this CPU since the last reading before the spike.
+    pub smi_count: Option<u64>,
+    pub events_omitted: u64,
+}
+
+/// Whether `id` is shaped like a capture's id (and so safe in a path).
+pub fn valid_id(id: &str) -> bool {
+    let Some((ms, cpu)) = id.split_once("-cpu") else {
+        return false;
+    };
+    ms.len() == 13
+        && ms.bytes().all(|b| b.is_ascii_digit())
+        && !cpu.is_empty()
+        && cpu.len() <= 5
+        && cpu.bytes().all(|b| b.is_ascii_digit())
+}
+
+pub fn make_id(unix_ns: u64, cpu: usize) -> String {
+    format!("{:013}-cpu{cpu}", unix_ns / 1_000_000)
+}
+
+/// The capture directory and its bounds.
+#[derive(Debug)]
+pub struct Store {
+    dir: PathBuf,
+    max_captures: usize,
+    max_bytes: u64,
+}
+
+/// What a write did.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Written {
+    pub bytes: u64,
+    /// Ids deleted to stay within the bounds, oldest first.
+    pub removed: Vec<String>,
+}
+
+impl Store {
+    /// Creates the directory if needed, removes temporary files left by a
+    /// crash, and returns the summaries of the captures there, newest
+    /// first (within the bounds: older ones are deleted).
+    pub fn open(
+        dir: &Path,
+        max_captures: usize,
+        max_bytes: u64,
+    ) -> Result<(Store, Vec<Summary>), String> {
+        fs::create_dir_all(dir)
+            .map_err(|err| format!("cannot create the capture directory {}: {err}", dir.display()))?;
+        let store = Store {
+            dir: dir.to_path_buf(),
+            max_captures,
+            max_bytes,
+        };
+        let entries = fs::read_dir(dir)
+            .map_err(|err| format!("cannot read the capture directory {}: {err}", dir.display()))?;
+        for entry in entries.flatten() {
+            if entry.file_name().to_string_lossy().starts_with(".tmp-") {
+                let _ = fs::remove_file(entry.path());
+            }
+        }
+        // A probe write: a directory that cannot take a file is found now.
+        let probe = dir.join(".tmp-probe");
+        fs::write(&probe, b"")
+            .map_err(|err| format!("cannot write in the capture directory {}: {err}", dir.display()))?;
+        let _ = fs::remove_file(probe);
+        store.prune();
+        let mut summaries = Vec::new();
+        for (id, _) in store.listing().into_iter().rev() {
+            let Ok(text) = fs::read_to_string(store.path_of(&id)) else {
+                continue;
+            };
+            if let Ok(capture) = serde_json::from_str::<Capture>(&text) {
+                summaries.push(capture.summary);
+            }
+        }
+        Ok((store, summaries))
+    }
+
+    fn path_of(&self, id: &str) -> PathBuf {
+        self.dir.join(format!("{id}.json"))
+    }
+
+    /// The captures on disk, oldest first: (id, bytes).
+    fn listing(&self) -> Vec<(String, u64)> {
+        let mut files: Vec<(String, u64)> = fs::read_dir(&self.dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|entry| {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                let id = name.strip_suffix(".json")?.to_string();
+                let bytes = entry.metadata().ok()?.len();
+                valid_id(&id).then_some((id, bytes))
+            })
+            .collect();
+        files.sort();
+        files
+    }
+
+    /// Bytes the captures take now.
+    pub fn bytes(&self) -> u64 {
+        self.listing().iter().map(|(_, b)| b).sum()
+    }
+
+    /// Writes `capture` whole or not at all, then deletes the oldest
+    /// captures beyond the bounds.
+    pub fn write(&self, capture: &Capture) -> Result<Written, String> {
+        let json = serde_json::to_vec(capture)
+            .map_err(|err| format!("cannot encode the capture: {err}"))?;
+        let bytes = json.len() as u64;
+        if bytes > self.max_bytes {
+            return Err(format!(
+                "the capture takes {bytes} bytes, more than forensics.max_bytes ({}) allows",
+                self.max_bytes
+            ));
+        }
+        let id = &capture.summary.id;
+        let tmp = self.dir.join(format!(".tmp-{id}"));
+        let result = (|| -> std::io::Result<()> {
+            let mut file = fs::File::create(&tmp)?;
+            file.write_all(&json)?;
+            file.sync_all()?;
+            fs::rename(&tmp, self.path_of(id))?;
+            // The rename itself is durable once the directory is synced.
+            fs::File::open(&self.dir)?.sync_all()
+        })();
+        if let Err(err) = result {
+            let _ = fs::remove_file(&tmp);
+            return Err(format!(
+                "cannot write the capture to {}: {err}",
+                self.dir.display()
+            ));
+        }
+        Ok(Written {
+            bytes,
+            removed: self.prune(),
+        })
+    }
+
+    /// Deletes the oldest captures until the bounds hold.
+    fn prune(&self) -> Vec<String> {
+        let mut files = self.listing();
+        let mut total: u64 = files.iter().map(|(_, b)| b).sum();
+        let mut removed = Vec::new();
+        while !files.is_empty() && (files.len() > self.max_captures || total > self.max_bytes) {
+            let (id, bytes) = files.remove(0);
+            if fs::remove_file(self.path_of(&id)).is_ok() {
+                total -= bytes;
+                removed.push(id);
+            } else {
+                break;
+            }
+        }
+        removed
+    }
+
+    /// The stored JSON of capture `id`, if there is one.
+    pub fn read(dir: &Path, id: &str) -> Option<String> {
+        if !valid_id(id) {
+            return None;
+        }
+        fs::read_to_string(dir.join(format!("{id}.json"))).ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn capture(ms: u64, cpu: usize, events: usize) -> Capture {
+        Capture {
+            summary: Summary {
+                id: make_id(ms * 1_000_000, cpu),
+                cpu,
+                at: "2026-11-22T00:00:00.000Z".into(),
+                latency_ns: 1_000_000,
+                deadline_mono_ns: 1,
+                wakeup_mono_ns: 1_000_001,
+                sampler_tid: 5,
+                verdict: "v".into(),
+                causes: vec![],
+                timer_late_ns: None,
+                complete: true,
+                gaps: vec![],
+                steal_ns: None,
+                smi_count: None,
+                events_omitted: 0,
+            },
+            events: (0..events)
+                .map(|i| Event {
+                    ts_ns: i as u64,
+                    task: "t".into(),
+                    pid: 1,
+                    cpu,
+                    event: "e".into(),
+                    fields: "f".repeat(100),
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn ids_sort_by_time_and_nothing_else_passes() {
+        assert_eq!(make_id(1_795_315_538_123_456_789, 3), "1795315538123-cpu3");
+        assert!(valid_id("1795315538123-cpu3"));
+        for bad in ["", "x", "1795315538123-cpu", "179531553812-cpu1", "1795315538123-cpu1/../x", "../../etc/passwd"] {
+            assert!(!valid_id(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_oldest_go_first_by_count_and_by_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, old) = Store::open(dir.path(), 3, 1_000_000).unwrap();
+        assert!(old.is_empty());
+        for ms in 1..=5 {
+            store.write(&capture(1_700_000_000_000 + ms, 0, 1)).unwrap();
+        }
+        let ids: Vec<String> = store.listing().into_iter().map(|(id, _)| id).collect();
+        assert_eq!(ids, ["1700000000003-cpu0", "1700000000004-cpu0", "1700000000005-cpu0"]);
+        // Reopened: the summaries, newest first.
+        let (_, summaries) = Store::open(dir.path(), 3, 1_000_000).unwrap();
+        assert_eq!(summaries[0].id, "1700000000005-cpu0");
+        assert_eq!(summaries.len(), 3);
+        // A byte budget for two captures of ~1.3 KB keeps the newest two.
+        let one = serde_json::to_vec(&capture(0, 0, 10)).unwrap().len() as u64;
+        let (store, _) = Store::open(dir.path(), 100, 2 * one + 10).unwrap();
+        for ms in 10..14 {
+            let written = store.write(&capture(1_700_000_000_000 + ms, 1, 10)).unwrap();
+            assert!(!written.removed.contains(&make_id((1_700_000_000_000 + ms) * 1_000_000, 1)));
+        }
+        assert!(store.bytes() <= 2 * one + 10);
+        let ids: Vec<String> = store.listing().into_iter().map(|(id, _)| id).collect();
+        assert_eq!(ids.last().unwrap(), "1700000000013-cpu1", "the newest is kept");
+        // Larger than the whole budget: refused, nothing half-written.
+        let err = store.write(&capture(1_700_000_000_100, 1, 100)).unwrap_err();
+        assert!(err.contains("forensics.max_bytes"), "{err}");
+        assert!(Store::read(dir.path(), "1700000000100-cpu1").is_none());
+    }
+
+    #[test]
+    fn a_crash_leaves_no_half_capture_behind() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(dir.path().join(".tmp-1700000000001-cpu0"), b"{\"id\": \"17").unwrap();
+        // Not ours: left alone and not listed.
+        fs::write(dir.path().join("notes.txt"), b"x").unwrap();
+        let (store, summaries) = Store::open(dir.path(), 10, 1_000_000).unwrap();
+        assert!(summaries.is_empty());
+        assert!(!dir.path().join(".tmp-1700000000001-cpu0").exists());
+        assert!(dir.path().join("notes.txt").exists());
+        store.write(&capture(1_700_000_000_002, 0, 2)).unwrap();
+        let text = Store::read(dir.path(), "1700000000002-cpu0").unwrap();
+        let back: Capture = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, capture(1_700_000_000_002, 0, 2));
+        assert!(Store::read(dir.path(), "../notes").is_none());
+    }
+
+    #[test]
+    fn an_unwritable_directory_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("plain-file");
+        fs::write(&file, b"").unwrap();
+        let err = Store::open(&file.join("spikes"), 10, 1000).unwrap_err();
+        assert!(err.contains("cannot create the capture directory"), "{err}");
+    }
+}
