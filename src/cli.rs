@@ -206,6 +206,32 @@ pub struct MeasureArgs {
     )]
     pub spike_threshold: String,
 
+    /// Stop at the first wake-up at least this late (a bare number is
+    /// microseconds), as cyclictest -b does, and print what delayed it
+    /// (from tracefs, when it can be used).
+    #[arg(
+        short = 'b',
+        long = "breaktrace",
+        value_name = "TIME",
+        allow_hyphen_values = true
+    )]
+    pub breaktrace: Option<String>,
+
+    /// Capture what delayed every wake-up at least --forensics-threshold
+    /// late (rate-limited) and go on measuring; the captures are printed
+    /// at the end. Needs root or write access to tracefs.
+    #[arg(long)]
+    pub forensics: bool,
+
+    /// The lateness --forensics captures (a bare number is microseconds).
+    #[arg(
+        long = "forensics-threshold",
+        value_name = "TIME",
+        default_value = "500us",
+        allow_hyphen_values = true
+    )]
+    pub forensics_threshold: String,
+
     /// Hold /dev/cpu_dma_latency at this many microseconds while running,
     /// keeping CPUs out of deeper idle states (cyclictest holds 0 unless
     /// given --default-system; latencyd holds nothing unless asked).

@@ -701,9 +701,17 @@ async fn every_route_answers_as_the_openapi_document_says() {
         ("/api/v1/latency/{cpu}", "/api/v1/latency/x", &app),
         ("/api/v1/latency/{cpu}", "/api/v1/latency/3", &app),
         ("/api/v1/spikes", "/api/v1/spikes", &app),
-        ("/api/v1/spikes/{id}", &format!("/api/v1/spikes/{SPIKE_ID}"), &app),
+        (
+            "/api/v1/spikes/{id}",
+            &format!("/api/v1/spikes/{SPIKE_ID}"),
+            &app,
+        ),
         ("/api/v1/spikes/{id}", "/api/v1/spikes/cpu2", &app),
-        ("/api/v1/spikes/{id}", "/api/v1/spikes/1795315538000-cpu2", &app),
+        (
+            "/api/v1/spikes/{id}",
+            "/api/v1/spikes/1795315538000-cpu2",
+            &app,
+        ),
         ("/api/v1/openapi.json", "/api/v1/openapi.json", &app),
     ] {
         let (status, content_type, body) = get(target, path).await;

@@ -166,6 +166,28 @@ fn the_unit_is_hardened_and_verifies_clean() {
         score <= 2.0,
         "exposure with the PM QoS drop-in {score} > 2.0"
     );
+    // With the forensics drop-in (tracefs, capabilities, MSR reads): the
+    // rating its comment states.
+    let drop_in =
+        std::fs::read_to_string(root().join("deploy/systemd/latencyd-forensics.conf")).unwrap();
+    assert!(drop_in.contains("rates the unit with this\n# drop-in 2.1"));
+    let extra: String = drop_in
+        .lines()
+        .skip_while(|l| *l != "[Service]")
+        .skip(1)
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert!(
+        extra.contains("StateDirectory=latencyd")
+            && extra.contains("ReadWritePaths=/sys/kernel/tracing")
+    );
+    let merged = unit.replace("[Install]", &format!("{extra}\n[Install]"));
+    std::fs::write(merged_dir.join("latencyd.service"), merged).unwrap();
+    let score = exposure(&merged_dir.join("latencyd.service"));
+    assert!(
+        score <= 2.1,
+        "exposure with the forensics drop-in {score} > 2.1"
+    );
 
     // What the issue asks of the unit, line by line.
     for needed in [

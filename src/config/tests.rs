@@ -51,7 +51,59 @@ fn defaults_need_no_file() {
             .values()
             .all(|e| e.source == "built-in default")
     );
-    assert_eq!(config.effective.len(), 19, "every key is listed");
+    assert_eq!(config.effective.len(), 28, "every key is listed");
+    assert!(!config.forensics.enabled, "forensics is off by default");
+    assert_eq!(config.forensics.threshold_ns, 500 * NS_PER_US);
+}
+
+#[test]
+fn forensics_values_are_checked_and_named() {
+    for (toml, key, says) in [
+        (
+            "threshold = \"0us\"",
+            "forensics.threshold",
+            "between 1us and 10s",
+        ),
+        ("threshold = 500", "forensics.threshold", "with a unit"),
+        (
+            "max_captures = 0",
+            "forensics.max_captures",
+            "between 1 and 10000",
+        ),
+        ("max_bytes = 1000", "forensics.max_bytes", "at least 65536"),
+        (
+            "buffer_size_kb = 8",
+            "forensics.buffer_size_kb",
+            "between 64 and",
+        ),
+        ("dir = \"spikes\"", "forensics.dir", "absolute path"),
+        (
+            "per_cpu_interval = \"2h\"",
+            "forensics.per_cpu_interval",
+            "at most 1h",
+        ),
+        (
+            "max_per_minute = 0",
+            "forensics.max_per_minute",
+            "between 1 and 600",
+        ),
+        ("enabled = \"yes\"", "forensics.enabled", "true or false"),
+        ("snapshot = true", "forensics.snapshot", "unknown key"),
+    ] {
+        let (config, _file) = load(Some(&format!("[forensics]\n{toml}\n")), &[], &[]);
+        let err = config.unwrap_err();
+        assert_eq!(err.key, key, "{toml}: {err}");
+        assert!(err.reason.contains(says), "{toml}: {err}");
+    }
+    // The environment too, named.
+    let (config, _) = load(None, &[("LATENCYD_FORENSICS__MAX_CAPTURES", "0")], &[]);
+    let err = config.unwrap_err();
+    assert_eq!(
+        err.source,
+        "environment variable LATENCYD_FORENSICS__MAX_CAPTURES"
+    );
+    let (config, _) = load(None, &[("LATENCYD_FORENSICS__ENABLED", "true")], &[]);
+    assert!(config.unwrap().forensics.enabled);
 }
 
 #[test]

@@ -101,7 +101,6 @@ impl Context {
 struct Task {
     comm: String,
     pid: i32,
-    prio: Option<i32>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -111,8 +110,8 @@ enum Phase {
     Running,
 }
 
-/// Cause identity: (kind, name, pid, priority).
-type Key = (&'static str, String, Option<i32>, Option<i32>);
+/// Cause identity: (kind, name, pid).
+type Key = (&'static str, String, Option<i32>);
 
 /// Feeds on a CPU's events in order; `finish` gives the attribution.
 pub struct Attributor {
@@ -131,6 +130,10 @@ pub struct Attributor {
     last_piece: Option<(Key, u64)>,
     lost_in_window: u64,
     lost_before: bool,
+    /// Each task's latest kernel `prio`: a task may change its policy
+    /// while it runs, and its switch out after the spike tells the
+    /// priority it ran at.
+    prios: Vec<(i32, i32)>,
     events: Vec<Event>,
     events_omitted: u64,
 }
@@ -151,6 +154,7 @@ impl Attributor {
             last_piece: None,
             lost_in_window: 0,
             lost_before: false,
+            prios: Vec::new(),
             events: Vec::new(),
             events_omitted: 0,
         }
@@ -189,7 +193,6 @@ impl Attributor {
                             "unaccounted",
                             "before the oldest event the ring buffer still held".to_string(),
                             None,
-                            None,
                         ),
                         lost,
                     );
@@ -197,8 +200,7 @@ impl Attributor {
             }
         }
         self.last_ts = Some(self.last_ts.map_or(ts, |prev| ts.max(prev)));
-        if ts + CONTEXT_NS >= self.deadline_ns && ts <= self.wakeup_ns.saturating_add(CONTEXT_NS)
-        {
+        if ts + CONTEXT_NS >= self.deadline_ns && ts <= self.wakeup_ns.saturating_add(CONTEXT_NS) {
             if self.events.len() < MAX_EVENTS {
                 self.events.push(event.clone());
             } else {
@@ -211,7 +213,6 @@ impl Attributor {
             self.current = Task {
                 comm: event.task.clone(),
                 pid: event.pid,
-                prio: None,
             };
         } else if event.task != self.current.comm && !event.task.starts_with('<') {
             // The same task under a new name (it exec'd); "<...>" is the
@@ -223,14 +224,17 @@ impl Attributor {
         let this_period = ts + 1_000 >= self.deadline_ns;
         match event.kind() {
             Kind::Switch {
+                prev_pid,
+                prev_prio,
                 next_comm,
                 next_pid,
                 next_prio,
             } => {
+                self.note_prio(prev_pid, prev_prio);
+                self.note_prio(next_pid, next_prio);
                 self.current = Task {
                     comm: next_comm.to_string(),
                     pid: next_pid,
-                    prio: Some(next_prio),
                 };
                 if next_pid == self.sampler_tid && self.phase == Phase::Woken {
                     self.phase = Phase::Running;
@@ -242,14 +246,16 @@ impl Attributor {
                     self.timer_woke_ns = Some(ts);
                 }
             }
-            Kind::IrqEntry { irq, name } => self.stack.push(Context::Irq(format!("irq {irq} {name}"))),
+            Kind::IrqEntry { irq, name } => {
+                self.stack.push(Context::Irq(format!("irq {irq} {name}")))
+            }
             Kind::VectorEntry { name } => self.stack.push(Context::Vector(name.to_string())),
-            Kind::HrtimerEntry { function } => {
-                self.stack.push(Context::Hrtimer(format!("hrtimer {function}")))
-            }
-            Kind::SoftirqEntry { action } => {
-                self.stack.push(Context::Softirq(format!("softirq {action}")))
-            }
+            Kind::HrtimerEntry { function } => self
+                .stack
+                .push(Context::Hrtimer(format!("hrtimer {function}"))),
+            Kind::SoftirqEntry { action } => self
+                .stack
+                .push(Context::Softirq(format!("softirq {action}"))),
             Kind::IrqExit => self.close(&Context::Irq(String::new())),
             Kind::VectorExit => self.close(&Context::Vector(String::new())),
             Kind::HrtimerExit => self.close(&Context::Hrtimer(String::new())),
@@ -264,11 +270,18 @@ impl Attributor {
                     if let Some((_, total)) = self.totals.iter_mut().find(|(k, _)| *k == key) {
                         *total -= moved;
                     }
-                    self.add(("nmi", format!("nmi {handler}"), None, None), moved);
+                    self.add(("nmi", format!("nmi {handler}"), None), moved);
                     self.last_piece = Some((key, len - moved));
                 }
             }
             Kind::Wakeup { .. } | Kind::Other => {}
+        }
+    }
+
+    fn note_prio(&mut self, pid: i32, prio: i32) {
+        match self.prios.iter_mut().find(|(p, _)| *p == pid) {
+            Some((_, known)) => *known = prio,
+            None => self.prios.push((pid, prio)),
         }
     }
 
@@ -304,18 +317,16 @@ impl Attributor {
         if let Some(ctx) = self.stack.last() {
             return match ctx {
                 Context::Irq(name) | Context::Vector(name) | Context::Hrtimer(name) => {
-                    ("irq", name.clone(), None, None)
+                    ("irq", name.clone(), None)
                 }
-                Context::Softirq(name) => ("softirq", name.clone(), None, None),
+                Context::Softirq(name) => ("softirq", name.clone(), None),
             };
         }
         let task = &self.current;
-        let priority = task.prio.map(user_priority);
         if task.pid == self.sampler_tid {
             return (
                 "sampler",
                 "the sampler's return to user space".to_string(),
-                None,
                 None,
             );
         }
@@ -325,7 +336,6 @@ impl Attributor {
                 "timer interrupt late with the CPU idle (idle-state exit, SMI or the host)"
                     .to_string(),
                 None,
-                None,
             ),
             (Phase::Sleeping, pid) => (
                 "unaccounted",
@@ -334,15 +344,13 @@ impl Attributor {
                     task.comm
                 ),
                 Some(pid),
-                None,
             ),
             (_, 0) => (
                 "sampler",
                 "wake-up: the scheduler leaving idle".to_string(),
                 None,
-                None,
             ),
-            (_, pid) => ("task", task.comm.clone(), Some(pid), priority),
+            (_, pid) => ("task", task.comm.clone(), Some(pid)),
         }
     }
 
@@ -381,14 +389,13 @@ impl Attributor {
                     "unaccounted",
                     "no trace events of this CPU".to_string(),
                     None,
-                    None,
                 ),
                 latency,
             ));
         }
         if let Some(steal) = steal_ns.filter(|&s| s > 0) {
             let mut left = steal;
-            self.totals.sort_by(|a, b| b.1.cmp(&a.1));
+            self.totals.sort_by_key(|t| std::cmp::Reverse(t.1));
             let mut moved = 0;
             for (key, total) in &mut self.totals {
                 if key.0 == "unaccounted" && left > 0 {
@@ -404,25 +411,31 @@ impl Attributor {
                         "steal",
                         "hypervisor steal (the host ran something else)".to_string(),
                         None,
-                        None,
                     ),
                     moved,
                 );
             }
         }
         let mut causes: Vec<Cause> = Vec::new();
-        self.totals.sort_by(|a, b| b.1.cmp(&a.1));
-        for ((kind, name, pid, priority), duration_ns) in self.totals {
+        self.totals.sort_by_key(|t| std::cmp::Reverse(t.1));
+        for ((kind, name, pid), duration_ns) in self.totals {
             if duration_ns == 0 {
                 continue;
             }
+            let priority = match (kind, pid) {
+                ("task", Some(pid)) => self
+                    .prios
+                    .iter()
+                    .find(|(p, _)| *p == pid)
+                    .map(|(_, prio)| user_priority(*prio)),
+                _ => None,
+            };
             // One task is one cause, under the name it had longest (a
             // task that exec'd ran under two).
             if kind == "task"
                 && let Some(same) = causes.iter_mut().find(|c| c.kind == "task" && c.pid == pid)
             {
                 same.duration_ns += duration_ns;
-                same.priority = same.priority.or(priority);
                 continue;
             }
             causes.push(Cause {
@@ -493,7 +506,10 @@ pub fn verdict(cpu: usize, latency_ns: u64, causes: &[Cause]) -> String {
         "softirq" => format!("{late}: {} took {took}", main.name),
         "nmi" => format!("{late}: {} took {took}", main.name),
         "steal" => format!("{late}: the hypervisor did not run this CPU for {took}"),
-        "sampler" => format!("{late}: {took} in the sampler's own wake-up path ({})", main.name),
+        "sampler" => format!(
+            "{late}: {took} in the sampler's own wake-up path ({})",
+            main.name
+        ),
         _ => format!("{late}: {took} no event accounts for: {}", main.name),
     }
 }
@@ -517,13 +533,18 @@ mod tests {
     }
 
     fn switch(ts_us: u64, from: (&str, i32), to: (&str, i32, i32)) -> Event {
+        switch_at(ts_us, from, 120, to)
+    }
+
+    /// A switch from a task whose kernel priority is `prev_prio`.
+    fn switch_at(ts_us: u64, from: (&str, i32), prev_prio: i32, to: (&str, i32, i32)) -> Event {
         ev(
             ts_us,
             from.0,
             from.1,
             "sched_switch",
             &format!(
-                "prev_comm={} prev_pid={} prev_prio=120 prev_state=R ==> next_comm={} next_pid={} next_prio={}",
+                "prev_comm={} prev_pid={} prev_prio={prev_prio} prev_state=R ==> next_comm={} next_pid={} next_prio={}",
                 from.0, from.1, to.0, to.1, to.2
             ),
         )
@@ -539,7 +560,12 @@ mod tests {
         )
     }
 
-    fn attribute(events: &[Event], deadline_us: u64, wakeup_us: u64, steal: Option<u64>) -> Attribution {
+    fn attribute(
+        events: &[Event],
+        deadline_us: u64,
+        wakeup_us: u64,
+        steal: Option<u64>,
+    ) -> Attribution {
         let mut a = Attributor::new(deadline_us * US, wakeup_us * US, TID);
         for e in events {
             a.feed(e);
@@ -553,31 +579,49 @@ mod tests {
 
     #[test]
     fn a_higher_priority_task_is_named_with_its_time() {
-        // A FIFO 95 task (prio 4) takes the CPU at 900 µs; the sampler's
+        // A task takes the CPU at 100 µs and makes itself FIFO 95 (kernel
+        // prio 4, seen when it switches out); the sampler's
         // timer fires at 1000 on time, it waits until the task sleeps at
         // 3990, runs at 3995 and reads the time at 4000.
         let hog = ("culprit", 77);
         let events = [
-            switch(100, ("swapper/1", 0), ("culprit", 77, 4)),
+            switch(100, ("swapper/1", 0), ("culprit", 77, 120)),
             ev(1000, hog.0, hog.1, "local_timer_entry", "vector=236"),
-            ev(1001, hog.0, hog.1, "hrtimer_expire_entry", "hrtimer=0 now=1 function=hrtimer_wakeup"),
+            ev(
+                1001,
+                hog.0,
+                hog.1,
+                "hrtimer_expire_entry",
+                "hrtimer=0 now=1 function=hrtimer_wakeup",
+            ),
             wakeup(1002, hog),
             ev(1003, hog.0, hog.1, "hrtimer_expire_exit", "hrtimer=0"),
             ev(1004, hog.0, hog.1, "local_timer_exit", "vector=236"),
-            switch(3995, hog, ("latencyd-cpu1", TID, 19)),
+            switch_at(3995, hog, 4, ("latencyd-cpu1", TID, 19)),
         ];
         let a = attribute(&events, 1000, 4000, None);
         assert_eq!(total(&a), 3000 * US, "{:?}", a.causes);
         let main = &a.causes[0];
-        assert_eq!((main.kind.as_str(), main.name.as_str()), ("task", "culprit"));
+        assert_eq!(
+            (main.kind.as_str(), main.name.as_str()),
+            ("task", "culprit")
+        );
         assert_eq!((main.pid, main.priority), (Some(77), Some(95)));
         assert_eq!(main.duration_ns, 2991 * US);
         assert_eq!(a.timer_late_ns, Some(2 * US));
         assert!(a.gaps.is_empty(), "{:?}", a.gaps);
-        let sampler: u64 = a.causes.iter().filter(|c| c.kind == "sampler").map(|c| c.duration_ns).sum();
+        let sampler: u64 = a
+            .causes
+            .iter()
+            .filter(|c| c.kind == "sampler")
+            .map(|c| c.duration_ns)
+            .sum();
         assert_eq!(sampler, 5 * US);
         let v = verdict(1, 3000 * US, &a.causes);
-        assert!(v.contains("task culprit (pid 77, priority 95) ran 2.99ms (100%)"), "{v}");
+        assert!(
+            v.contains("task culprit (pid 77, priority 95) ran 2.99ms (100%)"),
+            "{v}"
+        );
     }
 
     #[test]
@@ -585,11 +629,23 @@ mod tests {
         let t = ("bash", 9);
         let events = [
             switch(10, ("swapper/1", 0), ("bash", 9, 120)),
-            ev(100, t.0, t.1, "irq_handler_entry", "irq=36 name=virtio1-req.0"),
+            ev(
+                100,
+                t.0,
+                t.1,
+                "irq_handler_entry",
+                "irq=36 name=virtio1-req.0",
+            ),
             // The deadline (200) falls inside the handler.
             ev(400, t.0, t.1, "irq_handler_exit", "irq=36 ret=handled"),
             ev(400, t.0, t.1, "softirq_entry", "vec=3 [action=NET_RX]"),
-            ev(700, t.0, t.1, "nmi_handler", "handler=perf_event_nmi_handler+0x0/0x30 delta_ns=100000 handled=1"),
+            ev(
+                700,
+                t.0,
+                t.1,
+                "nmi_handler",
+                "handler=perf_event_nmi_handler+0x0/0x30 delta_ns=100000 handled=1",
+            ),
             ev(900, t.0, t.1, "softirq_exit", "vec=3 [action=NET_RX]"),
             ev(900, t.0, t.1, "local_timer_entry", "vector=236"),
             wakeup(905, t),
@@ -630,17 +686,27 @@ mod tests {
         let a = attribute(&events, 1000, 3005, None);
         assert_eq!(total(&a), 2005 * US);
         assert_eq!(a.causes[0].kind, "unaccounted");
-        assert!(a.causes[0].name.contains("while spinner ran"), "{}", a.causes[0].name);
+        assert!(
+            a.causes[0].name.contains("while spinner ran"),
+            "{}",
+            a.causes[0].name
+        );
         assert_eq!(a.causes[0].duration_ns, 2000 * US);
         let v = verdict(1, 2005 * US, &a.causes);
         assert!(v.contains("no event accounts for"), "{v}");
         // 1.5 ms of steal moves from the unaccounted time, no more.
         let a = attribute(&events, 1000, 3005, Some(1500 * US));
         assert_eq!(total(&a), 2005 * US);
-        assert_eq!((a.causes[0].kind.as_str(), a.causes[0].duration_ns), ("steal", 1500 * US));
+        assert_eq!(
+            (a.causes[0].kind.as_str(), a.causes[0].duration_ns),
+            ("steal", 1500 * US)
+        );
         let a = attribute(&events, 1000, 3005, Some(10_000 * US));
         assert_eq!(total(&a), 2005 * US);
-        assert_eq!((a.causes[0].kind.as_str(), a.causes[0].duration_ns), ("steal", 2000 * US));
+        assert_eq!(
+            (a.causes[0].kind.as_str(), a.causes[0].duration_ns),
+            ("steal", 2000 * US)
+        );
     }
 
     #[test]
@@ -653,7 +719,11 @@ mod tests {
         let t = ("bash", 9);
         let events = [wakeup(1500, t), switch(1600, t, ("latencyd-cpu1", TID, 19))];
         let a = attribute(&events, 1000, 1700, None);
-        assert!(a.gaps.iter().any(|g| g.contains("buffer_size_kb")), "{:?}", a.gaps);
+        assert!(
+            a.gaps.iter().any(|g| g.contains("buffer_size_kb")),
+            "{:?}",
+            a.gaps
+        );
         assert_eq!(total(&a), 700 * US);
         // Events lost inside the window.
         let mut at = Attributor::new(1000 * US, 2000 * US, TID);
@@ -662,17 +732,35 @@ mod tests {
         at.lost(5);
         at.feed(&wakeup(1900, t));
         let a = at.finish(None);
-        assert!(a.gaps.iter().any(|g| g.contains("5 events")), "{:?}", a.gaps);
+        assert!(
+            a.gaps.iter().any(|g| g.contains("5 events")),
+            "{:?}",
+            a.gaps
+        );
     }
 
     #[test]
     fn only_events_near_the_spike_are_kept() {
         let t = ("bash", 9);
         let mut events = vec![switch(10, ("swapper/1", 0), ("bash", 9, 120))];
-        events.extend((0..100).map(|i| ev(20 + i * 10, t.0, t.1, "sched_waking", "comm=x pid=1 prio=1 target_cpu=001")));
+        events.extend((0..100).map(|i| {
+            ev(
+                20 + i * 10,
+                t.0,
+                t.1,
+                "sched_waking",
+                "comm=x pid=1 prio=1 target_cpu=001",
+            )
+        }));
         events.push(wakeup(5000, t));
         events.push(switch(5001, t, ("latencyd-cpu1", TID, 19)));
-        events.push(ev(9000, t.0, t.1, "sched_waking", "comm=x pid=1 prio=1 target_cpu=001"));
+        events.push(ev(
+            9000,
+            t.0,
+            t.1,
+            "sched_waking",
+            "comm=x pid=1 prio=1 target_cpu=001",
+        ));
         let a = attribute(&events, 4900, 5002, None);
         assert!(a.events.iter().all(|e| e.ts_ns + CONTEXT_NS >= 4900 * US));
         assert!(a.events.iter().all(|e| e.ts_ns <= 5002 * US + CONTEXT_NS));

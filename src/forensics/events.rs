@@ -43,25 +43,46 @@ pub enum Line {
 /// The events the attribution understands.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Kind<'a> {
-    /// `sched_switch`: the task switched to.
-    Switch { next_comm: &'a str, next_pid: i32, next_prio: i32 },
+    /// `sched_switch`: the task switched from (its priority as it
+    /// leaves) and the task switched to.
+    Switch {
+        prev_pid: i32,
+        prev_prio: i32,
+        next_comm: &'a str,
+        next_pid: i32,
+        next_prio: i32,
+    },
     /// `sched_waking` or `sched_wakeup` of a task.
-    Wakeup { pid: i32 },
+    Wakeup {
+        pid: i32,
+    },
     /// `irq_handler_entry`.
-    IrqEntry { irq: u32, name: &'a str },
+    IrqEntry {
+        irq: u32,
+        name: &'a str,
+    },
     IrqExit,
     /// `softirq_entry`, with its vector's action (`TIMER`, `NET_RX`, ...).
-    SoftirqEntry { action: &'a str },
+    SoftirqEntry {
+        action: &'a str,
+    },
     SoftirqExit,
     /// An x86 system vector (`local_timer_entry`, `reschedule_entry`,
     /// `call_function_single_entry`, ...): its name without `_entry`.
-    VectorEntry { name: &'a str },
+    VectorEntry {
+        name: &'a str,
+    },
     VectorExit,
     /// `hrtimer_expire_entry`: the callback about to run.
-    HrtimerEntry { function: &'a str },
+    HrtimerEntry {
+        function: &'a str,
+    },
     HrtimerExit,
     /// `nmi_handler`: printed when an NMI handler returns, with its time.
-    Nmi { handler: &'a str, delta_ns: u64 },
+    Nmi {
+        handler: &'a str,
+        delta_ns: u64,
+    },
     Other,
 }
 
@@ -84,14 +105,26 @@ impl Event {
         let f = self.fields.as_str();
         match self.event.as_str() {
             "sched_switch" => {
-                let Some((_, next)) = f.split_once(" ==> ") else {
+                let Some((prev, next)) = f.split_once(" ==> ") else {
                     return Kind::Other;
                 };
+                let prev_pid =
+                    between(prev, " prev_pid=", " prev_prio=").and_then(|p| p.parse().ok());
+                let prev_prio =
+                    between(prev, " prev_prio=", " prev_state=").and_then(|p| p.parse().ok());
                 let comm = between(next, "next_comm=", " next_pid=");
                 let pid = between(next, " next_pid=", " next_prio=").and_then(|p| p.parse().ok());
                 let prio = after(next, " next_prio=").and_then(|p| p.parse().ok());
-                match (comm, pid, prio) {
-                    (Some(next_comm), Some(next_pid), Some(next_prio)) => Kind::Switch {
+                match (prev_pid, prev_prio, comm, pid, prio) {
+                    (
+                        Some(prev_pid),
+                        Some(prev_prio),
+                        Some(next_comm),
+                        Some(next_pid),
+                        Some(next_prio),
+                    ) => Kind::Switch {
+                        prev_pid,
+                        prev_prio,
                         next_comm,
                         next_pid,
                         next_prio,
@@ -205,10 +238,9 @@ fn parse_event(line: &str) -> Option<Event> {
         (stamp, tail)
     };
     let ts_ns = parse_timestamp(stamp.strip_suffix(':')?)?;
-    let (event, fields) = after_stamp.split_once(": ").unwrap_or((
-        after_stamp.trim_end_matches(':'),
-        "",
-    ));
+    let (event, fields) = after_stamp
+        .split_once(": ")
+        .unwrap_or((after_stamp.trim_end_matches(':'), ""));
     Some(Event {
         ts_ns,
         task: task.to_string(),
@@ -226,7 +258,11 @@ fn parse_timestamp(stamp: &str) -> Option<u64> {
         return None;
     }
     let secs: u64 = secs.parse().ok()?;
-    let mut frac_ns: u64 = if frac.is_empty() { 0 } else { frac.parse().ok()? };
+    let mut frac_ns: u64 = if frac.is_empty() {
+        0
+    } else {
+        frac.parse().ok()?
+    };
     for _ in frac.len()..9 {
         frac_ns *= 10;
     }
@@ -256,6 +292,8 @@ mod tests {
         assert_eq!(
             e.kind(),
             Kind::Switch {
+                prev_pid: 0,
+                prev_prio: 120,
                 next_comm: "bash",
                 next_pid: 9502,
                 next_prio: 120
@@ -279,7 +317,12 @@ mod tests {
         let e = event("<idle>-0 [000] ..s1. 30784.460039: softirq_entry: vec=7 [action=SCHED]");
         assert_eq!(e.kind(), Kind::SoftirqEntry { action: "SCHED" });
         let e = event("<idle>-0 [001] d.h1. 1.000001: local_timer_entry: vector=236");
-        assert_eq!(e.kind(), Kind::VectorEntry { name: "local_timer" });
+        assert_eq!(
+            e.kind(),
+            Kind::VectorEntry {
+                name: "local_timer"
+            }
+        );
         let e = event("<idle>-0 [001] d.h1. 1.000002: local_timer_exit: vector=236");
         assert_eq!(e.kind(), Kind::VectorExit);
         let e = event(
@@ -312,10 +355,7 @@ mod tests {
         assert_eq!(parse_line("##### CPU 1 buffer started ####"), Line::Other);
         assert_eq!(parse_line("no brackets here"), Line::Other);
         assert_eq!(parse_line("a-1 [0] d..1. 12.x: e: f"), Line::Other);
-        assert_eq!(
-            parse_line("a-1 [0] d..1. 12.1234567890: e: f"),
-            Line::Other
-        );
+        assert_eq!(parse_line("a-1 [0] d..1. 12.1234567890: e: f"), Line::Other);
         // An event of no interest keeps its text.
         let e = event("a-1 [0] d..1. 12.5: ipi_send_cpu: cpu=1 callsite=x");
         assert_eq!(e.kind(), Kind::Other);

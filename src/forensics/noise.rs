@@ -105,7 +105,11 @@ pub struct SmiCounters {
 impl SmiCounters {
     /// Opens the MSR devices of `cpus` under `dev_cpu` (`/dev/cpu`);
     /// `cpuinfo` is `/proc/cpuinfo`'s text.
-    pub fn open(dev_cpu: &Path, cpuinfo: &str, cpus: &[usize]) -> (Option<SmiCounters>, Capability) {
+    pub fn open(
+        dev_cpu: &Path,
+        cpuinfo: &str,
+        cpus: &[usize],
+    ) -> (Option<SmiCounters>, Capability) {
         let intel = cpuinfo
             .lines()
             .find(|l| l.starts_with("vendor_id"))
@@ -223,7 +227,11 @@ mod tests {
         assert!(cap.detail.contains("not an Intel CPU"), "{}", cap.detail);
         let intel = "vendor_id\t: GenuineIntel\n";
         let (none, cap) = SmiCounters::open(dir.path(), intel, &[0]);
-        assert!(none.is_none() && cap.detail.contains("cannot open"), "{}", cap.detail);
+        assert!(
+            none.is_none() && cap.detail.contains("cannot open"),
+            "{}",
+            cap.detail
+        );
         // A file standing for the device: the count at offset 0x34.
         std::fs::create_dir(dir.path().join("0")).unwrap();
         let mut msr = vec![0u8; 0x40];

@@ -213,11 +213,11 @@ impl Recorder {
                     thread: Some(thread),
                 };
                 for note in notes {
-                    recorder.journal.lock().capabilities.push(Capability::new(
-                        "cleanup",
-                        true,
-                        note,
-                    ));
+                    recorder
+                        .journal
+                        .lock()
+                        .capabilities
+                        .push(Capability::new("cleanup", true, note));
                 }
                 recorder
             }
@@ -407,7 +407,10 @@ impl Worker {
         let mut found = attributor.finish(steal_ns);
         for cause in &mut found.causes {
             if cause.kind == "task" {
-                cause.policy = cause.pid.and_then(sys::thread_policy_name).map(str::to_string);
+                cause.policy = cause
+                    .pid
+                    .and_then(sys::thread_policy_name)
+                    .map(str::to_string);
             }
         }
         let wall_now = SystemTime::now()
@@ -449,7 +452,10 @@ impl Worker {
     }
 
     fn keep(&mut self, capture: Capture) {
-        let written = self.store.as_ref().map(|store| (store.write(&capture), store.bytes()));
+        let written = self
+            .store
+            .as_ref()
+            .map(|store| (store.write(&capture), store.bytes()));
         let mut journal = self.journal.lock();
         match written {
             Some((Err(reason), _)) => {

@@ -94,8 +94,12 @@ impl Store {
         max_captures: usize,
         max_bytes: u64,
     ) -> Result<(Store, Vec<Summary>), String> {
-        fs::create_dir_all(dir)
-            .map_err(|err| format!("cannot create the capture directory {}: {err}", dir.display()))?;
+        fs::create_dir_all(dir).map_err(|err| {
+            format!(
+                "cannot create the capture directory {}: {err}",
+                dir.display()
+            )
+        })?;
         let store = Store {
             dir: dir.to_path_buf(),
             max_captures,
@@ -110,8 +114,12 @@ impl Store {
         }
         // A probe write: a directory that cannot take a file is found now.
         let probe = dir.join(".tmp-probe");
-        fs::write(&probe, b"")
-            .map_err(|err| format!("cannot write in the capture directory {}: {err}", dir.display()))?;
+        fs::write(&probe, b"").map_err(|err| {
+            format!(
+                "cannot write in the capture directory {}: {err}",
+                dir.display()
+            )
+        })?;
         let _ = fs::remove_file(probe);
         store.prune();
         let mut summaries = Vec::new();
@@ -253,7 +261,14 @@ mod tests {
     fn ids_sort_by_time_and_nothing_else_passes() {
         assert_eq!(make_id(1_795_315_538_123_456_789, 3), "1795315538123-cpu3");
         assert!(valid_id("1795315538123-cpu3"));
-        for bad in ["", "x", "1795315538123-cpu", "179531553812-cpu1", "1795315538123-cpu1/../x", "../../etc/passwd"] {
+        for bad in [
+            "",
+            "x",
+            "1795315538123-cpu",
+            "179531553812-cpu1",
+            "1795315538123-cpu1/../x",
+            "../../etc/passwd",
+        ] {
             assert!(!valid_id(bad), "{bad}");
         }
     }
@@ -267,7 +282,14 @@ mod tests {
             store.write(&capture(1_700_000_000_000 + ms, 0, 1)).unwrap();
         }
         let ids: Vec<String> = store.listing().into_iter().map(|(id, _)| id).collect();
-        assert_eq!(ids, ["1700000000003-cpu0", "1700000000004-cpu0", "1700000000005-cpu0"]);
+        assert_eq!(
+            ids,
+            [
+                "1700000000003-cpu0",
+                "1700000000004-cpu0",
+                "1700000000005-cpu0"
+            ]
+        );
         // Reopened: the summaries, newest first.
         let (_, summaries) = Store::open(dir.path(), 3, 1_000_000).unwrap();
         assert_eq!(summaries[0].id, "1700000000005-cpu0");
@@ -276,14 +298,26 @@ mod tests {
         let one = serde_json::to_vec(&capture(0, 0, 10)).unwrap().len() as u64;
         let (store, _) = Store::open(dir.path(), 100, 2 * one + 10).unwrap();
         for ms in 10..14 {
-            let written = store.write(&capture(1_700_000_000_000 + ms, 1, 10)).unwrap();
-            assert!(!written.removed.contains(&make_id((1_700_000_000_000 + ms) * 1_000_000, 1)));
+            let written = store
+                .write(&capture(1_700_000_000_000 + ms, 1, 10))
+                .unwrap();
+            assert!(
+                !written
+                    .removed
+                    .contains(&make_id((1_700_000_000_000 + ms) * 1_000_000, 1))
+            );
         }
         assert!(store.bytes() <= 2 * one + 10);
         let ids: Vec<String> = store.listing().into_iter().map(|(id, _)| id).collect();
-        assert_eq!(ids.last().unwrap(), "1700000000013-cpu1", "the newest is kept");
+        assert_eq!(
+            ids.last().unwrap(),
+            "1700000000013-cpu1",
+            "the newest is kept"
+        );
         // Larger than the whole budget: refused, nothing half-written.
-        let err = store.write(&capture(1_700_000_000_100, 1, 100)).unwrap_err();
+        let err = store
+            .write(&capture(1_700_000_000_100, 1, 100))
+            .unwrap_err();
         assert!(err.contains("forensics.max_bytes"), "{err}");
         assert!(Store::read(dir.path(), "1700000000100-cpu1").is_none());
     }

@@ -89,8 +89,16 @@ pub struct Opened {
 
 /// Finds tracefs: `configured`, or for the default, the debugfs mount.
 pub fn locate(configured: &Path) -> Result<PathBuf, String> {
-    if configured.join("instances").is_dir() {
-        return Ok(configured.to_path_buf());
+    match fs::metadata(configured.join("instances")) {
+        Ok(meta) if meta.is_dir() => return Ok(configured.to_path_buf()),
+        Err(err) if err.kind() == ErrorKind::PermissionDenied => {
+            return Err(format!(
+                "cannot access tracefs at {} (permission denied): forensics needs root, or \
+                 access to tracefs (see deploy/systemd/latencyd-forensics.conf)",
+                configured.display()
+            ));
+        }
+        _ => {}
     }
     let fallback = Path::new(DEBUGFS_TRACING);
     if configured == Path::new(DEFAULT_TRACEFS) && fallback.join("instances").is_dir() {
@@ -124,13 +132,19 @@ pub fn open(root: &Path, buffer_size_kb: u64, cpus: &[usize]) -> Result<Opened, 
         ));
     }
     fs::create_dir(&dir).map_err(|err| {
-        let hint = if matches!(err.kind(), ErrorKind::PermissionDenied | ErrorKind::ReadOnlyFilesystem) {
+        let hint = if matches!(
+            err.kind(),
+            ErrorKind::PermissionDenied | ErrorKind::ReadOnlyFilesystem
+        ) {
             " (forensics needs root, or write access to tracefs: see \
              deploy/systemd/latencyd-forensics.conf)"
         } else {
             ""
         };
-        format!("cannot create the tracefs instance {}: {err}{hint}", dir.display())
+        format!(
+            "cannot create the tracefs instance {}: {err}{hint}",
+            dir.display()
+        )
     })?;
     // From here on, dropping `instance` removes the directory again.
     let instance = Instance { dir };
@@ -285,7 +299,13 @@ pub fn cpumask(cpus: &[usize]) -> String {
         .iter()
         .rev()
         .enumerate()
-        .map(|(i, w)| if i == 0 { format!("{w:x}") } else { format!("{w:08x}") })
+        .map(|(i, w)| {
+            if i == 0 {
+                format!("{w:x}")
+            } else {
+                format!("{w:08x}")
+            }
+        })
         .collect::<Vec<_>>()
         .join(",")
 }
@@ -318,7 +338,10 @@ mod tests {
         fs::create_dir(dir.path().join("instances")).unwrap();
         let root = locate(dir.path()).unwrap();
         let err = open(&root, 1024, &[0]).unwrap_err();
-        assert!(err.contains("tracing_on") || err.contains("trace event"), "{err}");
+        assert!(
+            err.contains("tracing_on") || err.contains("trace event"),
+            "{err}"
+        );
         // The half-made instance was removed (a plain directory with
         // files in it cannot be; then the next start says so).
         let left = dir.path().join("instances").join(INSTANCE_NAME);

@@ -58,6 +58,10 @@ pub struct MeasureOptions {
     pub plot: Option<PathBuf>,
     pub allow_non_rt: bool,
     pub pm_qos: PmQos,
+    /// `-b`: stop at the first wake-up at least this late.
+    pub breaktrace_ns: Option<u64>,
+    /// `--forensics`: capture wake-ups at least this late.
+    pub forensics_ns: Option<u64>,
 }
 
 /// A command-line value that cannot be used, with the option it came from.
@@ -123,6 +127,25 @@ impl MeasureOptions {
         };
         let spike_threshold_ns = parse_duration_ns(&args.spike_threshold, Some(NS_PER_US))
             .map_err(|e| usage("--spike-threshold", e.to_string()))?;
+        let positive =
+            |option: &'static str, text: &str| match parse_duration_ns(text, Some(NS_PER_US)) {
+                Ok(0) => Err(usage(option, "must be more than 0".to_string())),
+                Ok(ns) => Ok(ns),
+                Err(e) => Err(usage(option, e.to_string())),
+            };
+        let breaktrace_ns = args
+            .breaktrace
+            .as_deref()
+            .map(|text| positive("--breaktrace", text))
+            .transpose()?;
+        let forensics_ns = if args.forensics {
+            Some(positive(
+                "--forensics-threshold",
+                &args.forensics_threshold,
+            )?)
+        } else {
+            None
+        };
 
         let selection = match args.cpus.as_deref() {
             None => CpuSelection::All,
@@ -200,6 +223,8 @@ impl MeasureOptions {
             plot: args.plot.clone(),
             allow_non_rt: args.allow_non_rt,
             pm_qos,
+            breaktrace_ns,
+            forensics_ns,
         })
     }
 

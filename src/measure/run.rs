@@ -5,6 +5,7 @@
 
 use std::fs;
 use std::io::{self, IsTerminal, Write};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -15,11 +16,15 @@ use anyhow::{Context, bail};
 use super::options::{JsonTarget, MeasureOptions, PUBLISH_PERIOD_NS, PmQos};
 use super::report::{RunReport, ThreadReport};
 use super::{json, text};
+use crate::forensics::attribution::human;
+use crate::forensics::tracefs::DEFAULT_TRACEFS;
+use crate::forensics::{Recorder, Settings, Spike};
 use crate::host::HostInfo;
 use crate::rt::engine::{DEFAULT_START_TIMEOUT, Engine, EngineSpec};
 use crate::rt::sampler::LoopEndReason;
 use crate::rt::sys::{self, CpuDmaLatencyHold, Policy};
 use crate::stats::{LatencyStats, LinearHistogram};
+use crate::units::NS_PER_MS;
 
 pub fn run(options: &MeasureOptions, host: &HostInfo, cmdline: String) -> anyhow::Result<ExitCode> {
     let stop = Arc::new(AtomicBool::new(false));
@@ -66,12 +71,22 @@ pub fn run(options: &MeasureOptions, host: &HostInfo, cmdline: String) -> anyhow
         start_timeout: DEFAULT_START_TIMEOUT,
         limits: host.rt_limits(),
     };
+    // Recording before the samplers start: a spike in the first moments
+    // finds its events there.
+    let recorder = start_forensics(options);
     let mut engine = Engine::start(spec, Arc::clone(&stop))?;
     for reason in &engine.non_rt_reasons {
         eprintln!(
             "latencyd measure: warning: not real-time: {reason}; results do not show real-time latency"
         );
     }
+
+    // `-b`: the sampler's TID and the latency that stopped the run.
+    let mut break_hit: Option<(i32, u64)> = None;
+    let capture_from = [options.breaktrace_ns, options.forensics_ns]
+        .into_iter()
+        .flatten()
+        .min();
 
     let mut totals = vec![template; engine.slots.len()];
     let start_time = SystemTime::now();
@@ -80,9 +95,35 @@ pub fn run(options: &MeasureOptions, host: &HostInfo, cmdline: String) -> anyhow
     // Samplers see a raised stop flag after their next wake-up; the loop
     // keeps draining until every one has returned.
     while !engine.all_finished() {
+        let mut spikes: Vec<(usize, u64, u64)> = Vec::new();
         engine
-            .drain(|idx, interval| totals[idx].merge(interval))
+            .drain(|idx, interval| {
+                if let (Some(from), Some(at)) = (capture_from, interval.max_at_ns())
+                    && interval.count > 0
+                    && interval.max_ns >= from
+                {
+                    spikes.push((idx, interval.max_ns, at));
+                }
+                totals[idx].merge(interval)
+            })
             .context("merging a sampler's interval")?;
+        for (idx, latency_ns, wakeup_ns) in spikes {
+            let slot = &engine.slots[idx];
+            let tid = slot.shared().tid();
+            let breaks = options.breaktrace_ns.is_some_and(|b| latency_ns >= b);
+            if breaks && break_hit.is_none() {
+                break_hit = Some((tid, latency_ns));
+                stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+            if breaks || options.forensics_ns.is_some_and(|f| latency_ns >= f) {
+                recorder.notice(Spike {
+                    cpu: slot.cpu,
+                    sampler_tid: tid,
+                    latency_ns,
+                    wakeup_ns,
+                });
+            }
+        }
         if live && Instant::now() >= next_refresh {
             let lines = engine
                 .slots
@@ -173,6 +214,15 @@ pub fn run(options: &MeasureOptions, host: &HostInfo, cmdline: String) -> anyhow
         }
         write!(stdout, "{}", text::histogram_block(&report))?;
     }
+    if capture_from.is_some() {
+        recorder.flush();
+        let forensics = forensics_block(options, &recorder, break_hit);
+        if text_to_stdout {
+            write!(stdout, "{forensics}")?;
+        } else {
+            eprint!("{forensics}");
+        }
+    }
     match &options.json {
         Some(JsonTarget::Stdout) => write!(stdout, "{}", json::json_document(&report))?,
         Some(JsonTarget::File(path)) => fs::write(path, json::json_document(&report))
@@ -201,6 +251,114 @@ pub fn run(options: &MeasureOptions, host: &HostInfo, cmdline: String) -> anyhow
         bail!("{}", sampler_errors.join("; "));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Starts the flight recorder for `-b` or `--forensics` (a disabled one
+/// otherwise); says on stderr why it cannot run.
+fn start_forensics(options: &MeasureOptions) -> Recorder {
+    let threshold_ns = match [options.breaktrace_ns, options.forensics_ns]
+        .into_iter()
+        .flatten()
+        .min()
+    {
+        Some(ns) => ns,
+        None => return Recorder::disabled(),
+    };
+    let recorder = Recorder::start(
+        Settings {
+            threshold_ns,
+            dir: None,
+            max_captures: MEASURE_MAX_CAPTURES,
+            max_bytes: u64::MAX,
+            buffer_size_kb: MEASURE_BUFFER_KB,
+            tracefs: PathBuf::from(DEFAULT_TRACEFS),
+            per_cpu_gap_ns: MEASURE_PER_CPU_GAP_NS,
+            max_per_minute: 60,
+        },
+        &options.cpus,
+    );
+    let journal = recorder.journal();
+    let data = journal.lock();
+    if !data.available {
+        eprintln!(
+            "latencyd measure: warning: no spike forensics: {}",
+            data.reason.as_deref().unwrap_or("unknown reason")
+        );
+    }
+    drop(data);
+    recorder
+}
+
+/// Causes printed per capture, largest first.
+const MEASURE_CAUSES_SHOWN: usize = 8;
+/// Captures `measure` keeps (in memory; oldest dropped).
+const MEASURE_MAX_CAPTURES: usize = 100;
+/// At most one capture per CPU within this long in `measure`.
+const MEASURE_PER_CPU_GAP_NS: u64 = 200 * NS_PER_MS;
+/// Each CPU's ring buffer for `measure`, KiB.
+const MEASURE_BUFFER_KB: u64 = 1024;
+
+/// `-b`'s lines as cyclictest prints them, then each capture: its verdict
+/// and causes, oldest first.
+fn forensics_block(
+    options: &MeasureOptions,
+    recorder: &Recorder,
+    break_hit: Option<(i32, u64)>,
+) -> String {
+    let mut out = String::new();
+    if let Some((tid, latency_ns)) = break_hit {
+        let value = if options.nsecs {
+            latency_ns
+        } else {
+            latency_ns / 1_000
+        };
+        out.push_str(&format!("# Break thread: {tid}\n# Break value: {value}\n"));
+    }
+    let journal = recorder.journal();
+    let data = journal.lock();
+    if !data.available && data.in_memory.is_empty() {
+        if let Some(reason) = &data.reason {
+            out.push_str(&format!("# No spike forensics: {reason}\n"));
+        }
+        return out;
+    }
+    for capture in data.in_memory.iter().rev() {
+        let s = &capture.summary;
+        out.push_str(&format!("# Spike at {}: {}\n", s.at, s.verdict));
+        for cause in s.causes.iter().take(MEASURE_CAUSES_SHOWN) {
+            let who = match (cause.pid, &cause.policy, cause.priority) {
+                (Some(pid), Some(policy), Some(prio)) => format!(" (pid {pid}, {policy} {prio})"),
+                (Some(pid), None, Some(prio)) => format!(" (pid {pid}, priority {prio})"),
+                (Some(pid), _, None) => format!(" (pid {pid})"),
+                (None, ..) => String::new(),
+            };
+            out.push_str(&format!(
+                "#   {:>9}  {:<11} {}{who}\n",
+                human(cause.duration_ns),
+                cause.kind,
+                cause.name
+            ));
+        }
+        if s.causes.len() > MEASURE_CAUSES_SHOWN {
+            let rest = &s.causes[MEASURE_CAUSES_SHOWN..];
+            let ns: u64 = rest.iter().map(|c| c.duration_ns).sum();
+            out.push_str(&format!(
+                "#   {:>9}  ({} more causes)\n",
+                human(ns),
+                rest.len()
+            ));
+        }
+        if !s.complete {
+            out.push_str(&format!("#   incomplete trace: {}\n", s.gaps.join("; ")));
+        }
+    }
+    let skipped: u64 = data.uncaptured.values().sum();
+    if skipped > 0 {
+        out.push_str(&format!(
+            "# {skipped} more spikes not captured (at most one per CPU in 200 ms, 60 a minute)\n"
+        ));
+    }
+    out
 }
 
 /// cyclictest's screen: a `policy: … loadavg: …` line, a blank line and a

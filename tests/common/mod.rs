@@ -441,3 +441,56 @@ pub fn busy_real_time_thread(
     .join()
     .unwrap()
 }
+
+/// As `busy_real_time_thread`, under the thread name `name` (its `comm`);
+/// returns the thread's TID.
+pub fn busy_named_thread(cpu: usize, priority: i32, busy: std::time::Duration, name: &str) -> i32 {
+    std::thread::Builder::new()
+        .name(name.to_string())
+        .spawn(move || {
+            // SAFETY: a zeroed cpu_set_t with one bit set, and a valid
+            // sched_param, for the calling thread.
+            unsafe {
+                let mut set: libc::cpu_set_t = std::mem::zeroed();
+                libc::CPU_SET(cpu, &mut set);
+                assert_eq!(
+                    libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set),
+                    0
+                );
+                let param = libc::sched_param {
+                    sched_priority: priority,
+                };
+                assert_eq!(libc::sched_setscheduler(0, libc::SCHED_FIFO, &param), 0);
+            }
+            let started = std::time::Instant::now();
+            while started.elapsed() < busy {
+                std::hint::spin_loop();
+            }
+            // SAFETY: gettid has no preconditions.
+            unsafe { libc::gettid() }
+        })
+        .unwrap()
+        .join()
+        .unwrap()
+}
+
+/// Makes sure tracefs is mounted at /sys/kernel/tracing (mounting it as
+/// root); `Err` says why it cannot be used.
+pub fn ensure_tracefs() -> Result<(), String> {
+    let root = std::path::Path::new("/sys/kernel/tracing");
+    if root.join("instances").is_dir() {
+        return Ok(());
+    }
+    if !privileged() {
+        return Err("tracefs is not mounted and only root may mount it".to_string());
+    }
+    let status = Command::new("mount")
+        .args(["-t", "tracefs", "nodev", "/sys/kernel/tracing"])
+        .status()
+        .map_err(|e| format!("cannot run mount: {e}"))?;
+    if status.success() && root.join("instances").is_dir() {
+        Ok(())
+    } else {
+        Err(format!("mounting tracefs failed ({status})"))
+    }
+}

@@ -322,7 +322,10 @@ async fn spikes(State(app): State<AppState>) -> axum::Json<json::SpikesBody> {
 
 /// One capture whole: its attribution and the raw events. It is read from
 /// the capture directory on the blocking pool.
-async fn spike_one(State(app): State<AppState>, Path(id): Path<String>) -> Result<Response, ApiError> {
+async fn spike_one(
+    State(app): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
     if !forensics::store::valid_id(&id) {
         return Err(ApiError::BadRequest(format!(
             "'{id}' is not a capture id: ids look like 1795315538123-cpu1 (see /api/v1/spikes)"

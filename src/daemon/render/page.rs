@@ -336,7 +336,11 @@ fn render_spikes(html: &mut String, snap: &Snapshot) {
             us(spike.latency_ns),
             escape(&main),
             escape(&spike.verdict),
-            if spike.complete { "" } else { " (incomplete trace)" },
+            if spike.complete {
+                ""
+            } else {
+                " (incomplete trace)"
+            },
             id = escape(&spike.id),
             at = escape(&spike.at),
         );

@@ -1,0 +1,472 @@
+//! Spike forensics on the real binary and the real kernel.
+//!
+//! As root (tracefs mounted by the test if it is not): a SCHED_FIFO thread
+//! of higher priority than the samplers, pinned to one CPU and busy ~3 ms
+//! under a distinctive name, must be named as the main cause of that
+//! CPU's spike by the daemon (`/api/v1/spikes`) and by `measure -b` and
+//! `measure --forensics`, with `samples + missed == periods` intact; a
+//! storm of spikes stays within the configured bounds; an instance left
+//! by a crash is removed, and the daemon's own goes at exit. For everyone:
+//! forensics without permission and without tracefs leaves the daemon
+//! running and says why.
+
+mod common;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::*;
+use serde_json::Value;
+
+/// One tracefs instance name per host: the tests take turns.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+const INSTANCE: &str = "/sys/kernel/tracing/instances/latencyd";
+/// The samplers' priority, and the culprit's, above it.
+const PRIORITY: i32 = 80;
+const CULPRIT_PRIORITY: i32 = 90;
+
+/// The last CPU latencyd samples: where spikes are made.
+fn spike_cpu() -> usize {
+    *latencyd::host::HostInfo::detect()
+        .usable_cpus
+        .last()
+        .expect("a usable CPU")
+}
+
+/// Root with tracefs, or the reason the real-kernel part is skipped.
+fn real_kernel(test: &str) -> bool {
+    if !privileged() {
+        report_skip(
+            test,
+            "needs root for SCHED_FIFO and tracefs; ran the unprivileged tests only",
+        );
+        return false;
+    }
+    match ensure_tracefs() {
+        Ok(()) => true,
+        Err(why) => {
+            report_skip(test, &why);
+            false
+        }
+    }
+}
+
+fn forensics_daemon(dir: &Path, forensics: &str) -> Daemon {
+    let config = daemon_config(
+        dir,
+        &format!("interval = \"1ms\"\npriority = {PRIORITY}"),
+        "",
+        &format!(
+            "[forensics]\nenabled = true\ndir = \"{}\"\n{forensics}\n",
+            dir.join("spikes").display()
+        ),
+    );
+    Daemon::start(latencyd().args(["run", "--config"]).arg(config))
+}
+
+fn json_of(daemon: &Daemon, path: &str) -> Value {
+    let (status, body) = daemon.get(path);
+    assert_eq!(status, 200, "{path}: {body}");
+    serde_json::from_str(&body).unwrap()
+}
+
+/// Polls `/api/v1/spikes` until a capture of `cpu` names task `tid`.
+fn capture_naming(daemon: &Daemon, cpu: usize, tid: i32) -> Option<Value> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        let spikes = json_of(daemon, "/api/v1/spikes");
+        if let Some(found) = spikes["spikes"].as_array().unwrap().iter().find(|s| {
+            s["cpu"] == cpu
+                && s["causes"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|c| c["pid"] == tid)
+        }) {
+            return Some(found.clone());
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    None
+}
+
+#[test]
+fn a_busy_real_time_task_is_named_as_the_main_cause() {
+    let _turn = one_at_a_time();
+    if !real_kernel("a_busy_real_time_task_is_named_as_the_main_cause") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = forensics_daemon(
+        dir.path(),
+        "threshold = \"1ms\"\nper_cpu_interval = \"0s\"\nmax_per_minute = 600",
+    );
+    let status = json_of(&daemon, "/api/v1/status");
+    assert_eq!(
+        status["forensics"]["available"], true,
+        "{}",
+        status["forensics"]
+    );
+    assert!(Path::new(INSTANCE).is_dir(), "the private instance exists");
+    std::thread::sleep(Duration::from_millis(500));
+    let cpu = spike_cpu();
+    let tid = busy_named_thread(
+        cpu,
+        CULPRIT_PRIORITY,
+        Duration::from_millis(3),
+        "lat-culprit",
+    );
+    let spike = capture_naming(&daemon, cpu, tid)
+        .unwrap_or_else(|| panic!("no capture names tid {tid}: {}", daemon.log_text()));
+    let latency = spike["latency_ns"].as_u64().unwrap();
+    let causes = spike["causes"].as_array().unwrap();
+    let main = &causes[0];
+    assert_eq!(main["kind"], "task", "{spike}");
+    assert_eq!(main["name"], "lat-culprit", "{spike}");
+    assert_eq!(main["pid"], tid, "{spike}");
+    assert_eq!(main["priority"], CULPRIT_PRIORITY, "{spike}");
+    let main_ns = main["duration_ns"].as_u64().unwrap();
+    assert!(
+        main_ns * 2 > latency,
+        "the culprit accounts for most of the {latency} ns: {spike}"
+    );
+    let sum: u64 = causes
+        .iter()
+        .map(|c| c["duration_ns"].as_u64().unwrap())
+        .sum();
+    assert_eq!(sum, latency, "the causes add up to the latency");
+    assert!(
+        spike["verdict"].as_str().unwrap().contains("lat-culprit"),
+        "{spike}"
+    );
+    eprintln!("capture: {}", spike["verdict"]);
+
+    // The whole capture: its events, from the file written whole.
+    let id = spike["id"].as_str().unwrap();
+    let full = json_of(&daemon, &format!("/api/v1/spikes/{id}"));
+    let events = full["events"].as_array().unwrap();
+    assert!(
+        events.iter().any(|e| e["event"] == "sched_switch"
+            && e["fields"]
+                .as_str()
+                .unwrap()
+                .contains(&format!("prev_pid={tid} "))),
+        "the culprit's switch back to the sampler is among the events"
+    );
+    assert!(
+        dir.path()
+            .join("spikes")
+            .join(format!("{id}.json"))
+            .is_file()
+    );
+    assert_eq!(full["id"], spike["id"]);
+
+    // Counted by its main cause.
+    let (_, scrape) = daemon.get("/metrics");
+    let counted = metric_value(
+        &scrape,
+        &format!("latencyd_forensics_captures_total{{cause=\"task\",cpu=\"{cpu}\"}}"),
+    );
+    assert!(counted.is_some_and(|n| n >= 1.0), "{scrape}");
+}
+
+#[test]
+fn measure_breaktrace_stops_at_the_spike_and_names_the_culprit() {
+    let _turn = one_at_a_time();
+    let test = "measure_breaktrace_stops_at_the_spike_and_names_the_culprit";
+    if !real_kernel(test) {
+        return;
+    }
+    let cpu = spike_cpu();
+    // The VM's own noise may break a run before the culprit comes; such a
+    // run is tried again.
+    for attempt in 1..=5 {
+        let started = Instant::now();
+        let mut child = latencyd()
+            .args(["measure", "-q", "-i", "1000", "-D", "60"])
+            .args([
+                "-p",
+                &PRIORITY.to_string(),
+                "-a",
+                &cpu.to_string(),
+                "-b",
+                "2500",
+            ])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_secs(2));
+        if child.try_wait().unwrap().is_some() {
+            let output = child.wait_with_output().unwrap();
+            eprintln!("attempt {attempt}: broken by noise: {}", stdout_of(&output));
+            continue;
+        }
+        let tid = busy_named_thread(
+            cpu,
+            CULPRIT_PRIORITY,
+            Duration::from_millis(4),
+            "lat-breaker",
+        );
+        let output = child.wait_with_output().unwrap();
+        let out = stdout_of(&output);
+        assert!(output.status.success(), "{out}{}", stderr_of(&output));
+        assert!(
+            started.elapsed() < Duration::from_secs(50),
+            "-b stopped the 60 s run at the spike"
+        );
+        assert!(out.contains("# Break thread: "), "{out}");
+        let value: u64 = out
+            .lines()
+            .find_map(|l| l.strip_prefix("# Break value: "))
+            .expect("a break value")
+            .trim()
+            .parse()
+            .unwrap();
+        assert!(value >= 2500, "{out}");
+        assert!(
+            out.lines()
+                .any(|l| l.starts_with("# Spike at ")
+                    && l.contains(&format!("lat-breaker (pid {tid}"))),
+            "the break's capture names the culprit: {out}"
+        );
+        return;
+    }
+    report_skip(
+        test,
+        "the VM's own spikes broke every run before the culprit ran",
+    );
+}
+
+#[test]
+fn measure_forensics_captures_and_goes_on_counting_every_period() {
+    let _turn = one_at_a_time();
+    if !real_kernel("measure_forensics_captures_and_goes_on_counting_every_period") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("run.json");
+    let cpu = spike_cpu();
+    let periods = 4000;
+    let child = latencyd()
+        .args(["measure", "-q", "-i", "1000", "-D", "4s"])
+        .args(["-p", &PRIORITY.to_string(), "-a", &cpu.to_string()])
+        .args(["--forensics", "--forensics-threshold", "1ms"])
+        .arg(format!("--json={}", json.display()))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(1));
+    let tid = busy_named_thread(
+        cpu,
+        CULPRIT_PRIORITY,
+        Duration::from_millis(3),
+        "lat-culprit",
+    );
+    let output = child.wait_with_output().unwrap();
+    let out = stdout_of(&output);
+    assert!(output.status.success(), "{out}{}", stderr_of(&output));
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("# Spike at ") && l.contains(&format!("lat-culprit (pid {tid}"))),
+        "{out}"
+    );
+    // Sampling went on through the capture: every period is accounted for.
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let thread = &doc["thread"]["0"];
+    let cycles = thread["cycles"].as_u64().unwrap();
+    let missed = thread["missed"].as_u64().unwrap();
+    assert_eq!(
+        cycles + missed,
+        periods,
+        "samples + missed == periods: {thread}"
+    );
+    assert!(missed >= 2, "the 3 ms spike skipped periods");
+}
+
+#[test]
+fn a_storm_of_spikes_stays_within_the_bounds() {
+    let _turn = one_at_a_time();
+    if !real_kernel("a_storm_of_spikes_stays_within_the_bounds") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let max_bytes = 65_536;
+    let daemon = forensics_daemon(
+        dir.path(),
+        &format!(
+            "threshold = \"1ms\"\nper_cpu_interval = \"2s\"\nmax_per_minute = 4\nmax_captures = 3\nmax_bytes = {max_bytes}"
+        ),
+    );
+    let pid = daemon.child.id();
+    let cpu_time = || -> f64 {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        let fields: Vec<&str> = stat.rsplit_once(") ").unwrap().1.split(' ').collect();
+        let ticks: f64 = fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap();
+        ticks / 100.0
+    };
+    let before = cpu_time();
+    // A spike every ~5 ms for 10 s: 2 ms busy, 3 ms asleep.
+    let cpu = spike_cpu();
+    let storm_end = Instant::now() + Duration::from_secs(10);
+    let mut made = 0;
+    while Instant::now() < storm_end {
+        busy_named_thread(cpu, CULPRIT_PRIORITY, Duration::from_millis(2), "lat-storm");
+        made += 1;
+        std::thread::sleep(Duration::from_millis(3));
+    }
+    std::thread::sleep(Duration::from_secs(1));
+    let cpu_seconds = cpu_time() - before;
+    let (_, scrape) = daemon.get("/metrics");
+    let sum = |prefix: &str| -> f64 {
+        scrape
+            .lines()
+            .filter(|l| l.starts_with(prefix))
+            .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+            .sum()
+    };
+    let captured = sum("latencyd_forensics_captures_total{");
+    let limited = sum("latencyd_forensics_spikes_uncaptured_total{");
+    let spikes = json_of(&daemon, "/api/v1/spikes");
+    let kept = spikes["spikes"].as_array().unwrap().len();
+    let files: Vec<_> = std::fs::read_dir(dir.path().join("spikes"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".json"))
+        .collect();
+    let bytes: u64 = files.iter().map(|e| e.metadata().unwrap().len()).sum();
+    eprintln!(
+        "storm: {made} spikes made, {captured} captured, {limited} not captured, {kept} kept \
+         ({} files, {bytes} bytes), daemon CPU {cpu_seconds:.2} s over ~11 s",
+        files.len()
+    );
+    assert!(
+        (1.0..=4.0).contains(&captured),
+        "at most max_per_minute captures: {captured}"
+    );
+    // The recorder hears of each CPU's worst wake-up of every 200 ms
+    // interval: the 10 s storm is ~50 of those.
+    assert!(limited >= 25.0, "the storm is counted: {limited}");
+    assert!(
+        kept <= 3 && files.len() <= 3,
+        "at most max_captures: {kept}, {}",
+        files.len()
+    );
+    assert!(bytes <= max_bytes, "at most max_bytes: {bytes}");
+}
+
+#[test]
+fn a_leftover_instance_is_removed_and_the_instance_goes_at_exit() {
+    let _turn = one_at_a_time();
+    if !real_kernel("a_leftover_instance_is_removed_and_the_instance_goes_at_exit") {
+        return;
+    }
+    if !Path::new(INSTANCE).exists() {
+        std::fs::create_dir(INSTANCE).unwrap();
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut daemon = forensics_daemon(dir.path(), "");
+    let status = json_of(&daemon, "/api/v1/status");
+    let forensics = &status["forensics"];
+    assert_eq!(forensics["available"], true, "{forensics}");
+    assert!(
+        forensics["capabilities"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["name"] == "cleanup"
+                && c["detail"]
+                    .as_str()
+                    .unwrap()
+                    .contains("left by an earlier run")),
+        "{forensics}"
+    );
+    daemon.signal(libc::SIGTERM);
+    let (exit, log) = daemon.wait_with_log();
+    assert!(exit.success(), "{log:?}");
+    assert!(
+        !Path::new(INSTANCE).exists(),
+        "the instance is removed at exit"
+    );
+}
+
+/// What an unavailable forensics looks like from outside: the daemon
+/// serves, and every surface says why.
+fn check_unavailable(daemon: &Daemon, why: &[&str]) {
+    let spikes = json_of(daemon, "/api/v1/spikes");
+    assert_eq!(spikes["available"], false, "{spikes}");
+    let reason = spikes["reason"].as_str().unwrap_or("").to_string();
+    assert!(
+        why.iter().any(|w| reason.contains(w)),
+        "{reason:?} should say one of {why:?}"
+    );
+    assert_eq!(spikes["spikes"], serde_json::json!([]));
+    let status = json_of(daemon, "/api/v1/status");
+    assert_eq!(status["forensics"]["enabled"], true);
+    assert_eq!(status["forensics"]["available"], false);
+    let (_, scrape) = daemon.get("/metrics");
+    assert_eq!(
+        metric_value(&scrape, "latencyd_forensics_available"),
+        Some(0.0)
+    );
+    let (_, page) = daemon.get("/");
+    assert!(page.contains("Recent spikes"), "{page}");
+    assert!(
+        daemon
+            .log_text()
+            .contains("forensics is enabled but unavailable")
+    );
+    let (code, _) = daemon.get("/healthz");
+    assert_eq!(code, 200, "forensics does not make the daemon unhealthy");
+}
+
+#[test]
+fn without_tracefs_the_daemon_runs_and_says_why() {
+    let _turn = one_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = forensics_daemon(dir.path(), "tracefs = \"/nonexistent/tracing\"");
+    check_unavailable(&daemon, &["tracefs is not mounted at /nonexistent/tracing"]);
+}
+
+#[test]
+fn without_permission_the_daemon_runs_and_says_why() {
+    let _turn = one_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    let Some(mut cmd) = unprivileged_latencyd(dir.path(), false) else {
+        return;
+    };
+    let spikes = dir.path().join("spikes");
+    std::fs::create_dir(&spikes).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&spikes, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let config = dir.path().join("latencyd.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[measure]\nwarmup = \"0s\"\n[export]\nlisten = \"127.0.0.1:0\"\n[realtime]\nrequired = false\n\
+             [forensics]\nenabled = true\ndir = \"{}\"\n",
+            spikes.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&config, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let daemon = Daemon::start(cmd.args(["run", "--config"]).arg(&config));
+    // Mounted, nobody may not use it; not mounted (or hidden from a
+    // user who may not look), that is said.
+    let why: &[&str] = if privileged() && Path::new("/sys/kernel/tracing/instances").is_dir() {
+        &["forensics needs root"]
+    } else {
+        &["forensics needs root", "tracefs is not mounted"]
+    };
+    check_unavailable(&daemon, why);
+    assert!(
+        !Path::new(INSTANCE).exists() || privileged(),
+        "nobody could not have made it"
+    );
+}
