@@ -27,7 +27,8 @@ awk -v s="$score" 'BEGIN { exit !(s <= 2.0) }' || fail "security exposure $score
 [ -L /etc/systemd/system/multi-user.target.wants/latencyd.service ] || fail "the unit is not enabled"
 /usr/bin/latencyd check-config /etc/latencyd/latencyd.toml >/dev/null || fail "the shipped configuration is invalid"
 for f in grafana/dashboards/latencyd-host.json grafana/dashboards/latencyd-fleet.json \
-         prometheus/latencyd.rules.yml systemd/latencyd-pmqos.conf udev/60-cpu-dma-latency.rules; do
+         prometheus/latencyd.rules.yml systemd/latencyd-pmqos.conf systemd/latencyd-forensics.conf \
+         udev/60-cpu-dma-latency.rules; do
     [ -f "/usr/share/latencyd/$f" ] || fail "missing /usr/share/latencyd/$f"
 done
 [ -f /usr/share/doc/latencyd/runbooks.md ] || fail "missing /usr/share/doc/latencyd/runbooks.md"
