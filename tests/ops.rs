@@ -148,42 +148,35 @@ fn the_unit_is_hardened_and_verifies_clean() {
 
     let score = exposure(&unit_path);
     assert!(score <= 2.0, "exposure {score} > 2.0");
-    // With the PM QoS drop-in's settings merged in, still within bounds.
-    let drop_in =
-        std::fs::read_to_string(root().join("deploy/systemd/latencyd-pmqos.conf")).unwrap();
-    let extra: String = drop_in
-        .lines()
-        .skip_while(|l| *l != "[Service]")
-        .skip(1)
-        .map(|l| format!("{l}\n"))
-        .collect();
-    let merged = unit.replace("[Install]", &format!("{extra}\n[Install]"));
+    // The unit with a drop-in's [Service] settings merged in, rated.
     let merged_dir = dir.path().join("merged");
     std::fs::create_dir(&merged_dir).unwrap();
-    std::fs::write(merged_dir.join("latencyd.service"), merged).unwrap();
-    let score = exposure(&merged_dir.join("latencyd.service"));
+    let with_drop_in = |name: &str| -> (String, f64) {
+        let drop_in = std::fs::read_to_string(root().join("deploy/systemd").join(name)).unwrap();
+        let extra: String = drop_in
+            .lines()
+            .skip_while(|l| *l != "[Service]")
+            .skip(1)
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let merged = unit.replace("[Install]", &format!("{extra}\n[Install]"));
+        std::fs::write(merged_dir.join("latencyd.service"), merged).unwrap();
+        (drop_in, exposure(&merged_dir.join("latencyd.service")))
+    };
+    // With the PM QoS drop-in, still within bounds.
+    let (_, score) = with_drop_in("latencyd-pmqos.conf");
     assert!(
         score <= 2.0,
         "exposure with the PM QoS drop-in {score} > 2.0"
     );
     // With the forensics drop-in (tracefs, capabilities, MSR reads): the
     // rating its comment states.
-    let drop_in =
-        std::fs::read_to_string(root().join("deploy/systemd/latencyd-forensics.conf")).unwrap();
+    let (drop_in, score) = with_drop_in("latencyd-forensics.conf");
     assert!(drop_in.contains("rates the unit with this\n# drop-in 2.1"));
-    let extra: String = drop_in
-        .lines()
-        .skip_while(|l| *l != "[Service]")
-        .skip(1)
-        .map(|l| format!("{l}\n"))
-        .collect();
     assert!(
-        extra.contains("StateDirectory=latencyd")
-            && extra.contains("ReadWritePaths=/sys/kernel/tracing")
+        drop_in.contains("StateDirectory=latencyd")
+            && drop_in.contains("ReadWritePaths=/sys/kernel/tracing")
     );
-    let merged = unit.replace("[Install]", &format!("{extra}\n[Install]"));
-    std::fs::write(merged_dir.join("latencyd.service"), merged).unwrap();
-    let score = exposure(&merged_dir.join("latencyd.service"));
     assert!(
         score <= 2.1,
         "exposure with the forensics drop-in {score} > 2.1"

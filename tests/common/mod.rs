@@ -412,34 +412,42 @@ pub fn busy_real_time_thread(
     priority: i32,
     busy: std::time::Duration,
 ) -> (std::time::Instant, std::time::Instant) {
-    std::thread::spawn(move || {
-        // SAFETY: a zeroed cpu_set_t with one bit set, and a valid
-        // sched_param, for the calling thread.
-        unsafe {
-            let mut set: libc::cpu_set_t = std::mem::zeroed();
-            libc::CPU_SET(cpu, &mut set);
-            assert_eq!(
-                libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set),
-                0,
-                "cannot pin the busy thread to CPU {cpu}"
-            );
-            let param = libc::sched_param {
-                sched_priority: priority,
-            };
-            assert_eq!(
-                libc::sched_setscheduler(0, libc::SCHED_FIFO, &param),
-                0,
-                "cannot make the busy thread SCHED_FIFO {priority}"
-            );
-        }
-        let started = std::time::Instant::now();
-        while started.elapsed() < busy {
-            std::hint::spin_loop();
-        }
-        (started, std::time::Instant::now())
-    })
-    .join()
-    .unwrap()
+    std::thread::spawn(move || spin_pinned_fifo(cpu, priority, busy))
+        .join()
+        .unwrap()
+}
+
+/// Pins the calling thread to `cpu`, makes it SCHED_FIFO `priority` and
+/// spins for `busy`; returns when the spinning started and ended.
+fn spin_pinned_fifo(
+    cpu: usize,
+    priority: i32,
+    busy: std::time::Duration,
+) -> (std::time::Instant, std::time::Instant) {
+    // SAFETY: a zeroed cpu_set_t with one bit set, and a valid
+    // sched_param, for the calling thread.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        assert_eq!(
+            libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set),
+            0,
+            "cannot pin the busy thread to CPU {cpu}"
+        );
+        let param = libc::sched_param {
+            sched_priority: priority,
+        };
+        assert_eq!(
+            libc::sched_setscheduler(0, libc::SCHED_FIFO, &param),
+            0,
+            "cannot make the busy thread SCHED_FIFO {priority}"
+        );
+    }
+    let started = std::time::Instant::now();
+    while started.elapsed() < busy {
+        std::hint::spin_loop();
+    }
+    (started, std::time::Instant::now())
 }
 
 /// As `busy_real_time_thread`, under the thread name `name` (its `comm`);
@@ -448,24 +456,7 @@ pub fn busy_named_thread(cpu: usize, priority: i32, busy: std::time::Duration, n
     std::thread::Builder::new()
         .name(name.to_string())
         .spawn(move || {
-            // SAFETY: a zeroed cpu_set_t with one bit set, and a valid
-            // sched_param, for the calling thread.
-            unsafe {
-                let mut set: libc::cpu_set_t = std::mem::zeroed();
-                libc::CPU_SET(cpu, &mut set);
-                assert_eq!(
-                    libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set),
-                    0
-                );
-                let param = libc::sched_param {
-                    sched_priority: priority,
-                };
-                assert_eq!(libc::sched_setscheduler(0, libc::SCHED_FIFO, &param), 0);
-            }
-            let started = std::time::Instant::now();
-            while started.elapsed() < busy {
-                std::hint::spin_loop();
-            }
+            spin_pinned_fifo(cpu, priority, busy);
             // SAFETY: gettid has no preconditions.
             unsafe { libc::gettid() }
         })
