@@ -7,7 +7,7 @@
 //! callback, softirq), otherwise the current task. Three phases give a
 //! task's time its meaning:
 //!
-//! 1. before the sampler's timer woke it (`sched_waking`/`sched_wakeup`
+//! 1. before the sampler's timer woke it (`sched_wakeup`
 //!    of its TID): the timer interrupt itself was late. Interrupt handlers
 //!    running then are named; time in plain task context is what no event
 //!    accounts for — interrupts off in that task, an idle-state exit, an
