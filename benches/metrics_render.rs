@@ -55,6 +55,7 @@ fn synthetic_state(n_cpus: usize) -> MonitorState {
         reload: ReloadRecord::started(now),
         listen: "127.0.0.1:9479".parse().unwrap(),
         forensics: Default::default(),
+        record: Default::default(),
     }
 }
 

@@ -24,6 +24,7 @@ pub mod sampling;
 pub mod config;
 pub mod forensics;
 pub mod plot;
+pub mod record;
 // The two front ends.
 pub mod daemon;
 pub mod measure;

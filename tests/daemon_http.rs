@@ -30,7 +30,7 @@ fn fixed_now() -> u64 {
     NOW_NS
 }
 
-/// The pinned wall clock at `NOW_NS`: 2026-11-22 15:00:38 UTC.
+/// The pinned wall clock at `NOW_NS`: 2026-11-22 03:00:38 UTC.
 const NOW_UNIX_NS: u64 = 1_795_316_438 * S;
 
 fn fixed_unix() -> u64 {
@@ -95,6 +95,7 @@ fn state(per_cpu_histograms: bool) -> MonitorState {
         },
         listen: "127.0.0.1:9479".parse().unwrap(),
         forensics: journal(),
+        record: Default::default(),
         config,
     }
 }
@@ -168,6 +169,44 @@ fn journal() -> Arc<Journal> {
         data.uncaptured.insert((2, "rate_limited"), 3);
     }
     Arc::new(journal)
+}
+
+/// A state whose on-disk record holds two 60 s intervals of CPUs 0 and 2
+/// ending 10 minutes before `NOW_UNIX_NS`, written by the real writer.
+fn state_with_record(dir: &std::path::Path) -> MonitorState {
+    use latencyd::record::{Batch, Entry, LogWriter, Settings, Target};
+    let mut writer = LogWriter::new(Target::Dir(Settings {
+        dir: dir.to_path_buf(),
+        interval_ns: 60 * S,
+        retention_ns: 1 << 62,
+        max_bytes: 1 << 30,
+    }));
+    for k in 0..2u64 {
+        let start = NOW_UNIX_NS - (12 - k) * 60 * S;
+        let entries = [0usize, 2]
+            .iter()
+            .map(|&cpu| {
+                let mut stats = LatencyStats::with_digits(100_000, 2);
+                for i in 0..100 {
+                    stats.record(5_000 + i * 100 + cpu as u64 * 1_000 + k, i);
+                }
+                Entry {
+                    cpu,
+                    start_ns: start,
+                    length_ns: 60 * S,
+                    stats,
+                }
+            })
+            .collect();
+        writer.write(&Batch { entries }, start + 60 * S).unwrap();
+    }
+    let mut s = state(true);
+    s.config.record.dir = dir.to_path_buf();
+    s.record = Arc::new(Mutex::new(latencyd::record::Status {
+        enabled: true,
+        ..Default::default()
+    }));
+    s
 }
 
 fn app(state: MonitorState) -> axum::Router {
@@ -659,6 +698,43 @@ fn check_schema(doc: &Value, schema: &Value, value: &Value, at: &str) {
 }
 
 #[tokio::test]
+async fn a_range_of_the_record_is_summed_per_cpu() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = app(state_with_record(dir.path()));
+    let (status, _, body) = get(&app, "/api/v1/latency?from=-1h").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["intervals"], 4);
+    assert_eq!(v["skipped_lines"], 0);
+    assert_eq!(v["to"], "2026-11-22T03:00:38.000Z");
+    let cpus = v["cpus"].as_array().unwrap();
+    assert_eq!(cpus.len(), 2);
+    assert_eq!(
+        (cpus[1]["cpu"].as_u64(), cpus[1]["count"].as_u64()),
+        (Some(2), Some(200))
+    );
+    assert_eq!(cpus[1]["max_ns"], 2_000 + 5_000 + 99 * 100 + 1, "exact");
+    assert!(cpus[1]["window_max_ns"].is_null());
+    // Only the second interval: from 11 minutes back.
+    let (_, _, body) = get(&app, "/api/v1/latency?from=-11m").await;
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["intervals"], 2);
+    // An empty range is an answer, not an error.
+    let (status, _, body) = get(&app, "/api/v1/latency?from=-5m").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        serde_json::from_str::<Value>(&body).unwrap()["cpus"],
+        serde_json::json!([])
+    );
+    let (status, _, body) = get(&app, "/plot.svg?window=30s&from=-1h").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(body.contains("not both"), "{body}");
+    let (status, _, body) = get(&app, "/api/v1/latency?from=-1d&to=-2d").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(body.contains("must be before to"), "{body}");
+}
+
+#[tokio::test]
 async fn every_route_answers_as_the_openapi_document_says() {
     let app = app(state(true));
     let (status, content_type, text) = get(&app, "/api/v1/openapi.json").await;
@@ -687,6 +763,8 @@ async fn every_route_answers_as_the_openapi_document_says() {
     let mut stuck = state(true);
     stuck.cpus[1].sampler.last_sample_ns = NOW_NS - 10 * S;
     let unhealthy = app_with(stuck);
+    let record_dir = tempfile::tempdir().unwrap();
+    let ranged = app_with(state_with_record(record_dir.path()));
     for (route, path, target) in [
         ("/", "/", &app),
         ("/", "/?window=90m", &app),
@@ -697,6 +775,11 @@ async fn every_route_answers_as_the_openapi_document_says() {
         ("/healthz", "/healthz", &unhealthy),
         ("/api/v1/status", "/api/v1/status", &app),
         ("/api/v1/latency", "/api/v1/latency", &app),
+        ("/api/v1/latency", "/api/v1/latency?from=-1h", &ranged),
+        ("/api/v1/latency", "/api/v1/latency?from=yesterday", &app),
+        ("/api/v1/latency", "/api/v1/latency?from=-1h", &app),
+        ("/plot.svg", "/plot.svg?from=-1h&to=-5m", &ranged),
+        ("/plot.svg", "/plot.svg?from=-1h", &app),
         ("/api/v1/latency/{cpu}", "/api/v1/latency/2", &app),
         ("/api/v1/latency/{cpu}", "/api/v1/latency/x", &app),
         ("/api/v1/latency/{cpu}", "/api/v1/latency/3", &app),

@@ -150,6 +150,7 @@ fn router() -> axum::Router {
         reload: latencyd::daemon::state::ReloadRecord::started(0),
         listen: "127.0.0.1:9479".parse().unwrap(),
         forensics: Default::default(),
+        record: Default::default(),
         config,
     };
     latencyd::daemon::http::router(latencyd::daemon::http::AppState::new(

@@ -26,7 +26,7 @@ const LAYERS: &[&[&str]] = &[
     &["rt"],
     &["host"],
     &["sampling"],
-    &["forensics"],
+    &["forensics", "record"],
     &["config", "plot"],
     &["daemon", "measure"],
     &["lib", "main"],

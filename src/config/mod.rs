@@ -13,6 +13,7 @@ mod forensics;
 mod log;
 mod measure;
 mod realtime;
+mod record;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -25,6 +26,7 @@ pub use forensics::ForensicsConfig;
 pub use log::{LogConfig, LogFormat, LogLevel};
 pub use measure::MeasureConfig;
 pub use realtime::RealtimeConfig;
+pub use record::{RecordConfig, Switch as RecordSwitch};
 
 use crate::host::HostInfo;
 use crate::sampling::CpuSelection;
@@ -74,6 +76,7 @@ pub struct Config {
     pub export: ExportConfig,
     pub log: LogConfig,
     pub forensics: ForensicsConfig,
+    pub record: RecordConfig,
     /// Each key's effective value (as TOML) and where it came from.
     pub effective: BTreeMap<String, Effective>,
 }
@@ -92,7 +95,14 @@ pub struct Sources {
     pub flags: Vec<(&'static str, String, &'static str)>,
 }
 
-const SECTIONS: [&str; 5] = ["measure", "realtime", "export", "log", "forensics"];
+const SECTIONS: [&str; 6] = [
+    "measure",
+    "realtime",
+    "export",
+    "log",
+    "forensics",
+    "record",
+];
 
 impl Config {
     /// Loads and validates the configuration from `sources` and the
@@ -181,12 +191,14 @@ impl Config {
         let export = ExportConfig::read(&mut reader("export")?.with(&mut effective))?;
         let log = LogConfig::read(&mut reader("log")?.with(&mut effective))?;
         let forensics = ForensicsConfig::read(&mut reader("forensics")?.with(&mut effective))?;
+        let record = RecordConfig::read(&mut reader("record")?.with(&mut effective))?;
         Ok(Config {
             measure,
             realtime,
             export,
             log,
             forensics,
+            record,
             effective,
         })
     }

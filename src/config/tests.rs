@@ -2,7 +2,7 @@ use std::io::Write;
 
 use super::*;
 use crate::rt::sys::Policy;
-use crate::units::{NS_PER_MS, NS_PER_US};
+use crate::units::{NS_PER_MS, NS_PER_SEC, NS_PER_US};
 
 /// Loads `toml` (if any) as a file, with `env` as the whole environment
 /// and `flags` as command-line overrides.
@@ -51,7 +51,16 @@ fn defaults_need_no_file() {
             .values()
             .all(|e| e.source == "built-in default")
     );
-    assert_eq!(config.effective.len(), 28, "every key is listed");
+    assert_eq!(config.effective.len(), 33, "every key is listed");
+    assert_eq!(config.record.enabled, super::record::Switch::Auto);
+    if std::env::var_os("STATE_DIRECTORY").is_none() {
+        assert!(!config.record.on(), "no state directory, no record");
+    }
+    assert_eq!(
+        config.record.dir,
+        std::path::PathBuf::from("/var/lib/latencyd/record")
+    );
+    assert_eq!(config.record.interval_ns, 300 * NS_PER_SEC);
     assert!(!config.forensics.enabled, "forensics is off by default");
     assert_eq!(config.forensics.threshold_ns, 500 * NS_PER_US);
 }
@@ -104,6 +113,52 @@ fn forensics_values_are_checked_and_named() {
     );
     let (config, _) = load(None, &[("LATENCYD_FORENSICS__ENABLED", "true")], &[]);
     assert!(config.unwrap().forensics.enabled);
+}
+
+#[test]
+fn record_values_are_checked_and_named() {
+    for (toml, key, says) in [
+        (
+            "interval = \"500ms\"",
+            "record.interval",
+            "whole seconds between 1s and 1h",
+        ),
+        (
+            "interval = \"2h\"",
+            "record.interval",
+            "whole seconds between 1s and 1h",
+        ),
+        ("interval = \"1500ms\"", "record.interval", "whole seconds"),
+        ("retention = \"10m\"", "record.retention", "at least 1h"),
+        ("max_bytes = 1024", "record.max_bytes", "at least 16384"),
+        ("dir = \"record\"", "record.dir", "absolute path"),
+        (
+            "enabled = \"yes\"",
+            "record.enabled",
+            "true, false or \"auto\"",
+        ),
+        ("path = \"/x\"", "record.path", "unknown key"),
+    ] {
+        let (config, _file) = load(Some(&format!("[record]\n{toml}\n")), &[], &[]);
+        let err = config.unwrap_err();
+        assert_eq!(err.key, key, "{toml}: {err}");
+        assert!(err.reason.contains(says), "{toml}: {err}");
+    }
+    let (config, _) = load(None, &[("LATENCYD_RECORD__RETENTION", "1m")], &[]);
+    let err = config.unwrap_err();
+    assert_eq!(
+        err.source,
+        "environment variable LATENCYD_RECORD__RETENTION"
+    );
+    let (config, _) = load(
+        Some("[record]\nenabled = true\ndir = \"/tmp/r\"\ninterval = \"10s\"\n"),
+        &[("LATENCYD_RECORD__RETENTION", "7d")],
+        &[],
+    );
+    let record = config.unwrap().record;
+    assert!(record.on());
+    assert_eq!(record.interval_ns, 10 * NS_PER_SEC);
+    assert_eq!(record.retention_ns, 7 * 86_400 * NS_PER_SEC);
 }
 
 #[test]

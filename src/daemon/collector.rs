@@ -17,6 +17,7 @@ use tokio::task::JoinHandle;
 use super::startup::lock;
 use super::state::MonitorState;
 use crate::forensics::{Recorder, Spike};
+use crate::record::{Accumulator, Keeper};
 use crate::rt::engine::{Candidate, Engine, RestartOutcome, StartError};
 use crate::rt::thread::{FailedStep, SamplerState};
 use crate::stats::LatencyStats;
@@ -37,18 +38,28 @@ pub(super) struct Collected {
 /// A restart job on the blocking pool: its slot, and what it returns.
 type RestartTask = (usize, JoinHandle<Result<Option<Candidate>, StartError>>);
 
-/// The restarts under way on the blocking pool, and the forensics
-/// recorder that hears of every interval over its threshold.
+/// The restarts under way on the blocking pool, the forensics recorder
+/// that hears of every interval over its threshold, and the record's
+/// interval in progress with the thread that writes finished ones.
 pub(super) struct Collector {
     restarts: Vec<RestartTask>,
     recorder: Recorder,
+    pub(super) record: Option<(Accumulator, Keeper)>,
+    /// Wall time, ns since the epoch (the record's intervals are in it).
+    unix_ns: fn() -> u64,
 }
 
 impl Collector {
-    pub(super) fn new(recorder: Recorder) -> Collector {
+    pub(super) fn new(
+        recorder: Recorder,
+        record: Option<(Accumulator, Keeper)>,
+        unix_ns: fn() -> u64,
+    ) -> Collector {
         Collector {
             restarts: Vec::new(),
             recorder,
+            record,
+            unix_ns,
         }
     }
 
@@ -63,9 +74,19 @@ impl Collector {
         state: &Mutex<MonitorState>,
     ) -> Result<Collected, Box<dyn std::error::Error>> {
         let mut found = Collected {
-            offline: absorb(engine, state, &self.recorder)?,
+            offline: absorb(
+                engine,
+                state,
+                &self.recorder,
+                self.record.as_mut().map(|r| &mut r.0),
+            )?,
             ..Collected::default()
         };
+        if let Some((accumulator, keeper)) = &mut self.record
+            && let Some(batch) = accumulator.take((self.unix_ns)(), false)
+        {
+            keeper.submit(batch);
+        }
         for (cpu, why) in self.adopt_finished(engine, true).await {
             found.not_resumed.push((cpu, why));
         }
@@ -125,14 +146,20 @@ impl Collector {
 /// of CPUs gone offline (their last intervals included); returns those
 /// CPUs. An interval whose maximum reaches the forensics threshold is
 /// handed to the recorder (after the lock is released; it never waits).
+/// Every interval also goes into the record's interval in progress.
 fn absorb(
     engine: &mut Engine,
     state: &Mutex<MonitorState>,
     recorder: &Recorder,
+    mut record: Option<&mut Accumulator>,
 ) -> Result<Vec<usize>, Box<dyn std::error::Error>> {
     let threshold = recorder.threshold_ns();
+    let cpus: Vec<usize> = engine.slots.iter().map(|slot| slot.cpu).collect();
     let mut spikes: Vec<(usize, u64, u64)> = Vec::new();
     let mut take = |s: &mut MonitorState, idx: usize, interval: &LatencyStats| {
+        if let Some(accumulator) = record.as_deref_mut() {
+            accumulator.add(cpus[idx], interval);
+        }
         if let (Some(threshold), Some(at)) = (threshold, interval.max_at_ns())
             && interval.count > 0
             && interval.max_ns >= threshold

@@ -17,13 +17,14 @@ use super::http::webconfig::{self, Security};
 use super::http::{self, server};
 use super::logging;
 use super::notify;
-use super::render::metrics::SYSTEM_CLOCKS;
+use super::render::metrics::{SYSTEM_CLOCKS, system_unix_ns};
 use super::state::{CpuView, MonitorState, ReloadRecord, SamplerView};
 use crate::cli::RunArgs;
 use crate::config::{self, Config, ConfigError, Sources};
 use crate::cpulist::format_cpu_list;
 use crate::forensics::Recorder;
 use crate::host::HostInfo;
+use crate::record::{Accumulator, Keeper};
 use crate::rt::engine::{DEFAULT_START_TIMEOUT, Engine, EngineSpec, StartError};
 use crate::rt::sampler::LoopPlan;
 use crate::rt::sys::{self, CpuDmaLatencyHold};
@@ -207,8 +208,14 @@ async fn serve(
         },
         security.describe(),
     );
-    // After the pinning: the recorder's thread runs where the exporter does.
+    // After the pinning: the recorder's and the record's threads run
+    // where the exporter does.
     let recorder = start_forensics(&config, &engine);
+    let record = start_record(&config);
+    let record_status = record.as_ref().map_or_else(
+        || Keeper::disabled().status(),
+        |(_, keeper)| keeper.status(),
+    );
     let started_ns = sys::monotonic_now_ns();
     let state = Arc::new(Mutex::new(MonitorState {
         started_ns,
@@ -234,6 +241,7 @@ async fn serve(
         host,
         config,
         forensics: recorder.journal(),
+        record: record_status,
     }));
 
     let mut app = http::AppState::new(Arc::clone(&state), true, SYSTEM_CLOCKS);
@@ -257,7 +265,7 @@ async fn serve(
     info!("{summary}");
     notify::ready(&summary);
 
-    let mut collector = super::collector::Collector::new(recorder);
+    let mut collector = super::collector::Collector::new(recorder, record, system_unix_ns);
     let reload = super::reload::Reload {
         sources,
         log_level,
@@ -280,10 +288,23 @@ async fn serve(
     // join waits, so it runs off the runtime thread.
     let timeout = Duration::from_nanos(interval_ns) + JOIN_SLACK;
     let joined_state = Arc::clone(&state);
+    let mut record = collector.record.take();
     let finished = tokio::task::spawn_blocking(move || {
-        engine.finish(timeout, |idx, interval| {
+        let cpus: Vec<usize> = engine.slots.iter().map(|slot| slot.cpu).collect();
+        let outcome = engine.finish(timeout, |idx, interval| {
+            if let Some((accumulator, _)) = &mut record {
+                accumulator.add(cpus[idx], interval);
+            }
             lock(&joined_state).cpus[idx].absorb(interval)
-        })
+        });
+        // The interval in progress is written with its true length.
+        if let Some((mut accumulator, mut keeper)) = record {
+            if let Some(batch) = accumulator.take(system_unix_ns(), true) {
+                keeper.submit(batch);
+            }
+            keeper.stop();
+        }
+        outcome
     })
     .await;
     match finished {
@@ -305,6 +326,42 @@ async fn serve(
     drop(pm_qos_hold);
     info!("stopped in {:?}", started.elapsed());
     Ok(exit_code)
+}
+
+/// Starts the record's writer thread when the configuration asks for it.
+fn start_record(config: &Config) -> Option<(Accumulator, Keeper)> {
+    let r = &config.record;
+    if !r.on() {
+        info!(
+            "record: off (record.enabled = {}); the on-disk history is not kept",
+            match r.enabled {
+                crate::config::RecordSwitch::Auto => "\"auto\" and no state directory",
+                _ => "false",
+            }
+        );
+        return None;
+    }
+    match Keeper::start(r.settings(), system_unix_ns) {
+        Ok(keeper) => {
+            info!(
+                "record: every {} into {} (retention {}, at most {} bytes)",
+                format_duration_ns(r.interval_ns),
+                r.dir.display(),
+                format_duration_ns(r.retention_ns),
+                r.max_bytes
+            );
+            let accumulator = Accumulator::new(
+                r.interval_ns,
+                config.measure.spike_threshold_ns,
+                system_unix_ns(),
+            );
+            Some((accumulator, keeper))
+        }
+        Err(err) => {
+            error!("record: cannot start its thread: {err}; measuring goes on without it");
+            None
+        }
+    }
 }
 
 /// Starts spike forensics when the configuration asks for it, and says

@@ -26,6 +26,25 @@ pub const HDR_LOWEST_NS: u64 = 1;
 pub const HDR_HIGHEST_NS: u64 = 10 * NS_PER_SEC;
 pub const HDR_SIGNIFICANT_DIGITS: u8 = 3;
 
+/// The on-disk record keeps its histograms at 2 significant digits: every
+/// value within 1/128 (0.8 %) of the true one, a quarter of the size on
+/// disk of 3 digits (measured: a minute of one CPU at 1 kHz, 1.1 KB of
+/// base64 against 3.8 KB). Maxima stay exact beside it.
+pub const RECORD_SIGNIFICANT_DIGITS: u8 = 2;
+
+/// The exact numbers `LatencyStats` keeps beside its histogram, to rebuild
+/// one from a record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Exact {
+    pub count: u64,
+    pub sum_ns: u128,
+    pub min_ns: u64,
+    pub max_ns: u64,
+    pub missed: u64,
+    pub hdr_overflows: u64,
+    pub spikes: u64,
+}
+
 /// Merging statistics of different shapes is a programming error; it is
 /// reported rather than panicking, so no sample vanishes silently.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -86,6 +105,51 @@ impl LatencyStats {
             spike_threshold_ns,
             hdr,
             linear,
+        }
+    }
+
+    /// Statistics whose histogram keeps `digits` significant digits over
+    /// the same range (the record's, `RECORD_SIGNIFICANT_DIGITS`), without
+    /// a linear histogram. They merge with the others.
+    pub fn with_digits(spike_threshold_ns: u64, digits: u8) -> LatencyStats {
+        let mut stats = LatencyStats::new(spike_threshold_ns, None);
+        stats.hdr = Histogram::new_with_bounds(HDR_LOWEST_NS, HDR_HIGHEST_NS, digits)
+            .expect("the record's digits (1 to 5) and constant bounds are valid");
+        stats
+    }
+
+    /// Statistics rebuilt from a histogram and the exact numbers kept
+    /// beside it (a record's entry). Times of samples are unknown (0).
+    pub fn from_parts(spike_threshold_ns: u64, hdr: Histogram<u64>, exact: Exact) -> LatencyStats {
+        let mut stats = LatencyStats::new(spike_threshold_ns, None);
+        stats.hdr = hdr;
+        stats.count = exact.count;
+        stats.sum_ns = exact.sum_ns;
+        stats.min_ns = if exact.count == 0 {
+            u64::MAX
+        } else {
+            exact.min_ns
+        };
+        stats.max_ns = exact.max_ns;
+        stats.missed = exact.missed;
+        stats.hdr_overflows = exact.hdr_overflows;
+        stats.spikes = exact.spikes;
+        if exact.count > 0 {
+            stats.first_at_ns = 0;
+        }
+        stats
+    }
+
+    /// The exact numbers, as `from_parts` takes them.
+    pub fn exact(&self) -> Exact {
+        Exact {
+            count: self.count,
+            sum_ns: self.sum_ns,
+            min_ns: self.min_ns(),
+            max_ns: self.max_ns,
+            missed: self.missed,
+            hdr_overflows: self.hdr_overflows,
+            spikes: self.spikes,
         }
     }
 

@@ -31,7 +31,7 @@ use base64::Engine as _;
 use hdrhistogram::serialization::{Serializer, V2DeflateSerializer};
 
 pub use error::ApiError;
-pub use query::parse_window;
+pub use query::{parse_range, parse_window};
 use webconfig::Security;
 
 use super::render::page::{self, Snapshot};
@@ -40,6 +40,8 @@ use super::state::MonitorState;
 use crate::cpulist::format_cpu_list;
 use crate::forensics;
 use crate::plot;
+use crate::record;
+use crate::units::format_rfc3339_ms;
 
 /// The web configuration in force (TLS, basic auth); replaced whole on
 /// reload, read by every request and every new connection.
@@ -254,11 +256,82 @@ fn snapshot(app: &AppState, query: QueryPairs) -> Result<Snapshot, ApiError> {
     Ok(Snapshot::take(&s, now, window))
 }
 
+/// A range of the on-disk record, summarized on the blocking pool (the
+/// files are read, streaming, off the runtime's thread). Without a
+/// record the answer says how to turn it on.
+async fn read_record(
+    app: &AppState,
+    range: record::Range,
+) -> Result<(record::Summary, record::ReadReport), ApiError> {
+    let (enabled, dir) = {
+        let s = app.lock();
+        let enabled = s.record.lock().unwrap_or_else(|p| p.into_inner()).enabled;
+        (enabled, s.config.record.dir.clone())
+    };
+    if !enabled {
+        return Err(ApiError::NotFound(
+            "the on-disk record is off, so there is no range to read: set record.enabled = \
+             true (or run under systemd with StateDirectory=); /api/v1/status says more"
+                .to_string(),
+        ));
+    }
+    tokio::task::spawn_blocking(move || {
+        let files: Vec<std::path::PathBuf> = record::writer::list(&dir)
+            .map_err(|e| format!("cannot list {}: {e}", dir.display()))?
+            .into_iter()
+            .map(|f| f.0)
+            .collect();
+        record::summarize(&files, range, None)
+    })
+    .await
+    .map_err(|e| ApiError::Internal(format!("reading the record failed: {e}")))?
+    .map_err(ApiError::Internal)
+}
+
+fn query_pairs(query: QueryPairs) -> Result<Vec<(String, String)>, ApiError> {
+    let Query(pairs) = query.map_err(|e| {
+        ApiError::BadRequest(format!("the query string is not valid: {}", e.body_text()))
+    })?;
+    Ok(pairs)
+}
+
 /// The OSADL-style plot of every sampled CPU, drawn after the lock is
-/// released.
+/// released; with `?from=&to=`, of the record over that range.
 async fn plot_svg(State(app): State<AppState>, query: QueryPairs) -> Result<Response, ApiError> {
-    let snap = snapshot(&app, query)?;
-    let svg = plot::render_svg(&snap.plot).map_err(|e| ApiError::Internal(e.to_string()))?;
+    let pairs = query_pairs(query)?;
+    let range = parse_range(&pairs, app.clocks.read().unix_ns, &["window"])
+        .map_err(ApiError::BadRequest)?;
+    let data = match range {
+        None => snapshot(&app, Ok(Query(pairs)))?.plot,
+        Some(range) => {
+            if pairs.iter().any(|(k, _)| k == "window") {
+                return Err(ApiError::BadRequest(
+                    "give either window (the live window) or from/to (the record), not both"
+                        .to_string(),
+                ));
+            }
+            let (summary, _) = read_record(&app, range).await?;
+            let s = app.lock();
+            plot::PlotData {
+                title: format!(
+                    "Wake-up latency from {} to {}",
+                    format_rfc3339_ms(range.from_ns.max(summary.span_ns.map_or(0, |s| s.0))),
+                    format_rfc3339_ms(range.to_ns.min(summary.span_ns.map_or(u64::MAX, |s| s.1)))
+                ),
+                subtitle: plot::subtitle(
+                    Some(&s.host.uname.nodename),
+                    Some(&s.host.uname.release),
+                    s.host.preempt_rt,
+                ),
+                series: summary
+                    .cpus
+                    .iter()
+                    .map(|(cpu, stats)| plot::series_from_stats(format!("CPU {cpu}"), stats))
+                    .collect(),
+            }
+        }
+    };
+    let svg = plot::render_svg(&data).map_err(|e| ApiError::Internal(e.to_string()))?;
     Ok((
         [
             (header::CONTENT_TYPE, "image/svg+xml"),
@@ -345,9 +418,23 @@ async fn spike_one(
     }
 }
 
-async fn latency_all(State(app): State<AppState>) -> axum::Json<json::LatencyAllBody> {
-    let now = app.now_ns();
-    axum::Json(json::latency_all(&app.lock(), now))
+/// Every CPU now, or with `?from=&to=` over a range of the record.
+async fn latency_all(State(app): State<AppState>, query: QueryPairs) -> Result<Response, ApiError> {
+    let pairs = query_pairs(query)?;
+    match parse_range(&pairs, app.clocks.read().unix_ns, &[]).map_err(ApiError::BadRequest)? {
+        None => {
+            let now = app.now_ns();
+            Ok(axum::Json(json::latency_all(&app.lock(), now)).into_response())
+        }
+        Some(range) => {
+            let (summary, report) = read_record(&app, range).await?;
+            let window_ns = app.lock().config.export.max_window_ns;
+            Ok(
+                axum::Json(json::latency_range(window_ns, range, &summary, &report))
+                    .into_response(),
+            )
+        }
+    }
 }
 
 /// One CPU in detail. The body and a copy of the histogram are taken

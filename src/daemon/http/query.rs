@@ -1,6 +1,57 @@
-//! Query strings: `?window=` of `/plot.svg` and `/`.
+//! Query strings: `?window=` of `/plot.svg` and `/`, `?from=&to=` of
+//! `/api/v1/latency` and `/plot.svg`.
 
-use crate::units::{NS_PER_SEC, format_duration_ns, parse_duration_ns};
+use crate::record::Range;
+use crate::units::{NS_PER_SEC, format_duration_ns, parse_duration_ns, parse_time_ns};
+
+/// Parses `?from=&to=`: a range of the on-disk record. Each is an RFC 3339
+/// time or a negative duration from now (`-7d`); a missing `from` is the
+/// beginning of the record, a missing `to` now. `None` when neither is
+/// given. Other parameters are left to the caller (`others`).
+pub fn parse_range(
+    pairs: &[(String, String)],
+    now_unix_ns: u64,
+    others: &[&str],
+) -> Result<Option<Range>, String> {
+    let (mut from, mut to) = (None, None);
+    for (key, value) in pairs {
+        let slot = match key.as_str() {
+            "from" => &mut from,
+            "to" => &mut to,
+            other if others.contains(&other) => continue,
+            other => {
+                let mut known = vec!["from", "to"];
+                known.extend_from_slice(others);
+                return Err(format!(
+                    "unknown query parameter '{other}': the parameters are {}, e.g. \
+                     ?from=-7d or ?from=2026-11-22T00:00:00Z&to=2026-11-23T00:00:00Z",
+                    known.join(", ")
+                ));
+            }
+        };
+        if slot.is_some() {
+            return Err(format!("{key} is given more than once"));
+        }
+        *slot = Some(
+            parse_time_ns(value, now_unix_ns).map_err(|e| format!("query parameter {key}: {e}"))?,
+        );
+    }
+    if from.is_none() && to.is_none() {
+        return Ok(None);
+    }
+    let range = Range {
+        from_ns: from.unwrap_or(0),
+        to_ns: to.unwrap_or(now_unix_ns),
+    };
+    if range.from_ns >= range.to_ns {
+        return Err(format!(
+            "from ({}) must be before to ({})",
+            crate::units::format_rfc3339_ms(range.from_ns),
+            crate::units::format_rfc3339_ms(range.to_ns)
+        ));
+    }
+    Ok(Some(range))
+}
 
 /// Parses `?window=` of `/plot.svg` and `/`: a duration with its unit, of
 /// whole seconds, from 1 s to `export.max_window`. `None` (no parameter)
@@ -9,9 +60,13 @@ use crate::units::{NS_PER_SEC, format_duration_ns, parse_duration_ns};
 pub fn parse_window(pairs: &[(String, String)], max_window_ns: u64) -> Result<Option<u64>, String> {
     let mut window = None;
     for (key, value) in pairs {
+        if key == "from" || key == "to" {
+            continue;
+        }
         if key != "window" {
             return Err(format!(
-                "unknown query parameter '{key}': the only one is window, e.g. ?window=30s"
+                "unknown query parameter '{key}': the parameters are window (e.g. ?window=30s) \
+                 or from and to (e.g. ?from=-7d)"
             ));
         }
         if window.is_some() {
@@ -76,5 +131,36 @@ mod tests {
             let err = parse_window(&pairs(&query), max).expect_err(needle);
             assert!(err.contains(needle), "{query:?}: {err}");
         }
+    }
+
+    #[test]
+    fn range_parameters_are_checked() {
+        let now = 1_795_315_538 * NS_PER_SEC;
+        assert_eq!(parse_range(&[], now, &[]), Ok(None));
+        assert_eq!(
+            parse_range(&pairs(&[("from", "-90m")]), now, &[]),
+            Ok(Some(Range {
+                from_ns: now - 5_400 * NS_PER_SEC,
+                to_ns: now
+            }))
+        );
+        assert_eq!(
+            parse_range(&pairs(&[("to", "2026-11-22T00:00:00Z")]), now, &[]),
+            Ok(Some(Range {
+                from_ns: 0,
+                to_ns: 1_795_305_600 * NS_PER_SEC
+            }))
+        );
+        for (query, needle) in [
+            (vec![("from", "yesterday")], "RFC 3339"),
+            (vec![("from", "-7")], "-90m"),
+            (vec![("from", "-1d"), ("to", "-2d")], "must be before to"),
+            (vec![("from", "-1d"), ("from", "-2d")], "more than once"),
+            (vec![("since", "-1d")], "the parameters are from, to"),
+        ] {
+            let err = parse_range(&pairs(&query), now, &[]).expect_err(needle);
+            assert!(err.contains(needle), "{query:?}: {err}");
+        }
+        assert!(parse_range(&pairs(&[("window", "1s")]), now, &["window"]).is_ok());
     }
 }

@@ -9,7 +9,9 @@ use crate::cpulist::format_cpu_list;
 use crate::daemon::state::{CpuView, Health, MonitorState};
 use crate::forensics::{Capability, Journal, Summary};
 use crate::host::HostInfo;
-use crate::stats::{P50, P90, P99, P999, P9999};
+use crate::record::{Range, ReadReport, Summary as RecordSummary};
+use crate::stats::{LatencyStats, P50, P90, P99, P999, P9999};
+use crate::units::format_rfc3339_ms;
 
 #[derive(Serialize)]
 pub struct HealthBody {
@@ -51,6 +53,51 @@ pub struct StatusBody {
     config: ConfigBody,
     samplers: Vec<SamplerBody>,
     forensics: ForensicsBody,
+    record: RecordBody,
+}
+
+/// Whether the on-disk record is written, where, and how it goes.
+#[derive(Serialize)]
+pub struct RecordBody {
+    enabled: bool,
+    dir: String,
+    interval_ns: u64,
+    retention_ns: u64,
+    max_bytes: u64,
+    /// Why the latest write failed, while writes fail (null when they work).
+    error: Option<String>,
+    intervals_written: u64,
+    write_errors: u64,
+    intervals_dropped: u64,
+    backlog: usize,
+    files: usize,
+    bytes: u64,
+    /// The oldest file's start (RFC 3339), where a range can begin.
+    oldest: Option<String>,
+    /// The end of the latest interval written (RFC 3339).
+    last_written: Option<String>,
+}
+
+impl RecordBody {
+    fn of(s: &MonitorState) -> RecordBody {
+        let r = s.record.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        RecordBody {
+            enabled: r.enabled,
+            dir: s.config.record.dir.display().to_string(),
+            interval_ns: s.config.record.interval_ns,
+            retention_ns: s.config.record.retention_ns,
+            max_bytes: s.config.record.max_bytes,
+            error: r.error,
+            intervals_written: r.intervals_written,
+            write_errors: r.write_errors,
+            intervals_dropped: r.intervals_dropped,
+            backlog: r.backlog,
+            files: r.files,
+            bytes: r.bytes,
+            oldest: r.oldest_ns.map(format_rfc3339_ms),
+            last_written: r.last_written_ns.map(format_rfc3339_ms),
+        }
+    }
 }
 
 /// Whether spike forensics runs, why not, and what this host offers it.
@@ -212,6 +259,7 @@ pub fn status(s: &MonitorState, now_ns: u64) -> StatusBody {
                 .collect(),
         },
         forensics: ForensicsBody::of(s),
+        record: RecordBody::of(s),
         samplers: s
             .cpus
             .iter()
@@ -251,14 +299,17 @@ pub struct LatencyBody {
 }
 
 pub fn latency_body(view: &CpuView, now_ns: u64) -> LatencyBody {
-    let stats = &view.lifetime;
+    stats_body(view.cpu, &view.lifetime, view.window.max(now_ns))
+}
+
+fn stats_body(cpu: usize, stats: &LatencyStats, window_max_ns: Option<u64>) -> LatencyBody {
     LatencyBody {
-        cpu: view.cpu,
+        cpu,
         count: stats.count,
         min_ns: stats.min_ns(),
         avg_ns: stats.avg_ns(),
         max_ns: stats.max_ns,
-        window_max_ns: view.window.max(now_ns),
+        window_max_ns,
         p50_ns: stats.quantile_ns(P50),
         p90_ns: stats.quantile_ns(P90),
         p99_ns: stats.quantile_ns(P99),
@@ -282,6 +333,46 @@ pub fn latency_all(s: &MonitorState, now_ns: u64) -> LatencyAllBody {
     LatencyAllBody {
         window_ns: s.config.export.max_window_ns,
         cpus: s.cpus.iter().map(|v| latency_body(v, now)).collect(),
+    }
+}
+
+/// `/api/v1/latency?from=&to=`: the record over a range, in the shape of
+/// `/api/v1/latency` (no window maximum: `window_max_ns` is null).
+#[derive(Serialize)]
+pub struct LatencyRangeBody {
+    window_ns: u64,
+    from: String,
+    to: String,
+    /// Intervals read (one per CPU and interval).
+    intervals: u64,
+    /// Lines of the record that could not be read and were skipped.
+    skipped_lines: u64,
+    /// Files whose unfinished last line was skipped.
+    torn_files: usize,
+    /// What was skipped, for a person; null when nothing was.
+    warning: Option<String>,
+    cpus: Vec<LatencyBody>,
+}
+
+pub fn latency_range(
+    window_ns: u64,
+    range: Range,
+    summary: &RecordSummary,
+    report: &ReadReport,
+) -> LatencyRangeBody {
+    LatencyRangeBody {
+        window_ns,
+        from: format_rfc3339_ms(range.from_ns),
+        to: format_rfc3339_ms(range.to_ns),
+        intervals: report.entries,
+        skipped_lines: report.corrupt,
+        torn_files: report.torn.len(),
+        warning: report.warning(),
+        cpus: summary
+            .cpus
+            .iter()
+            .map(|(cpu, stats)| stats_body(*cpu, stats, None))
+            .collect(),
     }
 }
 

@@ -128,6 +128,30 @@ const FAMILIES: &[(&str, &str, MetricType, &[&str])] = &[
         &["cpu"],
     ),
     (
+        "latencyd_record_intervals_written_total",
+        "Intervals written to the on-disk record (record.*), one per record.interval with every CPU's histogram.",
+        MetricType::COUNTER,
+        &[],
+    ),
+    (
+        "latencyd_record_write_errors_total",
+        "Failed attempts to write the record (disk full, directory unwritable); /api/v1/status says why. Measuring goes on and the intervals wait in memory.",
+        MetricType::COUNTER,
+        &[],
+    ),
+    (
+        "latencyd_record_intervals_dropped_total",
+        "Intervals the record gave up: more waited for a failing disk than latencyd keeps in memory (64), or the writer was stuck.",
+        MetricType::COUNTER,
+        &[],
+    ),
+    (
+        "latencyd_record_bytes",
+        "Bytes the record's files take in record.dir.",
+        MetricType::GAUGE,
+        &[],
+    ),
+    (
         "latencyd_host_info",
         "What the host runs; always 1.",
         MetricType::GAUGE,
@@ -297,6 +321,11 @@ pub fn families(state: &MonitorState, now: Now) -> Vec<MetricFamily> {
     let cpu = |c: usize| vec![label("cpu", &c.to_string())];
     let per_cpu_histograms = state.config.export.per_cpu_histograms;
     let forensics = state.forensics.lock();
+    let record = state
+        .record
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone();
     let mut out = Vec::with_capacity(FAMILIES.len());
     for (name, help, kind, _) in FAMILIES {
         let metrics: Vec<Metric> = match *name {
@@ -416,6 +445,16 @@ pub fn families(state: &MonitorState, now: Now) -> Vec<MetricFamily> {
                 .iter()
                 .map(|(c, n)| counter(cpu(*c), *n as f64))
                 .collect(),
+            "latencyd_record_intervals_written_total" => {
+                vec![counter(vec![], record.intervals_written as f64)]
+            }
+            "latencyd_record_write_errors_total" => {
+                vec![counter(vec![], record.write_errors as f64)]
+            }
+            "latencyd_record_intervals_dropped_total" => {
+                vec![counter(vec![], record.intervals_dropped as f64)]
+            }
+            "latencyd_record_bytes" => vec![gauge(vec![], record.bytes as f64)],
             "latencyd_host_info" => vec![gauge(
                 vec![
                     label("kernel", &state.host.uname.release),

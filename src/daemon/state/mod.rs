@@ -131,6 +131,8 @@ pub struct MonitorState {
     /// What spike forensics found and whether it runs (locked on its
     /// own, briefly, by the recorder thread and by readers).
     pub forensics: std::sync::Arc<crate::forensics::Journal>,
+    /// What the record's writer thread is doing (locked on its own).
+    pub record: std::sync::Arc<std::sync::Mutex<crate::record::Status>>,
 }
 
 impl MonitorState {

@@ -1,0 +1,332 @@
+//! The HdrHistogram interval log format (`.hlog`), as latencyd writes and
+//! reads it.
+//!
+//! A file starts with comment lines (the format version, `StartTime`,
+//! `BaseTime: 0`, so every timestamp is absolute, seconds since the
+//! epoch) and the legend; then each interval gives, per CPU, one entry
+//! line `Tag=cpuN,start,length,max,payload`: start and length in seconds,
+//! the maximum in milliseconds with six decimals (so the exact
+//! nanosecond), and the histogram as base64 of HdrHistogram's compressed
+//! V2 encoding, in nanoseconds. HdrHistogram's own readers (Java, Python,
+//! Go, Rust) read these lines and skip comments.
+//!
+//! Before each entry latencyd writes one comment line of its own,
+//! `#[latencyd cpuN count=… sum=… min=… max=… missed=… overflows=…
+//! spikes=… threshold=…]`: the exact numbers a histogram cannot give
+//! back. An entry without it (a log from another tool, or one whose
+//! comment was lost) is read from its histogram alone.
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
+use hdrhistogram::Histogram;
+use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer};
+
+use crate::stats::{Exact, LatencyStats};
+use crate::units::{NS_PER_SEC, format_rfc3339_ms};
+
+/// The first lines of every file.
+pub fn header(start_unix_ns: u64) -> String {
+    format!(
+        "#[latencyd wake-up latency record: one tag per CPU (cpuN), values in nanoseconds, \
+         Interval_Max in milliseconds]\n\
+         #[Histogram log format version 1.3]\n\
+         #[StartTime: {} (seconds since epoch), {}]\n\
+         #[BaseTime: 0.000 (seconds since epoch)]\n\
+         \"StartTimestamp\",\"Interval_Length\",\"Interval_Max\",\"Interval_Compressed_Histogram\"\n",
+        seconds(start_unix_ns),
+        format_rfc3339_ms(start_unix_ns)
+    )
+}
+
+/// Seconds with milliseconds, as HdrHistogram's tools write them.
+fn seconds(ns: u64) -> String {
+    format!("{}.{:03}", ns / NS_PER_SEC, ns % NS_PER_SEC / 1_000_000)
+}
+
+/// One CPU's interval.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    pub cpu: usize,
+    /// When the interval began, nanoseconds since the epoch.
+    pub start_ns: u64,
+    pub length_ns: u64,
+    pub stats: LatencyStats,
+}
+
+impl Entry {
+    pub fn end_ns(&self) -> u64 {
+        self.start_ns.saturating_add(self.length_ns)
+    }
+}
+
+/// Appends one entry (its comment line and its entry line) to `out`.
+pub fn encode_entry(entry: &Entry, out: &mut String) {
+    let s = &entry.stats;
+    let e = s.exact();
+    let mut bytes = Vec::new();
+    V2DeflateSerializer::new()
+        .serialize(s.hdr(), &mut bytes)
+        .expect("serializing into memory does not fail");
+    out.push_str(&format!(
+        "#[latencyd cpu{} count={} sum={} min={} max={} missed={} overflows={} spikes={} \
+         threshold={}]\n",
+        entry.cpu,
+        e.count,
+        e.sum_ns,
+        e.min_ns,
+        e.max_ns,
+        e.missed,
+        e.hdr_overflows,
+        e.spikes,
+        s.spike_threshold_ns()
+    ));
+    out.push_str(&format!(
+        "Tag=cpu{},{},{}.{:03},{}.{:06},{}\n",
+        entry.cpu,
+        seconds(entry.start_ns),
+        entry.length_ns / NS_PER_SEC,
+        entry.length_ns % NS_PER_SEC / 1_000_000,
+        e.max_ns / 1_000_000,
+        e.max_ns % 1_000_000,
+        STANDARD.encode(&bytes)
+    ));
+}
+
+/// What one line was.
+#[derive(Debug)]
+pub enum Line {
+    Entry(Box<Entry>),
+    /// A header, comment, legend or blank line, or an entry of another
+    /// tag than `cpuN`.
+    Other,
+    /// A line that should be an entry and cannot be read, and why.
+    Corrupt(String),
+}
+
+/// Reads lines in order, pairing each entry with latencyd's comment line
+/// before it.
+#[derive(Debug, Default)]
+pub struct LineParser {
+    pending: Option<(usize, Exact, u64)>,
+}
+
+impl LineParser {
+    pub fn line(&mut self, line: &str) -> Line {
+        let line = line.trim_end_matches(['\n', '\r']);
+        if let Some(rest) = line.strip_prefix("#[latencyd cpu") {
+            self.pending = parse_exact(rest);
+            return if self.pending.is_some() {
+                Line::Other
+            } else {
+                Line::Corrupt("a latencyd comment line that cannot be read".to_string())
+            };
+        }
+        let pending = self.pending.take();
+        let Some(rest) = line.strip_prefix("Tag=") else {
+            // Headers, comments, the legend; untagged entries are not ours.
+            return Line::Other;
+        };
+        let Some(cpu) = rest
+            .strip_prefix("cpu")
+            .and_then(|r| r.split(',').next())
+            .and_then(|n| n.parse::<usize>().ok())
+        else {
+            return Line::Other;
+        };
+        match parse_entry(cpu, rest, pending) {
+            Ok(entry) => Line::Entry(Box::new(entry)),
+            Err(why) => Line::Corrupt(why),
+        }
+    }
+}
+
+fn parse_exact(rest: &str) -> Option<(usize, Exact, u64)> {
+    let rest = rest.strip_suffix(']')?;
+    let mut words = rest.split(' ');
+    let cpu = words.next()?.parse().ok()?;
+    let mut get = |name: &str| -> Option<u128> {
+        words
+            .next()?
+            .strip_prefix(name)?
+            .strip_prefix('=')?
+            .parse()
+            .ok()
+    };
+    let count = u64::try_from(get("count")?).ok()?;
+    let sum_ns = get("sum")?;
+    let min_ns = u64::try_from(get("min")?).ok()?;
+    let max_ns = u64::try_from(get("max")?).ok()?;
+    let missed = u64::try_from(get("missed")?).ok()?;
+    let hdr_overflows = u64::try_from(get("overflows")?).ok()?;
+    let spikes = u64::try_from(get("spikes")?).ok()?;
+    let threshold = u64::try_from(get("threshold")?).ok()?;
+    let exact = Exact {
+        count,
+        sum_ns,
+        min_ns,
+        max_ns,
+        missed,
+        hdr_overflows,
+        spikes,
+    };
+    Some((cpu, exact, threshold))
+}
+
+/// A decimal number of `unit`s (`1795315538.123`) in nanoseconds, exactly.
+fn decimal_ns(text: &str, unit_ns: u64) -> Option<u64> {
+    let (whole, frac) = text.split_once('.').unwrap_or((text, ""));
+    if whole.is_empty() || !whole.bytes().all(|c| c.is_ascii_digit()) {
+        return None;
+    }
+    if !frac.bytes().all(|c| c.is_ascii_digit()) {
+        return None;
+    }
+    let mut ns = whole.parse::<u64>().ok()?.checked_mul(unit_ns)?;
+    let mut scale = unit_ns;
+    for c in frac.bytes() {
+        scale /= 10;
+        if scale == 0 {
+            break;
+        }
+        ns = ns.checked_add(u64::from(c - b'0') * scale)?;
+    }
+    Some(ns)
+}
+
+fn parse_entry(
+    cpu: usize,
+    rest: &str,
+    pending: Option<(usize, Exact, u64)>,
+) -> Result<Entry, String> {
+    let fields: Vec<&str> = rest.splitn(5, ',').collect();
+    let [_, start, length, max, payload] = fields[..] else {
+        return Err("an entry needs Tag,start,length,max,histogram".to_string());
+    };
+    let start_ns =
+        decimal_ns(start, NS_PER_SEC).ok_or_else(|| format!("bad start time '{start}'"))?;
+    let length_ns =
+        decimal_ns(length, NS_PER_SEC).ok_or_else(|| format!("bad interval length '{length}'"))?;
+    let max_ns = decimal_ns(max, 1_000_000).ok_or_else(|| format!("bad maximum '{max}'"))?;
+    let bytes = STANDARD
+        .decode(payload.trim())
+        .map_err(|e| format!("the histogram is not base64: {e}"))?;
+    let hdr: Histogram<u64> = Deserializer::new()
+        .deserialize(&mut bytes.as_slice())
+        .map_err(|e| format!("the histogram cannot be decoded: {e:?}"))?;
+    let stats = match pending {
+        Some((pcpu, exact, threshold))
+            if pcpu == cpu && exact.count == hdr.len() + exact.hdr_overflows =>
+        {
+            LatencyStats::from_parts(threshold, hdr, exact)
+        }
+        _ => {
+            let count = hdr.len();
+            let exact = Exact {
+                count,
+                sum_ns: (hdr.mean() * count as f64).round() as u128,
+                min_ns: hdr.min(),
+                max_ns: if count > 0 { max_ns.max(hdr.min()) } else { 0 },
+                missed: 0,
+                hdr_overflows: 0,
+                spikes: 0,
+            };
+            LatencyStats::from_parts(u64::MAX, hdr, exact)
+        }
+    };
+    Ok(Entry {
+        cpu,
+        start_ns,
+        length_ns,
+        stats,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stats::RECORD_SIGNIFICANT_DIGITS;
+
+    fn sample_entry() -> Entry {
+        let mut stats = LatencyStats::with_digits(100_000, RECORD_SIGNIFICANT_DIGITS);
+        for (i, v) in [12_345, 20_001, 1_759_231, 15_000].iter().enumerate() {
+            stats.record(*v, i as u64);
+        }
+        stats.missed = 2;
+        Entry {
+            cpu: 3,
+            start_ns: 1_795_315_538_000_000_000,
+            length_ns: 300 * NS_PER_SEC,
+            stats,
+        }
+    }
+
+    #[test]
+    fn an_entry_reads_back_exactly() {
+        let mut text = header(1_795_315_538_000_000_000);
+        encode_entry(&sample_entry(), &mut text);
+        assert!(text.contains("#[StartTime: 1795315538.000 (seconds since epoch), 2026-11-22T"));
+        assert!(
+            text.contains("\nTag=cpu3,1795315538.000,300.000,1.759231,HISTF"),
+            "{text}"
+        );
+        let mut parser = LineParser::default();
+        let entries: Vec<Entry> = text
+            .lines()
+            .filter_map(|l| match parser.line(l) {
+                Line::Entry(e) => Some(*e),
+                Line::Other => None,
+                Line::Corrupt(why) => panic!("{why}: {l}"),
+            })
+            .collect();
+        assert_eq!(entries.len(), 1);
+        let e = &entries[0];
+        assert_eq!(
+            (e.cpu, e.start_ns, e.length_ns),
+            (3, 1_795_315_538 * NS_PER_SEC, 300 * NS_PER_SEC)
+        );
+        assert_eq!(e.stats.exact(), sample_entry().stats.exact());
+        assert_eq!(e.stats.spikes, 1);
+        assert_eq!(e.stats.spike_threshold_ns(), 100_000);
+    }
+
+    #[test]
+    fn an_entry_without_our_comment_is_read_from_its_histogram() {
+        let mut text = String::new();
+        encode_entry(&sample_entry(), &mut text);
+        let tag_line = text.lines().nth(1).unwrap();
+        let Line::Entry(e) = LineParser::default().line(tag_line) else {
+            panic!("not read");
+        };
+        assert_eq!(e.stats.count, 4);
+        assert_eq!(e.stats.max_ns, 1_759_231, "the maximum column is exact");
+        assert_eq!((e.stats.missed, e.stats.spikes), (0, 0));
+        let min = e.stats.min_ns();
+        assert!(min.abs_diff(12_345) <= 12_345 / 128, "{min}");
+    }
+
+    #[test]
+    fn damaged_lines_are_named_and_other_lines_ignored() {
+        let mut parser = LineParser::default();
+        for line in [
+            "",
+            "#[Histogram log format version 1.3]",
+            "\"StartTimestamp\",\"x\"",
+            "Tag=other,1.0,1.0,1.0,HISTFAAA",
+            "1.0,1.0,1.0,HISTFAAA",
+        ] {
+            assert!(matches!(parser.line(line), Line::Other), "{line}");
+        }
+        for line in [
+            "Tag=cpu0,1.0,1.0",
+            "Tag=cpu0,x,1.0,1.0,HISTFAAA",
+            "Tag=cpu0,1.0,1.0,1.0,@@@",
+            "Tag=cpu0,1.0,1.0,1.0,HISTFAAAAEV42pNpmSzM",
+            "#[latencyd cpu0 count=x]",
+        ] {
+            assert!(matches!(parser.line(line), Line::Corrupt(_)), "{line}");
+        }
+        assert_eq!(decimal_ns("1.5", NS_PER_SEC), Some(1_500_000_000));
+        assert_eq!(decimal_ns("0.000001", 1_000_000), Some(1));
+        assert_eq!(decimal_ns("-1", 1), None);
+    }
+}

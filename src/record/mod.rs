@@ -1,0 +1,121 @@
+//! The on-disk record: every CPU's histogram of every interval, in
+//! HdrHistogram's interval log format, kept across restarts.
+//!
+//! - `format`: the lines of an `.hlog` file, written and read.
+//! - `writer`: whole intervals appended, files rotated and pruned.
+//! - `reader`: a time range read back, streaming.
+//! - `keeper`: the daemon's writer thread, its backlog and its status.
+//! - `Accumulator`: the interval in progress, filled by the exporter side
+//!   from the intervals the samplers publish (never by a sampler).
+
+pub mod format;
+pub mod keeper;
+pub mod reader;
+pub mod writer;
+
+use std::collections::BTreeMap;
+
+pub use format::Entry;
+pub use keeper::{Keeper, Status};
+pub use reader::{Range, ReadReport, Summary, summarize};
+pub use writer::{Batch, LogWriter, Settings, Target};
+
+use crate::stats::{LatencyStats, RECORD_SIGNIFICANT_DIGITS};
+
+/// The interval in progress: per CPU, what the samplers published since
+/// it began, at the record's precision. Intervals are aligned to
+/// multiples of their length in wall time, so hosts' records line up.
+#[derive(Debug)]
+pub struct Accumulator {
+    interval_ns: u64,
+    spike_threshold_ns: u64,
+    /// When the interval in progress began (wall time, ns since the epoch).
+    start_ns: u64,
+    cpus: BTreeMap<usize, LatencyStats>,
+}
+
+impl Accumulator {
+    pub fn new(interval_ns: u64, spike_threshold_ns: u64, now_ns: u64) -> Accumulator {
+        Accumulator {
+            interval_ns,
+            spike_threshold_ns,
+            start_ns: now_ns,
+            cpus: BTreeMap::new(),
+        }
+    }
+
+    /// Adds an interval a sampler published.
+    pub fn add(&mut self, cpu: usize, stats: &LatencyStats) {
+        let threshold = self.spike_threshold_ns;
+        let acc = self
+            .cpus
+            .entry(cpu)
+            .or_insert_with(|| LatencyStats::with_digits(threshold, RECORD_SIGNIFICANT_DIGITS));
+        // Both without linear histograms and over the same range.
+        let _ = acc.merge(stats);
+    }
+
+    /// The next boundary: the first multiple of the interval after the
+    /// interval's start.
+    pub fn due_ns(&self) -> u64 {
+        (self.start_ns / self.interval_ns + 1) * self.interval_ns
+    }
+
+    /// The finished interval once `now_ns` has passed its end, or at once
+    /// with `force` (shutdown: the part in progress, its true length).
+    pub fn take(&mut self, now_ns: u64, force: bool) -> Option<Batch> {
+        let due = self.due_ns();
+        if now_ns < due && !force {
+            return None;
+        }
+        let end = if force {
+            now_ns.min(due).max(self.start_ns)
+        } else {
+            due
+        };
+        let start = std::mem::replace(&mut self.start_ns, end);
+        let cpus = std::mem::take(&mut self.cpus);
+        let entries: Vec<Entry> = cpus
+            .into_iter()
+            .map(|(cpu, stats)| Entry {
+                cpu,
+                start_ns: start,
+                length_ns: end - start,
+                stats,
+            })
+            .collect();
+        (!entries.is_empty()).then_some(Batch { entries })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::units::NS_PER_SEC;
+
+    #[test]
+    fn intervals_are_aligned_to_wall_time_and_keep_every_sample() {
+        let t = 1_000 * NS_PER_SEC + 123;
+        let mut acc = Accumulator::new(60 * NS_PER_SEC, 100_000, t);
+        assert_eq!(acc.due_ns(), 1_020 * NS_PER_SEC);
+        let mut one = LatencyStats::new(100_000, None);
+        one.record(5_000, 0);
+        acc.add(0, &one);
+        acc.add(1, &one);
+        assert!(acc.take(1_019 * NS_PER_SEC, false).is_none());
+        let batch = acc.take(1_020 * NS_PER_SEC + 7, false).unwrap();
+        assert_eq!(batch.entries.len(), 2);
+        assert_eq!(batch.entries[0].start_ns, t);
+        assert_eq!(batch.entries[0].length_ns, 1_020 * NS_PER_SEC - t);
+        acc.add(0, &one);
+        acc.add(0, &one);
+        let last = acc.take(1_050 * NS_PER_SEC, true).unwrap();
+        assert_eq!(last.entries[0].stats.count, 2);
+        assert_eq!(last.entries[0].start_ns, 1_020 * NS_PER_SEC);
+        assert_eq!(last.entries[0].length_ns, 30 * NS_PER_SEC);
+        assert!(
+            acc.take(1_100 * NS_PER_SEC, false).is_none(),
+            "nothing recorded, nothing written"
+        );
+    }
+}

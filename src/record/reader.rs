@@ -1,0 +1,288 @@
+//! Reading the record back over a time range, streaming: one line in
+//! memory at a time, and per CPU one summary, however long the range.
+//!
+//! An entry belongs to a range when its interval overlaps it. A line that
+//! cannot be read is skipped and counted; an unfinished last line of a
+//! file (a crash or power loss while it was written) is skipped and named
+//! as torn. Neither stops the reading.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+
+use super::format::{Entry, Line, LineParser};
+use super::writer::start_from_name;
+use crate::stats::{LatencyStats, RECORD_SIGNIFICANT_DIGITS};
+
+/// A time range, nanoseconds since the epoch, `from` included, `to` not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Range {
+    pub from_ns: u64,
+    pub to_ns: u64,
+}
+
+impl Range {
+    pub const ALL: Range = Range {
+        from_ns: 0,
+        to_ns: u64::MAX,
+    };
+
+    pub fn overlaps(&self, entry: &Entry) -> bool {
+        entry.start_ns < self.to_ns && entry.end_ns().max(entry.start_ns + 1) > self.from_ns
+    }
+}
+
+/// What reading found besides the entries.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReadReport {
+    pub files: usize,
+    pub entries: u64,
+    /// Lines skipped because they could not be read.
+    pub corrupt: u64,
+    /// The first few of them: file, line number, why.
+    pub corrupt_examples: Vec<String>,
+    /// Files whose last line was torn (skipped).
+    pub torn: Vec<PathBuf>,
+}
+
+impl ReadReport {
+    /// One line for a person: what was skipped, or `None`.
+    pub fn warning(&self) -> Option<String> {
+        let mut parts = Vec::new();
+        if self.corrupt > 0 {
+            parts.push(format!(
+                "{} unreadable line(s) skipped ({})",
+                self.corrupt,
+                self.corrupt_examples.join("; ")
+            ));
+        }
+        for path in &self.torn {
+            parts.push(format!(
+                "the unfinished last line of {} skipped (written when the process or machine \
+                 stopped)",
+                path.display()
+            ));
+        }
+        (!parts.is_empty()).then(|| parts.join("; "))
+    }
+}
+
+/// Reads `files` (in order) and gives `visit` every entry overlapping
+/// `range`. Files named by the writer are skipped without being opened
+/// when the next one starts before the range does, and reading stops at
+/// the first that starts after it. A file that cannot be opened is an
+/// error naming it.
+pub fn read(
+    files: &[PathBuf],
+    range: Range,
+    mut visit: impl FnMut(Entry),
+) -> Result<ReadReport, String> {
+    let starts: Vec<Option<u64>> = files
+        .iter()
+        .map(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .and_then(start_from_name)
+        })
+        .collect();
+    let mut report = ReadReport::default();
+    for (i, path) in files.iter().enumerate() {
+        if let (Some(start), true) = (starts[i], starts.iter().all(Option::is_some)) {
+            if start >= range.to_ns {
+                break;
+            }
+            if let Some(Some(next)) = starts.get(i + 1)
+                && *next <= range.from_ns
+            {
+                continue;
+            }
+        }
+        read_file(path, range, &mut visit, &mut report)?;
+    }
+    Ok(report)
+}
+
+fn read_file(
+    path: &Path,
+    range: Range,
+    visit: &mut impl FnMut(Entry),
+    report: &mut ReadReport,
+) -> Result<(), String> {
+    let file = File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+    report.files += 1;
+    let mut reader = BufReader::new(file);
+    let mut parser = LineParser::default();
+    let mut buf = Vec::new();
+    let mut number = 0;
+    loop {
+        buf.clear();
+        let n = reader
+            .read_until(b'\n', &mut buf)
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        if n == 0 {
+            return Ok(());
+        }
+        number += 1;
+        let finished = buf.ends_with(b"\n");
+        let line = String::from_utf8_lossy(&buf);
+        match parser.line(&line) {
+            Line::Entry(entry) => {
+                if range.overlaps(&entry) {
+                    report.entries += 1;
+                    visit(*entry);
+                }
+            }
+            Line::Other => {}
+            Line::Corrupt(_) if !finished => report.torn.push(path.to_path_buf()),
+            Line::Corrupt(why) => {
+                report.corrupt += 1;
+                if report.corrupt_examples.len() < 3 {
+                    report
+                        .corrupt_examples
+                        .push(format!("{} line {number}: {why}", path.display()));
+                }
+            }
+        }
+    }
+}
+
+/// Every CPU's statistics over a range, merged from its entries.
+#[derive(Debug, Default)]
+pub struct Summary {
+    pub cpus: BTreeMap<usize, LatencyStats>,
+    /// The earliest start and the latest end of the entries read.
+    pub span_ns: Option<(u64, u64)>,
+}
+
+impl Summary {
+    pub fn add(&mut self, entry: &Entry) {
+        let stats = self.cpus.entry(entry.cpu).or_insert_with(|| {
+            LatencyStats::with_digits(entry.stats.spike_threshold_ns(), RECORD_SIGNIFICANT_DIGITS)
+        });
+        // Same range, no linear histograms: merging cannot fail; a
+        // histogram from another tool past our range is left out.
+        let _ = stats.merge(&entry.stats);
+        let (from, to) = self.span_ns.unwrap_or((u64::MAX, 0));
+        self.span_ns = Some((from.min(entry.start_ns), to.max(entry.end_ns())));
+    }
+}
+
+/// Reads a range of `files` into a summary, keeping only `cpus` when given.
+pub fn summarize(
+    files: &[PathBuf],
+    range: Range,
+    cpus: Option<&[usize]>,
+) -> Result<(Summary, ReadReport), String> {
+    let mut summary = Summary::default();
+    let report = read(files, range, |entry| {
+        if cpus.is_none_or(|c| c.contains(&entry.cpu)) {
+            summary.add(&entry);
+        }
+    })?;
+    Ok((summary, report))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::writer::{Batch, LogWriter, Settings, Target};
+    use crate::units::NS_PER_SEC;
+    use std::io::Write;
+
+    fn write_record(dir: &Path, seconds: std::ops::Range<u64>) -> u64 {
+        let mut writer = LogWriter::new(Target::Dir(Settings {
+            dir: dir.to_path_buf(),
+            interval_ns: NS_PER_SEC,
+            retention_ns: 1 << 62,
+            max_bytes: 1 << 40,
+        }));
+        let mut total = 0;
+        for s in seconds {
+            let entries = (0..2)
+                .map(|cpu| {
+                    let mut stats = LatencyStats::with_digits(100_000, RECORD_SIGNIFICANT_DIGITS);
+                    for i in 0..(100 + s % 7) {
+                        stats.record(5_000 + i * 10 + cpu as u64, i);
+                    }
+                    total += stats.count;
+                    Entry {
+                        cpu,
+                        start_ns: s * NS_PER_SEC,
+                        length_ns: NS_PER_SEC,
+                        stats,
+                    }
+                })
+                .collect();
+            writer.write(&Batch { entries }, s * NS_PER_SEC).unwrap();
+        }
+        total
+    }
+
+    fn files(dir: &Path) -> Vec<PathBuf> {
+        crate::record::writer::list(dir)
+            .unwrap()
+            .into_iter()
+            .map(|f| f.0)
+            .collect()
+    }
+
+    #[test]
+    fn a_range_gets_exactly_the_intervals_it_overlaps() {
+        let dir = tempfile::tempdir().unwrap();
+        let t0 = 1_795_315_538;
+        let total = write_record(dir.path(), t0..t0 + 20);
+        let (all, report) = summarize(&files(dir.path()), Range::ALL, None).unwrap();
+        assert_eq!(all.cpus.values().map(|s| s.count).sum::<u64>(), total);
+        assert_eq!((report.entries, report.corrupt), (40, 0));
+        let range = Range {
+            from_ns: (t0 + 5) * NS_PER_SEC,
+            to_ns: (t0 + 8) * NS_PER_SEC,
+        };
+        let (part, report) = summarize(&files(dir.path()), range, Some(&[1])).unwrap();
+        assert_eq!(
+            report.entries, 6,
+            "seconds 5, 6 and 7 of both CPUs read, CPU 1 kept"
+        );
+        assert_eq!(part.cpus.keys().copied().collect::<Vec<_>>(), vec![1]);
+        assert_eq!(
+            part.span_ns,
+            Some(((t0 + 5) * NS_PER_SEC, (t0 + 8) * NS_PER_SEC))
+        );
+    }
+
+    #[test]
+    fn a_torn_last_line_and_a_corrupt_middle_line_are_skipped_and_said() {
+        let dir = tempfile::tempdir().unwrap();
+        let t0 = 1_795_315_538;
+        let total = write_record(dir.path(), t0..t0 + 4);
+        let path = files(dir.path()).pop().unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        // Damage one CPU 0 entry in the middle: its samples are lost.
+        let victim = text
+            .lines()
+            .find(|l| l.starts_with(&format!("Tag=cpu0,{}", t0 + 1)))
+            .unwrap();
+        let lost: u64 = 100 + (t0 + 1) % 7;
+        let damaged = text.replace(victim, &victim.replace("HISTF", "HISTX"));
+        std::fs::write(&path, damaged).unwrap();
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
+        file.write_all(b"#[latencyd cpu0 count=5 sum=1 min=1 max=1 missed=0 overflows=0 spikes=0 threshold=1]\nTag=cpu0,1795315599.000,1.000,0.0000").unwrap();
+        drop(file);
+        let (summary, report) = summarize(&files(dir.path()), Range::ALL, None).unwrap();
+        assert_eq!(
+            summary.cpus.values().map(|s| s.count).sum::<u64>(),
+            total - lost
+        );
+        assert_eq!(report.corrupt, 1);
+        assert_eq!(report.torn, vec![path.clone()]);
+        let warning = report.warning().unwrap();
+        assert!(
+            warning.contains("1 unreadable line") && warning.contains("unfinished last line"),
+            "{warning}"
+        );
+    }
+}
