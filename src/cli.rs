@@ -33,19 +33,65 @@ pub enum Command {
     Measure(MeasureArgs),
     /// Draw an OSADL-style latency plot (log-scale counts over µs, one line
     /// per CPU, maxima marked) from a latencyd or cyclictest --json file
-    /// (recorded with -h) or a jitterdebugger results file.
-    Plot {
-        /// The results file to plot.
-        input: PathBuf,
-        /// The picture to write: .svg or .png.
-        #[arg(short = 'o', long, value_name = "OUT.svg|OUT.png")]
-        output: PathBuf,
-    },
+    /// (recorded with -h), a jitterdebugger results file, or the record's
+    /// .hlog files (and then, with --over-time, the maximum per interval
+    /// over time).
+    Plot(PlotArgs),
+    /// Print the cyclictest-style summary per CPU of the record's .hlog
+    /// files over a time range (or its JSON).
+    Report(ReportArgs),
     /// Validate a configuration file and print the effective configuration.
     CheckConfig {
         /// The TOML file to check (the environment applies too).
         file: PathBuf,
     },
+}
+
+/// Which part of a record: a time range and CPUs.
+#[derive(Debug, Clone, Default, Args)]
+pub struct RangeArgs {
+    /// Only intervals from this time: RFC 3339 (2026-11-22T00:00:00Z) or a
+    /// negative duration from now (-7d, -90m).
+    #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
+    pub from: Option<String>,
+    /// Only intervals before this time (same forms as --from).
+    #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
+    pub to: Option<String>,
+    /// Only these CPUs (a list such as 0-3,8).
+    #[arg(long, value_name = "LIST")]
+    pub cpus: Option<String>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct PlotArgs {
+    /// One results file, or .hlog files of the record (or directories
+    /// holding them).
+    #[arg(required = true, value_name = "INPUT")]
+    pub inputs: Vec<PathBuf>,
+    /// The picture to write: .svg or .png.
+    #[arg(short = 'o', long, value_name = "OUT.svg|OUT.png")]
+    pub output: PathBuf,
+    #[command(flatten)]
+    pub range: RangeArgs,
+    /// With .hlog files: draw each interval's maximum and p99.9 over time
+    /// instead of the histogram.
+    #[arg(long)]
+    pub over_time: bool,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ReportArgs {
+    /// .hlog files of the record, or directories holding them.
+    #[arg(required = true, value_name = "FILE.hlog")]
+    pub inputs: Vec<PathBuf>,
+    #[command(flatten)]
+    pub range: RangeArgs,
+    /// Print JSON (cyclictest's --json layout, with our fields) instead.
+    #[arg(long)]
+    pub json: bool,
+    /// Report in nanoseconds instead of microseconds.
+    #[arg(short = 'N', long)]
+    pub nsecs: bool,
 }
 
 /// Flags of `latencyd run`. Each overrides the configuration key named in
@@ -222,6 +268,17 @@ pub struct MeasureArgs {
     /// at the end. Needs root or write access to tracefs.
     #[arg(long)]
     pub forensics: bool,
+
+    /// Also write every CPU's histogram of every --log-interval to FILE in
+    /// HdrHistogram's interval log format (.hlog), as the daemon's record
+    /// does; `latencyd report` and `latencyd plot` read it.
+    #[arg(long, value_name = "FILE")]
+    pub log: Option<PathBuf>,
+
+    /// The --log interval: whole seconds, 1s to 1h (a bare number is
+    /// seconds).
+    #[arg(long = "log-interval", value_name = "TIME", default_value = "1s")]
+    pub log_interval: String,
 
     /// The lateness --forensics captures (a bare number is microseconds).
     #[arg(

@@ -28,3 +28,5 @@ pub mod record;
 // The two front ends.
 pub mod daemon;
 pub mod measure;
+// A front end over the record, using measure's cyclictest renderers.
+pub mod report;

@@ -22,6 +22,7 @@ fn main() -> ExitCode {
         Some(Command::Run(args)) => latencyd::daemon::main(&args),
         Some(Command::Measure(args)) => latencyd::measure::main(&args),
         Some(Command::CheckConfig { file }) => latencyd::daemon::check_config(&file),
-        Some(Command::Plot { input, output }) => latencyd::plot::main(&input, &output),
+        Some(Command::Plot(args)) => latencyd::plot::main(&args),
+        Some(Command::Report(args)) => latencyd::report::main(&args),
     }
 }

@@ -310,3 +310,128 @@ fn a_full_disk_holds_intervals_in_memory_and_writing_resumes() {
     let record = json_of(&daemon, "/api/v1/status")["record"].clone();
     assert_eq!(record["intervals_dropped"], 0, "{record}");
 }
+
+#[test]
+fn measure_log_report_and_plot_agree_on_one_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("run.hlog");
+    let mut measure = latencyd();
+    measure
+        .args([
+            "measure", "-q", "-D", "3", "-i", "1000", "--json", "-", "--log",
+        ])
+        .arg(&log)
+        .args(common::run_flags());
+    let json: Value =
+        serde_json::from_str(&common::stdout_of(&common::run_ok(&mut measure))).unwrap();
+    let report = common::run_ok(latencyd().args(["report", "--json"]).arg(&log));
+    let report: Value = serde_json::from_str(&common::stdout_of(&report)).unwrap();
+    assert_eq!(report["num_threads"], json["num_threads"]);
+    for (n, thread) in json["thread"].as_object().unwrap() {
+        let r = &report["thread"][n];
+        assert_eq!(r["cpu"], thread["cpu"]);
+        assert_eq!(
+            r["cycles"], thread["cycles"],
+            "thread {n}: every sample is in the log"
+        );
+        assert_eq!(r["max"], thread["max"], "thread {n}: the exact maximum");
+        assert_eq!(r["min"], thread["min"]);
+        assert_eq!(r["missed"], thread["missed"]);
+    }
+    // The text form: cyclictest's T: lines, one per CPU.
+    let text = common::stdout_of(&common::run_ok(latencyd().arg("report").arg(&log)));
+    let parsed = common::cyclictest::parse(&text).unwrap();
+    assert_eq!(
+        parsed.threads.len(),
+        json["num_threads"].as_u64().unwrap() as usize,
+        "{text}"
+    );
+    for (n, line) in &parsed.threads {
+        assert_eq!(
+            line.cycles,
+            json["thread"][n.to_string()]["cycles"].as_u64().unwrap()
+        );
+        assert_eq!(
+            line.max,
+            json["thread"][n.to_string()]["max"].as_u64().unwrap()
+        );
+    }
+    // Plots of the log: the histogram and the maxima over time; a range
+    // and CPUs narrow them.
+    for (extra, out) in [
+        (vec![], "h.svg"),
+        (vec!["--over-time"], "t.svg"),
+        (
+            vec!["--over-time", "--cpus", "0", "--from", "-1h"],
+            "t0.png",
+        ),
+    ] {
+        let out = dir.path().join(out);
+        common::run_ok(
+            latencyd()
+                .arg("plot")
+                .arg(&log)
+                .args(&extra)
+                .arg("-o")
+                .arg(&out),
+        );
+        assert!(std::fs::metadata(&out).unwrap().len() > 1000, "{extra:?}");
+    }
+    let svg = std::fs::read_to_string(dir.path().join("h.svg")).unwrap();
+    let labels: Vec<String> = json["thread"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|t| format!("CPU {}", t["cpu"]))
+        .collect();
+    common::check_plot_svg(&svg, &labels.iter().map(String::as_str).collect::<Vec<_>>());
+    // Bad input is named with what to do.
+    for (args, says) in [
+        (vec!["report", "--from", "yesterday"], "RFC 3339"),
+        (
+            vec!["report", "--from", "-1h", "--to", "-2h"],
+            "--from must be before --to",
+        ),
+        (vec!["report", "--cpus", "x"], "--cpus"),
+        (vec!["report", "--to", "-1h"], "no interval in this range"),
+        (
+            vec!["plot", "--over-time", "-o", "x.svg", "results.json"],
+            "give .hlog files",
+        ),
+    ] {
+        let mut cmd = latencyd();
+        cmd.args(&args);
+        if args[0] == "report" {
+            cmd.arg(&log);
+        }
+        let output = cmd.current_dir(dir.path()).output().unwrap();
+        assert!(!output.status.success(), "{args:?}");
+        let err = common::stderr_of(&output);
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+    let output = latencyd()
+        .args(["measure", "-D", "1", "--log", "/nonexistent/dir/x.hlog"])
+        .args(common::run_flags())
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    assert!(common::stderr_of(&output).contains("--log: cannot create /nonexistent/dir/x.hlog"));
+    let output = latencyd()
+        .args([
+            "measure",
+            "-D",
+            "1",
+            "--log",
+            "x.hlog",
+            "--log-interval",
+            "500ms",
+        ])
+        .args(common::run_flags())
+        .output()
+        .unwrap();
+    assert!(
+        common::stderr_of(&output).contains("whole seconds"),
+        "{}",
+        common::stderr_of(&output)
+    );
+}

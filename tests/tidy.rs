@@ -29,6 +29,7 @@ const LAYERS: &[&[&str]] = &[
     &["forensics", "record"],
     &["config", "plot"],
     &["daemon", "measure"],
+    &["report"],
     &["lib", "main"],
 ];
 

@@ -24,7 +24,7 @@ use crate::config::{self, Config, ConfigError, Sources};
 use crate::cpulist::format_cpu_list;
 use crate::forensics::Recorder;
 use crate::host::HostInfo;
-use crate::record::{Accumulator, Keeper};
+use crate::record::{Accumulator, Context, Keeper};
 use crate::rt::engine::{DEFAULT_START_TIMEOUT, Engine, EngineSpec, StartError};
 use crate::rt::sampler::LoopPlan;
 use crate::rt::sys::{self, CpuDmaLatencyHold};
@@ -211,7 +211,7 @@ async fn serve(
     // After the pinning: the recorder's and the record's threads run
     // where the exporter does.
     let recorder = start_forensics(&config, &engine);
-    let record = start_record(&config);
+    let record = start_record(&config, &host);
     let record_status = record.as_ref().map_or_else(
         || Keeper::disabled().status(),
         |(_, keeper)| keeper.status(),
@@ -329,7 +329,7 @@ async fn serve(
 }
 
 /// Starts the record's writer thread when the configuration asks for it.
-fn start_record(config: &Config) -> Option<(Accumulator, Keeper)> {
+fn start_record(config: &Config, host: &HostInfo) -> Option<(Accumulator, Keeper)> {
     let r = &config.record;
     if !r.on() {
         info!(
@@ -341,7 +341,15 @@ fn start_record(config: &Config) -> Option<(Accumulator, Keeper)> {
         );
         return None;
     }
-    match Keeper::start(r.settings(), system_unix_ns) {
+    let context = Context {
+        host: host.uname.nodename.clone(),
+        kernel: host.uname.release.clone(),
+        preempt_rt: host.preempt_rt,
+        interval_ns: config.measure.interval_ns,
+        policy: config.measure.policy.name().to_string(),
+        priority: config.measure.priority,
+    };
+    match Keeper::start(r.settings(), context, system_unix_ns) {
         Ok(keeper) => {
             info!(
                 "record: every {} into {} (retention {}, at most {} bytes)",

@@ -9,7 +9,7 @@ mod json;
 mod options;
 mod report;
 mod run;
-mod text;
+pub mod text;
 
 use std::process::ExitCode;
 

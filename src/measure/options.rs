@@ -62,6 +62,8 @@ pub struct MeasureOptions {
     pub breaktrace_ns: Option<u64>,
     /// `--forensics`: capture wake-ups at least this late.
     pub forensics_ns: Option<u64>,
+    /// `--log FILE` and its interval.
+    pub log: Option<(std::path::PathBuf, u64)>,
 }
 
 /// A command-line value that cannot be used, with the option it came from.
@@ -147,6 +149,21 @@ impl MeasureOptions {
             None
         };
 
+        let log = match &args.log {
+            None => None,
+            Some(path) => {
+                let ns = parse_duration_ns(&args.log_interval, Some(NS_PER_SEC))
+                    .map_err(|e| usage("--log-interval", e.to_string()))?;
+                if !(NS_PER_SEC..=3_600 * NS_PER_SEC).contains(&ns) || ns % NS_PER_SEC != 0 {
+                    return Err(usage(
+                        "--log-interval",
+                        "must be whole seconds between 1s and 1h".to_string(),
+                    ));
+                }
+                Some((path.clone(), ns))
+            }
+        };
+
         let selection = match args.cpus.as_deref() {
             None => CpuSelection::All,
             Some(text) => CpuSelection::parse(text.trim()).map_err(|e| usage("--cpus", e))?,
@@ -225,6 +242,7 @@ impl MeasureOptions {
             pm_qos,
             breaktrace_ns,
             forensics_ns,
+            log,
         })
     }
 

@@ -5,7 +5,7 @@
 
 use std::fs;
 use std::io::{self, IsTerminal, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -20,6 +20,7 @@ use crate::forensics::attribution::human;
 use crate::forensics::tracefs::DEFAULT_TRACEFS;
 use crate::forensics::{Recorder, Settings, Spike};
 use crate::host::HostInfo;
+use crate::record::{Accumulator, Context as RecordContext, LogWriter, Target};
 use crate::rt::engine::{DEFAULT_START_TIMEOUT, Engine, EngineSpec};
 use crate::rt::sampler::LoopEndReason;
 use crate::rt::sys::{self, CpuDmaLatencyHold, Policy};
@@ -71,6 +72,12 @@ pub fn run(options: &MeasureOptions, host: &HostInfo, cmdline: String) -> anyhow
         start_timeout: DEFAULT_START_TIMEOUT,
         limits: host.rt_limits(),
     };
+    // `--log`: created now, so a path that cannot be written stops the
+    // run before it starts.
+    let mut log = match &options.log {
+        Some((path, interval_ns)) => Some(MeasureLog::create(path, *interval_ns, options, host)?),
+        None => None,
+    };
     // Recording before the samplers start: a spike in the first moments
     // finds its events there.
     let recorder = start_forensics(options);
@@ -89,6 +96,7 @@ pub fn run(options: &MeasureOptions, host: &HostInfo, cmdline: String) -> anyhow
         .min();
 
     let mut totals = vec![template; engine.slots.len()];
+    let cpus: Vec<usize> = engine.slots.iter().map(|slot| slot.cpu).collect();
     let start_time = SystemTime::now();
     let live = !options.quiet && text_to_stdout && io::stdout().is_terminal();
     let mut next_refresh = Instant::now();
@@ -104,9 +112,15 @@ pub fn run(options: &MeasureOptions, host: &HostInfo, cmdline: String) -> anyhow
                 {
                     spikes.push((idx, interval.max_ns, at));
                 }
+                if let Some(log) = &mut log {
+                    log.accumulator.add(cpus[idx], interval);
+                }
                 totals[idx].merge(interval)
             })
             .context("merging a sampler's interval")?;
+        if let Some(log) = &mut log {
+            log.write_due(false);
+        }
         for (idx, latency_ns, wakeup_ns) in spikes {
             let slot = &engine.slots[idx];
             let tid = slot.shared().tid();
@@ -149,7 +163,15 @@ pub fn run(options: &MeasureOptions, host: &HostInfo, cmdline: String) -> anyhow
     let non_rt_reasons = std::mem::take(&mut engine.non_rt_reasons);
     // Samplers stop at their next wake-up: one interval, plus slack.
     let timeout = Duration::from_nanos(options.interval_ns) + Duration::from_secs(2);
-    let outcome = engine.finish(timeout, |idx, interval| totals[idx].merge(interval))?;
+    let outcome = engine.finish(timeout, |idx, interval| {
+        if let Some(log) = &mut log {
+            log.accumulator.add(cpus[idx], interval);
+        }
+        totals[idx].merge(interval)
+    })?;
+    if let Some(log) = &mut log {
+        log.write_due(true);
+    }
     let finished = outcome.finished;
 
     let mut sampler_errors: Vec<String> = finished
@@ -251,6 +273,64 @@ pub fn run(options: &MeasureOptions, host: &HostInfo, cmdline: String) -> anyhow
         bail!("{}", sampler_errors.join("; "));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `measure --log`: the record's format for a one-shot run, one file.
+struct MeasureLog {
+    accumulator: Accumulator,
+    writer: LogWriter,
+    path: PathBuf,
+    failed: bool,
+}
+
+fn unix_now_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+impl MeasureLog {
+    fn create(
+        path: &Path,
+        interval_ns: u64,
+        options: &MeasureOptions,
+        host: &HostInfo,
+    ) -> anyhow::Result<MeasureLog> {
+        std::fs::File::create(path)
+            .with_context(|| format!("--log: cannot create {}", path.display()))?;
+        let context = RecordContext {
+            host: host.uname.nodename.clone(),
+            kernel: host.uname.release.clone(),
+            preempt_rt: host.preempt_rt,
+            interval_ns: options.interval_ns,
+            policy: options.policy.name().to_string(),
+            priority: options.priority,
+        };
+        Ok(MeasureLog {
+            accumulator: Accumulator::new(interval_ns, options.spike_threshold_ns, unix_now_ns()),
+            writer: LogWriter::new(Target::File(path.to_path_buf())).with_context(context),
+            path: path.to_path_buf(),
+            failed: false,
+        })
+    }
+
+    /// Writes the finished interval (every interval, or the part in
+    /// progress at the end). A failure is said once; the run goes on.
+    fn write_due(&mut self, end: bool) {
+        let Some(batch) = self.accumulator.take(unix_now_ns(), end) else {
+            return;
+        };
+        if let Err(err) = self.writer.write(&batch, unix_now_ns())
+            && !self.failed
+        {
+            self.failed = true;
+            eprintln!(
+                "latencyd measure: warning: --log {}: {err}; the run goes on, the log is \
+                 incomplete",
+                self.path.display()
+            );
+        }
+    }
 }
 
 /// Starts the flight recorder for `-b` or `--forensics` (a disabled one

@@ -49,7 +49,7 @@ const SYSTEM_FONTS: &[&str] = &[
     "/usr/share/fonts/truetype/liberation/LiberationSans-Regular.ttf",
 ];
 
-fn register_system_font() -> Result<(), PlotError> {
+pub(super) fn register_system_font() -> Result<(), PlotError> {
     static REGISTERED: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
     REGISTERED
         .get_or_init(|| {

@@ -13,6 +13,8 @@
 //! - `draw`: `PlotData` drawn to SVG or PNG.
 
 mod draw;
+mod draw_time;
+pub mod history;
 mod inputs;
 
 use std::collections::BTreeMap;
@@ -20,6 +22,7 @@ use std::fmt;
 use std::path::Path;
 
 pub use draw::{render_png, render_svg};
+pub use draw_time::{render_time_png, render_time_svg};
 pub use inputs::read_input;
 
 use crate::stats::{LatencyStats, add_bins_us};
@@ -121,22 +124,64 @@ pub fn write(data: &PlotData, path: &Path) -> Result<(), PlotError> {
     }
 }
 
-/// `latencyd plot INPUT -o OUTPUT`.
-pub fn main(input_path: &Path, output: &Path) -> std::process::ExitCode {
-    let result = Format::of(output)
-        .and_then(|_| {
-            std::fs::read_to_string(input_path)
-                .map_err(|e| input(format!("cannot read {}: {e}", input_path.display())))
-        })
-        .and_then(|text| {
-            read_input(&text).map_err(|e| input(format!("{}: {e}", input_path.display())))
-        })
-        .and_then(|data| write(&data, output));
-    match result {
+/// `latencyd plot INPUT… -o OUTPUT [--from] [--to] [--cpus] [--over-time]`.
+pub fn main(args: &crate::cli::PlotArgs) -> std::process::ExitCode {
+    match run(args) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("latencyd plot: {err}");
             std::process::ExitCode::FAILURE
         }
     }
+}
+
+fn run(args: &crate::cli::PlotArgs) -> Result<(), PlotError> {
+    use crate::record::reader;
+    let format = Format::of(&args.output)?;
+    let record = args
+        .inputs
+        .iter()
+        .any(|p| p.is_dir() || p.extension().is_some_and(|e| e == "hlog"));
+    let ranged = args.range.from.is_some() || args.range.to.is_some() || args.range.cpus.is_some();
+    if !record {
+        if args.inputs.len() != 1 {
+            return Err(input(
+                "plot one results file at a time (several .hlog files of a record can go together)",
+            ));
+        }
+        if ranged || args.over_time {
+            return Err(input(
+                "--from, --to, --cpus and --over-time read the record: give .hlog files or their \
+                 directory",
+            ));
+        }
+        let path = &args.inputs[0];
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| input(format!("cannot read {}: {e}", path.display())))?;
+        let data = read_input(&text).map_err(|e| input(format!("{}: {e}", path.display())))?;
+        return write(&data, &args.output);
+    }
+    let files = reader::expand_inputs(&args.inputs).map_err(input)?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let (range, cpus) = reader::selection(&args.range, now).map_err(input)?;
+    let report = if args.over_time {
+        let (plot, report) = history::over_time(&files, range, cpus.as_deref())?;
+        match format {
+            Format::Svg => std::fs::write(&args.output, render_time_svg(&plot)?).map_err(|e| {
+                PlotError::Draw(format!("cannot write {}: {e}", args.output.display()))
+            })?,
+            Format::Png => render_time_png(&plot, &args.output)?,
+        }
+        report
+    } else {
+        let (data, report) = history::histogram(&files, range, cpus.as_deref())?;
+        write(&data, &args.output)?;
+        report
+    };
+    if let Some(warning) = report.warning() {
+        eprintln!("latencyd plot: warning: {warning}");
+    }
+    Ok(())
 }

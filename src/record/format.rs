@@ -24,9 +24,65 @@ use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer}
 use crate::stats::{Exact, LatencyStats};
 use crate::units::{NS_PER_SEC, format_rfc3339_ms};
 
+/// What was measured: written once at the top of each file, so reports
+/// and plots of a record name the host and the sampling.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Context {
+    pub host: String,
+    pub kernel: String,
+    pub preempt_rt: bool,
+    pub interval_ns: u64,
+    pub policy: String,
+    pub priority: i32,
+}
+
+impl Context {
+    fn line(&self) -> String {
+        let word = |s: &str| -> String {
+            let w: String = s
+                .chars()
+                .map(|c| {
+                    if c.is_whitespace() || c == ']' {
+                        '_'
+                    } else {
+                        c
+                    }
+                })
+                .collect();
+            if w.is_empty() { "-".to_string() } else { w }
+        };
+        format!(
+            "#[latencyd context host={} kernel={} preempt_rt={} interval_ns={} policy={} priority={}]\n",
+            word(&self.host),
+            word(&self.kernel),
+            self.preempt_rt,
+            self.interval_ns,
+            word(&self.policy),
+            self.priority
+        )
+    }
+
+    fn parse(rest: &str) -> Option<Context> {
+        let mut c = Context::default();
+        for pair in rest.strip_suffix(']')?.split(' ') {
+            let (key, value) = pair.split_once('=')?;
+            match key {
+                "host" => c.host = value.to_string(),
+                "kernel" => c.kernel = value.to_string(),
+                "preempt_rt" => c.preempt_rt = value == "true",
+                "interval_ns" => c.interval_ns = value.parse().ok()?,
+                "policy" => c.policy = value.to_string(),
+                "priority" => c.priority = value.parse().ok()?,
+                _ => {}
+            }
+        }
+        Some(c)
+    }
+}
+
 /// The first lines of every file.
-pub fn header(start_unix_ns: u64) -> String {
-    format!(
+pub fn header(start_unix_ns: u64, context: Option<&Context>) -> String {
+    let mut text = format!(
         "#[latencyd wake-up latency record: one tag per CPU (cpuN), values in nanoseconds, \
          Interval_Max in milliseconds]\n\
          #[Histogram log format version 1.3]\n\
@@ -35,7 +91,11 @@ pub fn header(start_unix_ns: u64) -> String {
          \"StartTimestamp\",\"Interval_Length\",\"Interval_Max\",\"Interval_Compressed_Histogram\"\n",
         seconds(start_unix_ns),
         format_rfc3339_ms(start_unix_ns)
-    )
+    );
+    if let Some(context) = context {
+        text.push_str(&context.line());
+    }
+    text
 }
 
 /// Seconds with milliseconds, as HdrHistogram's tools write them.
@@ -96,6 +156,8 @@ pub fn encode_entry(entry: &Entry, out: &mut String) {
 #[derive(Debug)]
 pub enum Line {
     Entry(Box<Entry>),
+    /// latencyd's context line.
+    Context(Context),
     /// A header, comment, legend or blank line, or an entry of another
     /// tag than `cpuN`.
     Other,
@@ -113,6 +175,9 @@ pub struct LineParser {
 impl LineParser {
     pub fn line(&mut self, line: &str) -> Line {
         let line = line.trim_end_matches(['\n', '\r']);
+        if let Some(rest) = line.strip_prefix("#[latencyd context ") {
+            return Context::parse(rest).map_or(Line::Other, Line::Context);
+        }
         if let Some(rest) = line.strip_prefix("#[latencyd cpu") {
             self.pending = parse_exact(rest);
             return if self.pending.is_some() {
@@ -262,8 +327,31 @@ mod tests {
 
     #[test]
     fn an_entry_reads_back_exactly() {
-        let mut text = header(1_795_315_538_000_000_000);
+        let context = Context {
+            host: "rt box".to_string(),
+            kernel: "6.18.0-rt".to_string(),
+            preempt_rt: true,
+            interval_ns: 200_000,
+            policy: "fifo".to_string(),
+            priority: 95,
+        };
+        let mut text = header(1_795_315_538_000_000_000, Some(&context));
         encode_entry(&sample_entry(), &mut text);
+        let mut parser = LineParser::default();
+        let read: Vec<Context> = text
+            .lines()
+            .filter_map(|l| match parser.line(l) {
+                Line::Context(c) => Some(c),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            read,
+            vec![Context {
+                host: "rt_box".to_string(),
+                ..context
+            }]
+        );
         assert!(text.contains("#[StartTime: 1795315538.000 (seconds since epoch), 2026-11-22T"));
         assert!(
             text.contains("\nTag=cpu3,1795315538.000,300.000,1.759231,HISTF"),
@@ -274,7 +362,7 @@ mod tests {
             .lines()
             .filter_map(|l| match parser.line(l) {
                 Line::Entry(e) => Some(*e),
-                Line::Other => None,
+                Line::Other | Line::Context(_) => None,
                 Line::Corrupt(why) => panic!("{why}: {l}"),
             })
             .collect();

@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use super::format::Context;
 use super::writer::{Batch, LogWriter, Settings, Target, list};
 
 /// Intervals kept in memory while they cannot be written.
@@ -62,7 +63,11 @@ impl Keeper {
     }
 
     /// Starts the thread; `clock` gives wall time in ns (for retention).
-    pub fn start(settings: Settings, clock: fn() -> u64) -> std::io::Result<Keeper> {
+    pub fn start(
+        settings: Settings,
+        context: Context,
+        clock: fn() -> u64,
+    ) -> std::io::Result<Keeper> {
         let status = Arc::new(Mutex::new(Status {
             enabled: true,
             dir: settings.dir.display().to_string(),
@@ -75,7 +80,7 @@ impl Keeper {
         let thread_settings = settings.clone();
         let thread = std::thread::Builder::new()
             .name("latencyd-record".to_string())
-            .spawn(move || run(thread_settings, receiver, &thread_status, clock))?;
+            .spawn(move || run(thread_settings, context, receiver, &thread_status, clock))?;
         Ok(Keeper {
             sender: Some(sender),
             status,
@@ -127,8 +132,14 @@ fn refresh_files(settings: &Settings, status: &Mutex<Status>) {
     s.oldest_ns = files.first().map(|f| f.1);
 }
 
-fn run(settings: Settings, receiver: Receiver<Batch>, status: &Mutex<Status>, clock: fn() -> u64) {
-    let mut writer = LogWriter::new(Target::Dir(settings.clone()));
+fn run(
+    settings: Settings,
+    context: Context,
+    receiver: Receiver<Batch>,
+    status: &Mutex<Status>,
+    clock: fn() -> u64,
+) {
+    let mut writer = LogWriter::new(Target::Dir(settings.clone())).with_context(context);
     let mut backlog: VecDeque<Batch> = VecDeque::new();
     let mut open = true;
     while open || !backlog.is_empty() {

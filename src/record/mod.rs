@@ -15,7 +15,7 @@ pub mod writer;
 
 use std::collections::BTreeMap;
 
-pub use format::Entry;
+pub use format::{Context, Entry};
 pub use keeper::{Keeper, Status};
 pub use reader::{Range, ReadReport, Summary, summarize};
 pub use writer::{Batch, LogWriter, Settings, Target};

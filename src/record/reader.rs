@@ -11,7 +11,7 @@ use std::fs::File;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 
-use super::format::{Entry, Line, LineParser};
+use super::format::{Context, Entry, Line, LineParser};
 use super::writer::start_from_name;
 use crate::stats::{LatencyStats, RECORD_SIGNIFICANT_DIGITS};
 
@@ -44,6 +44,8 @@ pub struct ReadReport {
     pub corrupt_examples: Vec<String>,
     /// Files whose last line was torn (skipped).
     pub torn: Vec<PathBuf>,
+    /// What was measured, from the latest file read that says it.
+    pub context: Option<Context>,
 }
 
 impl ReadReport {
@@ -134,6 +136,7 @@ fn read_file(
                 }
             }
             Line::Other => {}
+            Line::Context(context) => report.context = Some(context),
             Line::Corrupt(_) if !finished => report.torn.push(path.to_path_buf()),
             Line::Corrupt(why) => {
                 report.corrupt += 1;
@@ -145,6 +148,64 @@ fn read_file(
             }
         }
     }
+}
+
+/// The files named on a command line: `.hlog` files as given, a
+/// directory's record files; sorted by name (the writer's names sort in
+/// time). Anything else is an error naming it.
+pub fn expand_inputs(inputs: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
+    let mut files = Vec::new();
+    for input in inputs {
+        if input.is_dir() {
+            let listed = super::writer::list(input)
+                .map_err(|e| format!("cannot list {}: {e}", input.display()))?;
+            if listed.is_empty() {
+                return Err(format!(
+                    "{} holds no record files (latencyd-*.hlog)",
+                    input.display()
+                ));
+            }
+            files.extend(listed.into_iter().map(|f| f.0));
+        } else if input.extension().is_some_and(|e| e == "hlog") {
+            files.push(input.clone());
+        } else {
+            return Err(format!(
+                "{}: not an .hlog file or a directory of them (a results file is plotted alone)",
+                input.display()
+            ));
+        }
+    }
+    files.sort();
+    files.dedup();
+    Ok(files)
+}
+
+/// `--from`, `--to` and `--cpus` as a range and a CPU list.
+pub fn selection(
+    args: &crate::cli::RangeArgs,
+    now_unix_ns: u64,
+) -> Result<(Range, Option<Vec<usize>>), String> {
+    let time = |flag: &str, value: &Option<String>| -> Result<Option<u64>, String> {
+        value
+            .as_deref()
+            .map(|v| {
+                crate::units::parse_time_ns(v, now_unix_ns).map_err(|e| format!("--{flag}: {e}"))
+            })
+            .transpose()
+    };
+    let range = Range {
+        from_ns: time("from", &args.from)?.unwrap_or(0),
+        to_ns: time("to", &args.to)?.unwrap_or(u64::MAX),
+    };
+    if range.from_ns >= range.to_ns {
+        return Err("--from must be before --to".to_string());
+    }
+    let cpus = args
+        .cpus
+        .as_deref()
+        .map(|list| crate::cpulist::parse_cpu_list(list).map_err(|e| format!("--cpus: {e}")))
+        .transpose()?;
+    Ok((range, cpus))
 }
 
 /// Every CPU's statistics over a range, merged from its entries.

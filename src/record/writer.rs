@@ -16,7 +16,7 @@ use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use super::format::{Entry, encode_entry, header};
+use super::format::{Context, Entry, encode_entry, header};
 use crate::units::{NS_PER_SEC, civil_from_days};
 
 /// Where and how long the daemon keeps its record.
@@ -109,6 +109,7 @@ pub enum Target {
 /// Writes intervals; keeps no state a failure could leave half-done.
 pub struct LogWriter {
     target: Target,
+    context: Option<Context>,
     current: Option<Open>,
 }
 
@@ -124,8 +125,15 @@ impl LogWriter {
     pub fn new(target: Target) -> LogWriter {
         LogWriter {
             target,
+            context: None,
             current: None,
         }
+    }
+
+    /// Each file will name what was measured.
+    pub fn with_context(mut self, context: Context) -> LogWriter {
+        self.context = Some(context);
+        self
     }
 
     /// Appends one interval whole, or nothing; then prunes by `now_ns`
@@ -198,7 +206,7 @@ impl LogWriter {
         let mut file = options
             .open(&path)
             .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
-        let head = header(start_ns);
+        let head = header(start_ns, self.context.as_ref());
         if let Err(err) = file
             .write_all(head.as_bytes())
             .and_then(|()| file.sync_data())

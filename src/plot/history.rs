@@ -1,0 +1,195 @@
+//! Plots of the on-disk record: the OSADL-style histogram over a range,
+//! and, as OSADL's long-term plots show, the maximum (and p99.9) of each
+//! interval over time.
+//!
+//! Both read the record streaming. The over-time series keep at most
+//! `MAX_POINTS` points per CPU however long the range: when a series
+//! fills, neighbouring points merge in pairs (the larger maximum and the
+//! larger p99.9 stay), so a year of 5-minute intervals draws in bounded
+//! memory and never hides a spike.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use super::{CpuSeries, PlotData, PlotError, input, series_from_stats, subtitle};
+use crate::record::{Context, Range, ReadReport, reader};
+use crate::stats::P999;
+use crate::units::format_rfc3339_ms;
+
+/// Points kept per CPU in an over-time plot.
+pub const MAX_POINTS: usize = 2_000;
+
+/// One CPU's maxima over time.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TimeSeries {
+    pub label: String,
+    /// (start, unix seconds; maximum µs; p99.9 µs), in time order.
+    pub points: Vec<(f64, f64, f64)>,
+}
+
+/// A plot of maxima over time.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TimePlot {
+    pub title: String,
+    pub subtitle: String,
+    pub series: Vec<TimeSeries>,
+}
+
+fn context_subtitle(context: Option<&Context>) -> String {
+    context.map_or_else(String::new, |c| {
+        subtitle(Some(&c.host), Some(&c.kernel), c.preempt_rt)
+    })
+}
+
+fn range_title(what: &str, span: Option<(u64, u64)>) -> String {
+    match span {
+        Some((from, to)) => format!(
+            "{what}, {} to {} UTC",
+            format_rfc3339_ms(from)[..19].replace('T', " "),
+            format_rfc3339_ms(to)[..19].replace('T', " ")
+        ),
+        None => what.to_string(),
+    }
+}
+
+fn nothing(report: &ReadReport) -> PlotError {
+    input(format!(
+        "the record has no interval in this range ({} file(s) read)",
+        report.files
+    ))
+}
+
+/// The histogram of `cpus` (all when `None`) over `range`.
+pub fn histogram(
+    files: &[PathBuf],
+    range: Range,
+    cpus: Option<&[usize]>,
+) -> Result<(PlotData, ReadReport), PlotError> {
+    let (summary, report) = reader::summarize(files, range, cpus).map_err(input)?;
+    if summary.cpus.is_empty() {
+        return Err(nothing(&report));
+    }
+    let series: Vec<CpuSeries> = summary
+        .cpus
+        .iter()
+        .map(|(cpu, stats)| series_from_stats(format!("CPU {cpu}"), stats))
+        .collect();
+    let data = PlotData {
+        title: range_title("Wake-up latency", summary.span_ns),
+        subtitle: context_subtitle(report.context.as_ref()),
+        series,
+    };
+    Ok((data, report))
+}
+
+struct Downsampled {
+    width_ns: u64,
+    /// (bucket start ns, max ns, p99.9 ns).
+    points: Vec<(u64, u64, u64)>,
+}
+
+impl Downsampled {
+    fn add(&mut self, start_ns: u64, max_ns: u64, p999_ns: u64) {
+        let bucket = start_ns / self.width_ns * self.width_ns;
+        match self.points.last_mut() {
+            Some(last) if last.0 == bucket => {
+                last.1 = last.1.max(max_ns);
+                last.2 = last.2.max(p999_ns);
+            }
+            _ => self.points.push((bucket, max_ns, p999_ns)),
+        }
+        if self.points.len() > MAX_POINTS {
+            self.width_ns *= 2;
+            let width = self.width_ns;
+            let mut merged: Vec<(u64, u64, u64)> = Vec::with_capacity(MAX_POINTS / 2 + 1);
+            for &(t, m, p) in &self.points {
+                let b = t / width * width;
+                match merged.last_mut() {
+                    Some(last) if last.0 == b => {
+                        last.1 = last.1.max(m);
+                        last.2 = last.2.max(p);
+                    }
+                    _ => merged.push((b, m, p)),
+                }
+            }
+            self.points = merged;
+        }
+    }
+}
+
+/// The maximum and p99.9 of every interval of `cpus` over `range`.
+pub fn over_time(
+    files: &[PathBuf],
+    range: Range,
+    cpus: Option<&[usize]>,
+) -> Result<(TimePlot, ReadReport), PlotError> {
+    let mut by_cpu: BTreeMap<usize, Downsampled> = BTreeMap::new();
+    let mut span: Option<(u64, u64)> = None;
+    let report = reader::read(files, range, |entry| {
+        if cpus.is_some_and(|c| !c.contains(&entry.cpu)) || entry.stats.count == 0 {
+            return;
+        }
+        let (from, to) = span.unwrap_or((u64::MAX, 0));
+        span = Some((from.min(entry.start_ns), to.max(entry.end_ns())));
+        by_cpu
+            .entry(entry.cpu)
+            .or_insert_with(|| Downsampled {
+                width_ns: 1,
+                points: Vec::new(),
+            })
+            .add(
+                entry.start_ns,
+                entry.stats.max_ns,
+                entry.stats.quantile_ns(P999),
+            );
+    })
+    .map_err(input)?;
+    if by_cpu.is_empty() {
+        return Err(nothing(&report));
+    }
+    let series = by_cpu
+        .into_iter()
+        .map(|(cpu, d)| TimeSeries {
+            label: format!("CPU {cpu}"),
+            points: d
+                .points
+                .iter()
+                .map(|&(t, m, p)| (t as f64 / 1e9, m as f64 / 1e3, p as f64 / 1e3))
+                .collect(),
+        })
+        .collect();
+    let plot = TimePlot {
+        title: range_title("Maximum latency per interval", span),
+        subtitle: context_subtitle(report.context.as_ref()),
+        series,
+    };
+    Ok((plot, report))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_series_stays_bounded_and_keeps_its_spike() {
+        let mut d = Downsampled {
+            width_ns: 1,
+            points: Vec::new(),
+        };
+        for i in 0..100_000u64 {
+            let max = if i == 77_777 {
+                5_000_000
+            } else {
+                10_000 + i % 100
+            };
+            d.add(i * 300_000_000_000, max, 8_000);
+        }
+        assert!(d.points.len() <= MAX_POINTS, "{}", d.points.len());
+        assert!(d.points.len() > MAX_POINTS / 4);
+        assert_eq!(d.points.iter().map(|p| p.1).max(), Some(5_000_000));
+        assert!(
+            d.points.windows(2).all(|w| w[0].0 < w[1].0),
+            "in time order"
+        );
+    }
+}

@@ -1,0 +1,235 @@
+//! `latencyd report`: the record's files over a range, summarized per CPU
+//! the way cyclictest ends a run — its `T:` lines (the same columns, so
+//! scripts that read cyclictest's summary read this), then comment lines
+//! with what the record adds — or as JSON in cyclictest's `--json` layout
+//! (`thread.N` with `cycles`, `min`, `avg`, `max` and a 1 µs `histogram`,
+//! which `latencyd plot` draws) with the range and what was skipped.
+//!
+//! The record's histograms keep 2 significant digits: quantiles and the
+//! histogram are within 1/128 of the true values; count, min, avg, max,
+//! missed and spikes are exact.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::process::ExitCode;
+
+use serde::Serialize;
+
+use crate::cli::ReportArgs;
+use crate::measure::text::format_summary_line;
+use crate::record::{Context, ReadReport, Summary, reader};
+use crate::stats::{REPORTED_QUANTILES, for_each_bin_us};
+use crate::units::{NS_PER_US, format_rfc3339_ms};
+
+pub fn main(args: &ReportArgs) -> ExitCode {
+    match run(args) {
+        Ok(text) => {
+            print!("{text}");
+            ExitCode::SUCCESS
+        }
+        Err(err) => {
+            eprintln!("latencyd report: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(args: &ReportArgs) -> Result<String, String> {
+    let files = reader::expand_inputs(&args.inputs)?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let (range, cpus) = reader::selection(&args.range, now)?;
+    let (summary, report) = reader::summarize(&files, range, cpus.as_deref())?;
+    if let Some(warning) = report.warning() {
+        eprintln!("latencyd report: warning: {warning}");
+    }
+    if summary.cpus.is_empty() {
+        return Err(format!(
+            "the record has no interval in this range ({} file(s) read)",
+            report.files
+        ));
+    }
+    Ok(if args.json {
+        json(&summary, &report, args.nsecs)
+    } else {
+        text(&summary, &report, args.nsecs)
+    })
+}
+
+/// The summary as text.
+pub fn text(summary: &Summary, report: &ReadReport, nsecs: bool) -> String {
+    let unit = if nsecs { 1 } else { NS_PER_US };
+    let unit_name = if nsecs { "ns" } else { "us" };
+    let context = report.context.clone().unwrap_or_default();
+    let (from, to) = summary.span_ns.unwrap_or((0, 0));
+    let mut out = format!(
+        "# latencyd record: {} to {}, {} interval(s) from {} file(s)\n",
+        format_rfc3339_ms(from),
+        format_rfc3339_ms(to),
+        report.entries,
+        report.files
+    );
+    if !context.host.is_empty() {
+        let _ = writeln!(
+            out,
+            "# {} Linux {}{}, {} priority {}",
+            context.host,
+            context.kernel,
+            if context.preempt_rt {
+                " PREEMPT_RT"
+            } else {
+                ""
+            },
+            context.policy,
+            context.priority
+        );
+    }
+    for (i, (_, stats)) in summary.cpus.iter().enumerate() {
+        out.push_str(&format_summary_line(
+            i,
+            0,
+            context.priority,
+            context.interval_ns,
+            stats,
+            nsecs,
+        ));
+        out.push('\n');
+    }
+    let names: Vec<&str> = REPORTED_QUANTILES.iter().map(|(_, n)| *n).collect();
+    let _ = writeln!(
+        out,
+        "# CPU, then {} ({unit_name}), missed periods, spikes:",
+        names.join(" ")
+    );
+    for (cpu, stats) in &summary.cpus {
+        let q: Vec<String> = REPORTED_QUANTILES
+            .iter()
+            .map(|(ppm, _)| (stats.quantile_ns(*ppm) / unit).to_string())
+            .collect();
+        let _ = writeln!(
+            out,
+            "# {cpu}: {} {} {}",
+            q.join(" "),
+            stats.missed,
+            stats.spikes
+        );
+    }
+    if let Some(warning) = report.warning() {
+        let _ = writeln!(out, "# Skipped: {warning}");
+    }
+    out
+}
+
+#[derive(Serialize)]
+struct JsonReport {
+    file_version: u32,
+    from: String,
+    to: String,
+    intervals: u64,
+    files: usize,
+    skipped_lines: u64,
+    torn_files: usize,
+    warning: Option<String>,
+    sysinfo: JsonSysinfo,
+    num_threads: usize,
+    resolution_in_ns: u8,
+    thread: BTreeMap<usize, JsonThread>,
+    latencyd: JsonLatencyd,
+}
+
+#[derive(Serialize)]
+struct JsonSysinfo {
+    nodename: String,
+    release: String,
+    realtime: u8,
+}
+
+#[derive(Serialize)]
+struct JsonThread {
+    /// 1 µs bins (1 ns with -N is not kept: the record's precision).
+    histogram: BTreeMap<u64, u64>,
+    cycles: u64,
+    min: u64,
+    max: u64,
+    avg: f64,
+    cpu: usize,
+    missed: u64,
+    overflows: u64,
+    spikes: u64,
+    quantiles: BTreeMap<&'static str, u64>,
+}
+
+#[derive(Serialize)]
+struct JsonLatencyd {
+    version: &'static str,
+    source: &'static str,
+    interval_ns: u64,
+    policy: String,
+    priority: i32,
+    unit: &'static str,
+}
+
+/// The summary as JSON (pretty, ending in a newline).
+pub fn json(summary: &Summary, report: &ReadReport, nsecs: bool) -> String {
+    let unit = if nsecs { 1 } else { NS_PER_US };
+    let context: Context = report.context.clone().unwrap_or_default();
+    let (from, to) = summary.span_ns.unwrap_or((0, 0));
+    let thread = summary
+        .cpus
+        .iter()
+        .enumerate()
+        .map(|(i, (cpu, s))| {
+            let mut histogram = BTreeMap::new();
+            for_each_bin_us(s, |us, count| {
+                let key = if nsecs { us * NS_PER_US } else { us };
+                *histogram.entry(key).or_insert(0) += count;
+            });
+            let thread = JsonThread {
+                histogram,
+                cycles: s.count,
+                min: s.min_ns() / unit,
+                max: s.max_ns / unit,
+                avg: (s.avg_ns() / unit as f64 * 100.0).round() / 100.0,
+                cpu: *cpu,
+                missed: s.missed,
+                overflows: s.hdr_overflows,
+                spikes: s.spikes,
+                quantiles: REPORTED_QUANTILES
+                    .iter()
+                    .map(|&(ppm, name)| (name, s.quantile_ns(ppm) / unit))
+                    .collect(),
+            };
+            (i, thread)
+        })
+        .collect();
+    let doc = JsonReport {
+        file_version: 1,
+        from: format_rfc3339_ms(from),
+        to: format_rfc3339_ms(to),
+        intervals: report.entries,
+        files: report.files,
+        skipped_lines: report.corrupt,
+        torn_files: report.torn.len(),
+        warning: report.warning(),
+        sysinfo: JsonSysinfo {
+            nodename: context.host.clone(),
+            release: context.kernel.clone(),
+            realtime: u8::from(context.preempt_rt),
+        },
+        num_threads: summary.cpus.len(),
+        resolution_in_ns: u8::from(nsecs),
+        thread,
+        latencyd: JsonLatencyd {
+            version: env!("CARGO_PKG_VERSION"),
+            source: "record",
+            interval_ns: context.interval_ns,
+            policy: context.policy,
+            priority: context.priority,
+            unit: if nsecs { "ns" } else { "us" },
+        },
+    };
+    let mut text = serde_json::to_string_pretty(&doc).expect("the JSON DTOs always serialize");
+    text.push('\n');
+    text
+}
