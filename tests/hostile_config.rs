@@ -302,6 +302,27 @@ fn cases() -> Vec<Case> {
         file("[log]\nlevel = \"verbose\"\n", "log.level", ""),
         file("[log]\nlevel = 3\n", "log.level", ""),
         file("[log]\nformat = \"xml\"\n", "log.format", "\"json\""),
+        // [forensics] and [record]
+        file(
+            "[forensics]\nthreshold = \"1h\"\n",
+            "forensics.threshold",
+            "between 1us and 10s",
+        ),
+        file(
+            "[record]\ninterval = \"250ms\"\n",
+            "record.interval",
+            "whole seconds",
+        ),
+        file(
+            "[record]\nenabled = \"sometimes\"\n",
+            "record.enabled",
+            "\"auto\"",
+        ),
+        file(
+            "[record]\ndir = \"relative/dir\"\n",
+            "record.dir",
+            "absolute path",
+        ),
         // Structure
         file("[measure]\nbogus = 1\n", "measure.bogus", "unknown key"),
         file("[bogus]\nx = 1\n", "bogus", "unknown"),
@@ -361,6 +382,18 @@ fn cases() -> Vec<Case> {
             "unknown key",
         ),
         env("LATENCYD_BOGUS", "1", "bogus", "unknown key"),
+        env(
+            "LATENCYD_RECORD__MAX_BYTES",
+            "10",
+            "record.max_bytes",
+            "at least 16384",
+        ),
+        env(
+            "LATENCYD_RECORD__RETENTION",
+            "5m",
+            "record.retention",
+            "at least 1h",
+        ),
         Case {
             via: Via::Env(
                 "LATENCYD_LOG__LEVEL",
