@@ -698,6 +698,58 @@ fn check_schema(doc: &Value, schema: &Value, value: &Value, at: &str) {
 }
 
 #[tokio::test]
+async fn metrics_are_gzipped_for_scrapers_that_accept_it() {
+    let app = app(state(true));
+    let (_, _, plain) = get(&app, "/metrics").await;
+    for (accept, gzipped) in [
+        ("gzip", true),
+        ("deflate, gzip;q=0.5", true),
+        ("gzip;q=0", false),
+        ("br", false),
+    ] {
+        let response = app
+            .clone()
+            .oneshot(
+                Request::builder()
+                    .uri("/metrics")
+                    .header("accept-encoding", accept)
+                    .body(Body::empty())
+                    .unwrap(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        let headers = response.headers().clone();
+        assert_eq!(headers["vary"], "Accept-Encoding");
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        let text = if gzipped {
+            assert_eq!(headers["content-encoding"], "gzip", "{accept}");
+            let mut text = String::new();
+            std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(&body[..]), &mut text)
+                .unwrap();
+            assert!(
+                body.len() * 3 < text.len(),
+                "{} of {}",
+                body.len(),
+                text.len()
+            );
+            text
+        } else {
+            assert!(headers.get("content-encoding").is_none(), "{accept}");
+            String::from_utf8(body.to_vec()).unwrap()
+        };
+        // The render-time histogram counts each scrape; the rest is equal.
+        let strip = |t: &str| {
+            t.lines()
+                .filter(|l| !l.starts_with("latencyd_metrics_render_duration_seconds"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        assert_eq!(strip(&text), strip(&plain), "{accept}");
+    }
+}
+
+#[tokio::test]
 async fn a_range_of_the_record_is_summed_per_cpu() {
     let dir = tempfile::tempdir().unwrap();
     let app = app(state_with_record(dir.path()));

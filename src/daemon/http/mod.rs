@@ -12,6 +12,7 @@
 //! - `server`: the accept loop and its limits; `webconfig`: TLS and basic
 //!   auth; `query`: query-string parsing; `error`: `ApiError`.
 
+pub mod encoding;
 mod error;
 mod query;
 pub mod server;
@@ -358,18 +359,38 @@ async fn status_page(State(app): State<AppState>, query: QueryPairs) -> Result<R
         .into_response())
 }
 
-async fn metrics_handler(State(app): State<AppState>) -> Result<Response, ApiError> {
+/// The exposition, gzipped when the scraper accepts it (compressed after
+/// the state's lock is released; the render-time histogram covers both).
+async fn metrics_handler(
+    State(app): State<AppState>,
+    headers: axum::http::HeaderMap,
+) -> Result<Response, ApiError> {
     let timer = app.counters.render_seconds.start_timer();
     let text = metrics::render(&app.registry).map_err(|e| ApiError::Internal(e.to_string()))?;
+    let accept = headers
+        .get(header::ACCEPT_ENCODING)
+        .and_then(|v| v.to_str().ok());
+    let content_type = (
+        header::CONTENT_TYPE,
+        "text/plain; version=0.0.4; charset=utf-8",
+    );
+    let response = if encoding::accepts_gzip(accept) {
+        let body = encoding::gzip(text.as_bytes())
+            .map_err(|e| ApiError::Internal(format!("compressing the metrics failed: {e}")))?;
+        (
+            [
+                content_type,
+                (header::CONTENT_ENCODING, "gzip"),
+                (header::VARY, "Accept-Encoding"),
+            ],
+            body,
+        )
+            .into_response()
+    } else {
+        ([content_type, (header::VARY, "Accept-Encoding")], text).into_response()
+    };
     timer.observe_duration();
-    Ok((
-        [(
-            header::CONTENT_TYPE,
-            "text/plain; version=0.0.4; charset=utf-8",
-        )],
-        text,
-    )
-        .into_response())
+    Ok(response)
 }
 
 async fn healthz(State(app): State<AppState>) -> Response {
