@@ -45,6 +45,28 @@ fn time_label(unix_s: f64, span_s: f64) -> String {
     }
 }
 
+/// A series cut where it has no data (the daemon stopped, a CPU was
+/// offline): a gap over three times the usual spacing of its points ends
+/// a line instead of bridging it.
+fn runs(points: &[(f64, f64, f64)]) -> Vec<&[(f64, f64, f64)]> {
+    let mut gaps: Vec<f64> = points.windows(2).map(|w| w[1].0 - w[0].0).collect();
+    if gaps.is_empty() {
+        return vec![points];
+    }
+    gaps.sort_by(f64::total_cmp);
+    let usual = gaps[gaps.len() / 2];
+    let mut runs = Vec::new();
+    let mut start = 0;
+    for i in 1..points.len() {
+        if points[i].0 - points[i - 1].0 > 3.0 * usual {
+            runs.push(&points[start..i]);
+            start = i;
+        }
+    }
+    runs.push(&points[start..]);
+    runs
+}
+
 fn draw<DB: DrawingBackend>(
     root: &DrawingArea<DB, plotters::coord::Shift>,
     plot: &TimePlot,
@@ -84,26 +106,32 @@ where
     for (i, series) in plot.series.iter().enumerate() {
         let color = Palette99::pick(i).to_rgba();
         let peak = series.points.iter().map(|p| p.1).fold(0.0, f64::max);
-        chart
-            .draw_series(LineSeries::new(
-                series.points.iter().map(|p| (p.0, p.1)),
-                color.stroke_width(2),
-            ))
-            .map_err(err)?
-            .label(format!("{} max (peak {peak:.0} µs)", series.label))
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
-            });
-        chart
-            .draw_series(LineSeries::new(
-                series.points.iter().map(|p| (p.0, p.2)),
-                color.mix(0.5).stroke_width(1),
-            ))
-            .map_err(err)?
-            .label(format!("{} p99.9", series.label))
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 20, y)], color.mix(0.5).stroke_width(1))
-            });
+        for (k, run) in runs(&series.points).into_iter().enumerate() {
+            let max = chart
+                .draw_series(LineSeries::new(
+                    run.iter().map(|p| (p.0, p.1)),
+                    color.stroke_width(2),
+                ))
+                .map_err(err)?;
+            if k == 0 {
+                max.label(format!("{} max (peak {peak:.0} µs)", series.label))
+                    .legend(move |(x, y)| {
+                        PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+                    });
+            }
+            let p999 = chart
+                .draw_series(LineSeries::new(
+                    run.iter().map(|p| (p.0, p.2)),
+                    color.mix(0.5).stroke_width(1),
+                ))
+                .map_err(err)?;
+            if k == 0 {
+                p999.label(format!("{} p99.9", series.label))
+                    .legend(move |(x, y)| {
+                        PathElement::new(vec![(x, y), (x + 20, y)], color.mix(0.5).stroke_width(1))
+                    });
+            }
+        }
     }
     chart
         .configure_series_labels()
@@ -114,4 +142,20 @@ where
         .draw()
         .map_err(err)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_gap_cuts_the_line() {
+        let points: Vec<(f64, f64, f64)> = [0.0, 10.0, 20.0, 30.0, 200.0, 210.0]
+            .iter()
+            .map(|t| (*t, 1.0, 1.0))
+            .collect();
+        let runs = runs(&points);
+        assert_eq!(runs.iter().map(|r| r.len()).collect::<Vec<_>>(), vec![4, 2]);
+        assert_eq!(super::runs(&points[..1]).len(), 1);
+    }
 }
