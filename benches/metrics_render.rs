@@ -57,7 +57,7 @@ fn synthetic_state(n_cpus: usize) -> MonitorState {
         cpus,
         non_rt_reasons: vec![],
         reload: ReloadRecord::started(now),
-        listen: "127.0.0.1:9479".parse().unwrap(),
+        listen: vec!["127.0.0.1:9479".parse().unwrap()],
         forensics: Default::default(),
         record: Default::default(),
     }

@@ -101,9 +101,18 @@ pub struct RunArgs {
     /// TOML configuration file (see config.example.toml).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// export.listen: address and port to serve on.
-    #[arg(long, value_name = "ADDR:PORT")]
-    pub listen: Option<String>,
+    /// export.listen: address and port to serve on; repeat for several
+    /// (default [::]:9479, dual-stack).
+    #[arg(
+        long = "web.listen-address",
+        visible_alias = "listen",
+        value_name = "ADDR:PORT",
+        action = ArgAction::Append
+    )]
+    pub listen: Vec<String>,
+    /// export.telemetry_path: the path of the metrics (default /metrics).
+    #[arg(long = "web.telemetry-path", value_name = "PATH")]
+    pub telemetry_path: Option<String>,
     /// measure.cpus: CPUs to sample ("all" or a list such as 0-3,8).
     #[arg(long, value_name = "LIST")]
     pub cpus: Option<String>,
@@ -118,10 +127,14 @@ pub struct RunArgs {
     #[arg(long = "web.config.file", value_name = "FILE")]
     pub web_config_file: Option<String>,
     /// log.level: error, warn, info, debug or trace.
-    #[arg(long, value_name = "LEVEL")]
+    #[arg(long = "log.level", visible_alias = "log-level", value_name = "LEVEL")]
     pub log_level: Option<String>,
     /// log.format: text or json.
-    #[arg(long, value_name = "FORMAT")]
+    #[arg(
+        long = "log.format",
+        visible_alias = "log-format",
+        value_name = "FORMAT"
+    )]
     pub log_format: Option<String>,
 }
 
@@ -130,8 +143,14 @@ impl RunArgs {
     /// The daemon layers them over the file and the environment
     /// (`config::Sources`).
     pub fn config_flags(&self) -> Vec<(&'static str, String, &'static str)> {
+        let listen = (!self.listen.is_empty()).then(|| self.listen.join(","));
         let flags = [
-            ("export.listen", &self.listen, "--listen"),
+            ("export.listen", &listen, "--web.listen-address"),
+            (
+                "export.telemetry_path",
+                &self.telemetry_path,
+                "--web.telemetry-path",
+            ),
             ("measure.cpus", &self.cpus, "--cpus"),
             ("measure.interval", &self.interval, "--interval"),
             ("measure.priority", &self.priority, "--priority"),
@@ -140,8 +159,8 @@ impl RunArgs {
                 &self.web_config_file,
                 "--web.config.file",
             ),
-            ("log.level", &self.log_level, "--log-level"),
-            ("log.format", &self.log_format, "--log-format"),
+            ("log.level", &self.log_level, "--log.level"),
+            ("log.format", &self.log_format, "--log.format"),
         ];
         flags
             .into_iter()

@@ -243,6 +243,70 @@ fn sighup_applies_live_keys_and_survives_a_broken_file() {
     assert!(reloaded_at > loaded_at, "{loaded_at} then {reloaded_at}");
 }
 
+/// Prometheus exporters' flags: repeated --web.listen-address gives one
+/// listener each, --web.telemetry-path moves the metrics, --log.level.
+#[test]
+fn exporter_flags_serve_several_addresses_and_a_telemetry_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = daemon_config(dir.path(), "", "", "");
+    let ipv6 = std::net::TcpListener::bind("[::1]:0").is_ok();
+    let second = if ipv6 { "[::1]:0" } else { "127.0.0.2:0" };
+    let daemon = Daemon::start(
+        latencyd()
+            .args(["run", "--config"])
+            .arg(config)
+            .args(["--web.listen-address", "127.0.0.1:0", "--listen", second])
+            .args([
+                "--web.telemetry-path",
+                "/probe/metrics",
+                "--log.level",
+                "debug",
+            ]),
+    );
+    let (status, body) = daemon.get("/api/v1/status");
+    assert_eq!(status, 200);
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let listen: Vec<std::net::SocketAddr> = v["listen"]
+        .as_str()
+        .unwrap()
+        .split(", ")
+        .map(|a| a.parse().unwrap())
+        .collect();
+    assert_eq!(listen.len(), 2, "{}", v["listen"]);
+    assert_eq!(listen[0], daemon.addr);
+    for addr in &listen {
+        let (status, body) = common::http_get(*addr, "/probe/metrics").unwrap();
+        assert_eq!(status, 200, "{addr}");
+        assert!(
+            body.contains("latencyd_wakeup_latency_max_seconds"),
+            "{addr}"
+        );
+        assert_eq!(
+            common::http_get(*addr, "/metrics").unwrap().0,
+            404,
+            "{addr}"
+        );
+    }
+    assert_eq!(v["config"]["log_level"], "debug");
+    assert_eq!(
+        v["config"]["sources"]["log.level"],
+        "command-line flag --log.level"
+    );
+    assert_eq!(
+        v["config"]["sources"]["export.listen"],
+        "command-line flag --web.listen-address"
+    );
+    // A telemetry path on one of latencyd's own routes is refused.
+    let output = latencyd()
+        .args(["check-config"])
+        .arg(dir.path().join("latencyd.toml"))
+        .env("LATENCYD_EXPORT__TELEMETRY_PATH", "/healthz")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(78));
+    assert!(stderr_of(&output).contains("one of latencyd's own routes"));
+}
+
 #[test]
 fn check_config_prints_the_effective_configuration_with_sources() {
     let dir = tempfile::tempdir().unwrap();
@@ -274,7 +338,7 @@ fn check_config_prints_the_effective_configuration_with_sources() {
         "{text}"
     );
     assert!(
-        line("listen = \"0.0.0.0:9479\"").ends_with("# built-in default"),
+        line("listen = \"[::]:9479\"").ends_with("# built-in default"),
         "{text}"
     );
 

@@ -93,7 +93,7 @@ fn state(per_cpu_histograms: bool) -> MonitorState {
             last_ok: false,
             last_success_ns: NOW_NS - 300 * S,
         },
-        listen: "127.0.0.1:9479".parse().unwrap(),
+        listen: vec!["127.0.0.1:9479".parse().unwrap()],
         forensics: journal(),
         record: Default::default(),
         config,

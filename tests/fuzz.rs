@@ -148,7 +148,7 @@ fn router() -> axum::Router {
         cpus: vec![latencyd::daemon::state::CpuView::new(0, &config, sampler)],
         non_rt_reasons: vec![],
         reload: latencyd::daemon::state::ReloadRecord::started(0),
-        listen: "127.0.0.1:9479".parse().unwrap(),
+        listen: vec!["127.0.0.1:9479".parse().unwrap()],
         forensics: Default::default(),
         record: Default::default(),
         config,

@@ -474,14 +474,14 @@ fn cases() -> Vec<Case> {
         flag("--interval", "abc", "measure.interval", ""),
         flag("--priority", "1000", "measure.priority", ""),
         flag("--cpus", "5-3", "measure.cpus", "backwards"),
-        flag("--listen", "nowhere", "export.listen", ""),
+        flag("--web.listen-address", "nowhere", "export.listen", ""),
         flag(
             "--web.config.file",
             "/nonexistent/web.yml",
             "export.web_config_file",
             "cannot read",
         ),
-        flag("--log-level", "loud", "log.level", ""),
+        flag("--log.level", "loud", "log.level", ""),
     ];
     // 65 buckets: one too many.
     let many: Vec<String> = (1..=65).map(|i| format!("\"{i}us\"")).collect();
@@ -579,7 +579,7 @@ fn every_hostile_value_exits_78_naming_source_and_key_before_any_thread() {
     let port = busy.local_addr().unwrap().port();
     let listen: &'static str =
         Box::leak(format!("[export]\nlisten = \"127.0.0.1:{port}\"\n").into_boxed_str());
-    cases.push(file(listen, "export.listen", "cannot listen there"));
+    cases.push(file(listen, "export.listen", "cannot listen on"));
     for (n, case) in cases.iter().enumerate() {
         let (code, stderr, clones) = run_case(case, dir.path(), n);
         let config = dir.path().join(format!("case{n}.toml"));

@@ -4,6 +4,8 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+use config::{Value, ValueKind};
+
 use super::{
     ConfigError, Effective, SectionReader, as_bool, as_cpu_selection, as_duration_list_ns,
     as_duration_ns, as_integer, as_string, key_error, quoted,
@@ -24,7 +26,11 @@ const MAX_HTTP_TIMEOUT_NS: u64 = 300 * NS_PER_SEC;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExportConfig {
-    pub listen: SocketAddr,
+    /// Where to serve, one listener each (`[::]` is dual-stack, and falls
+    /// back to `0.0.0.0` where IPv6 is off).
+    pub listen: Vec<SocketAddr>,
+    /// The path of the metrics (Prometheus exporters' `--web.telemetry-path`).
+    pub telemetry_path: String,
     /// The trailing window of `latencyd_wakeup_latency_window_max_seconds`,
     /// in whole seconds.
     pub max_window_ns: u64,
@@ -59,10 +65,45 @@ pub fn default_buckets_ns() -> Vec<u64> {
     buckets
 }
 
+/// Listen addresses: a TOML array of strings, or (from the environment, a
+/// flag, or a plain string) one comma-separated string. At least one, no
+/// repeats.
+fn as_listen_list(value: &Value) -> Result<Vec<SocketAddr>, String> {
+    let items: Vec<String> = match &value.kind {
+        ValueKind::Array(items) => items.iter().map(as_string).collect::<Result<_, _>>()?,
+        ValueKind::String(s) => s.split(',').map(|i| i.trim().to_string()).collect(),
+        _ => return Err("expected an address and port such as \"[::]:9479\"".to_string()),
+    };
+    let mut addrs: Vec<SocketAddr> = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        let addr = item.parse::<SocketAddr>().map_err(|_| {
+            format!(
+                "{}'{item}' is not an IP address and port such as \"[::]:9479\" (all \
+                 addresses, dual-stack), \"0.0.0.0:9479\" or \"127.0.0.1:9479\" (host names are \
+                 not resolved)",
+                if items.len() > 1 {
+                    format!("item {}: ", i + 1)
+                } else {
+                    String::new()
+                }
+            )
+        })?;
+        if addrs.contains(&addr) {
+            return Err(format!("{addr} is listed twice"));
+        }
+        addrs.push(addr);
+    }
+    if addrs.is_empty() {
+        return Err("give at least one address".to_string());
+    }
+    Ok(addrs)
+}
+
 impl ExportConfig {
     pub(super) fn read(r: &mut SectionReader<'_>) -> Result<ExportConfig, ConfigError> {
         r.only(&[
             "listen",
+            "telemetry_path",
             "max_window",
             "per_cpu_histograms",
             "buckets",
@@ -74,15 +115,38 @@ impl ExportConfig {
         ])?;
         let listen = r.read(
             "listen",
-            || SocketAddr::from(([0, 0, 0, 0], 9479)),
-            |v| {
-                as_string(v)?.parse::<SocketAddr>().map_err(|_| {
-                    "expected an IP address and port such as \"0.0.0.0:9479\", \
-                     \"127.0.0.1:9479\" or \"[::]:9479\" (host names are not resolved)"
-                        .to_string()
-                })
+            || vec![SocketAddr::from((std::net::Ipv6Addr::UNSPECIFIED, 9479))],
+            as_listen_list,
+            |addrs| {
+                quoted(
+                    &addrs
+                        .iter()
+                        .map(SocketAddr::to_string)
+                        .collect::<Vec<_>>()
+                        .join(","),
+                )
             },
-            |addr| quoted(&addr.to_string()),
+        )?;
+        let telemetry_path = r.read(
+            "telemetry_path",
+            || "/metrics".to_string(),
+            |v| {
+                let path = as_string(v)?;
+                let taken = ["/", "/plot.svg", "/healthz", "/api"];
+                if !path.starts_with('/') || path.len() < 2 || path.contains(['?', '#', ' ', '{', '}']) {
+                    Err("must be a path such as \"/metrics\": a '/' then characters other than \
+                         '?', '#', spaces and braces"
+                        .to_string())
+                } else if taken.contains(&path.as_str()) || path.starts_with("/api/") {
+                    Err(format!(
+                        "{path} is one of latencyd's own routes (/, /plot.svg, /healthz, /api/...); \
+                         choose another"
+                    ))
+                } else {
+                    Ok(path)
+                }
+            },
+            |p| quoted(p),
         )?;
         let max_window_ns = r.read(
             "max_window",
@@ -182,6 +246,7 @@ impl ExportConfig {
         )?;
         Ok(ExportConfig {
             listen,
+            telemetry_path,
             max_window_ns,
             per_cpu_histograms,
             buckets_ns,

@@ -42,7 +42,11 @@ fn defaults_need_no_file() {
         (Policy::Fifo, 80)
     );
     assert!(config.realtime.required);
-    assert_eq!(config.export.listen.to_string(), "0.0.0.0:9479");
+    assert_eq!(
+        config.export.listen,
+        vec!["[::]:9479".parse::<std::net::SocketAddr>().unwrap()]
+    );
+    assert_eq!(config.export.telemetry_path, "/metrics");
     assert_eq!(config.export.buckets_ns.len(), 19);
     assert_eq!(config.export.buckets_ns[0], NS_PER_US);
     assert!(
@@ -51,7 +55,7 @@ fn defaults_need_no_file() {
             .values()
             .all(|e| e.source == "built-in default")
     );
-    assert_eq!(config.effective.len(), 33, "every key is listed");
+    assert_eq!(config.effective.len(), 34, "every key is listed");
     assert_eq!(config.record.enabled, super::record::Switch::Auto);
     if std::env::var_os("STATE_DIRECTORY").is_none() {
         assert!(!config.record.on(), "no state directory, no record");

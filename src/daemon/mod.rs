@@ -25,6 +25,7 @@
 mod collector;
 mod error;
 mod event_loop;
+mod listen;
 mod logging;
 mod notify;
 mod reload;

@@ -105,31 +105,35 @@ fn run(args: &RunArgs) -> Result<ExitCode, StartupError> {
     let security = web_security(&config)?;
     // Bound before any thread starts, so a port in use fails like any other
     // configuration error.
-    let listener = TcpListener::bind(config.export.listen)
-        .and_then(|l| {
-            l.set_nonblocking(true)?;
-            Ok(l)
-        })
-        .map_err(|err| {
+    let mut listeners = Vec::new();
+    let mut fallbacks = Vec::new();
+    for addr in &config.export.listen {
+        let bound = super::listen::bind(*addr).map_err(|err| {
             config::key_error(
                 &config.effective,
                 "export.listen",
-                format!("cannot listen there: {err}"),
+                format!("cannot listen on {addr}: {err}"),
             )
         })?;
+        listeners.push(bound.listener);
+        fallbacks.extend(bound.fallback);
+    }
     let log_level = logging::init(&config.log).map_err(StartupError::Logging)?;
+    for fallback in fallbacks {
+        warn!("{fallback}");
+    }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|err| StartupError::Failure(format!("cannot start the async runtime: {err}")))?;
-    runtime.block_on(serve(config, host, sources, listener, security, log_level))
+    runtime.block_on(serve(config, host, sources, listeners, security, log_level))
 }
 
 async fn serve(
     config: Config,
     host: HostInfo,
     sources: Sources,
-    listener: TcpListener,
+    listeners: Vec<TcpListener>,
     security: Security,
     log_level: logging::LevelHandle,
 ) -> Result<ExitCode, StartupError> {
@@ -182,9 +186,16 @@ async fn serve(
         info!("exporter pinned to CPUs {}", format_cpu_list(cpus));
     }
 
-    let listener = tokio::net::TcpListener::from_std(listener)
-        .map_err(|err| StartupError::Failure(format!("cannot use the listening socket: {err}")))?;
-    let listen = listener.local_addr().unwrap_or(config.export.listen);
+    let listeners = listeners
+        .into_iter()
+        .map(tokio::net::TcpListener::from_std)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|err| StartupError::Failure(format!("cannot use a listening socket: {err}")))?;
+    let listen: Vec<std::net::SocketAddr> = listeners
+        .iter()
+        .zip(&config.export.listen)
+        .map(|(l, configured)| l.local_addr().unwrap_or(*configured))
+        .collect();
     let cpus: Vec<usize> = engine.slots.iter().map(|slot| slot.cpu).collect();
     let interval_ns = config.measure.interval_ns;
     let limits = server::Limits {
@@ -193,7 +204,7 @@ async fn serve(
         request_timeout: Duration::from_nanos(config.export.request_timeout_ns),
     };
     let summary = format!(
-        "sampling CPUs {} every {} ({}), serving {}://{listen} ({})",
+        "sampling CPUs {} every {} ({}), serving {} ({})",
         format_cpu_list(&cpus),
         format_duration_ns(interval_ns),
         if engine.non_rt_reasons.is_empty() {
@@ -201,10 +212,17 @@ async fn serve(
         } else {
             "NOT real-time"
         },
-        if security.tls.is_some() {
-            "https"
-        } else {
-            "http"
+        {
+            let scheme = if security.tls.is_some() {
+                "https"
+            } else {
+                "http"
+            };
+            listen
+                .iter()
+                .map(|addr| format!("{scheme}://{addr}"))
+                .collect::<Vec<_>>()
+                .join(", ")
         },
         security.describe(),
     );
@@ -250,7 +268,7 @@ async fn serve(
     let refused = app.counters.refused_connections.clone();
     let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
     let server = tokio::spawn(server::serve(
-        listener,
+        listeners,
         http::router(app),
         Arc::clone(&security),
         limits,

@@ -71,7 +71,7 @@ mod tests {
 
     #[test]
     fn gzip_round_trips() {
-        let text = "latencyd_samples_total{cpu=\"0\"} 1\n".repeat(1000);
+        let text = "latencyd_spikes_total{cpu=\"0\"} 1\n".repeat(1000);
         let packed = gzip(text.as_bytes()).unwrap();
         assert!(packed.len() < text.len() / 10);
         let mut unpacked = String::new();

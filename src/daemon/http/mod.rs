@@ -163,11 +163,14 @@ pub const ROUTES: &[&str] = &[
 /// The OpenAPI 3.1 description of the routes.
 pub const OPENAPI: &str = include_str!("openapi.json");
 
+/// The routes; the metrics are served at `export.telemetry_path`
+/// (`/metrics` unless configured).
 pub fn router(app: AppState) -> Router {
+    let telemetry_path = app.lock().config.export.telemetry_path.clone();
     Router::new()
         .route("/", get(status_page))
         .route("/plot.svg", get(plot_svg))
-        .route("/metrics", get(metrics_handler))
+        .route(&telemetry_path, get(metrics_handler))
         .route("/healthz", get(healthz))
         .route("/api/v1/status", get(status))
         .route("/api/v1/latency", get(latency_all))

@@ -60,7 +60,7 @@ const SHUTDOWN_GRACE: Duration = Duration::from_millis(500);
 /// Accepts and serves connections until `shutdown` turns true, then lets
 /// in-flight requests finish (for at most `SHUTDOWN_GRACE`).
 pub async fn serve(
-    listener: TcpListener,
+    listeners: Vec<TcpListener>,
     router: Router,
     security: SharedSecurity,
     limits: Limits,
@@ -69,19 +69,43 @@ pub async fn serve(
 ) {
     let slots = Arc::new(Semaphore::new(limits.max_connections));
     let mut connections = JoinSet::new();
+    // Each listener accepts on its own task; the connections meet here,
+    // under one connection limit.
+    let (accepted_tx, mut accepted) = tokio::sync::mpsc::channel::<TcpStream>(64);
+    let mut acceptors = JoinSet::new();
+    for listener in listeners {
+        let sender = accepted_tx.clone();
+        let mut stop = shutdown.clone();
+        acceptors.spawn(async move {
+            loop {
+                tokio::select! {
+                    biased;
+                    _ = stop.changed() => break,
+                    result = listener.accept() => match result {
+                        Ok((stream, _peer)) => {
+                            if sender.send(stream).await.is_err() {
+                                break;
+                            }
+                        }
+                        Err(err) => {
+                            // Out of file descriptors and the like: not the
+                            // client's fault and not fatal; try again shortly.
+                            warn!("accepting a connection failed: {err}");
+                            tokio::time::sleep(Duration::from_millis(50)).await;
+                        }
+                    },
+                }
+            }
+        });
+    }
+    drop(accepted_tx);
     loop {
         let stream = tokio::select! {
             biased;
             _ = shutdown.changed() => break,
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _peer)) => stream,
-                Err(err) => {
-                    // Out of file descriptors and the like: not the
-                    // client's fault and not fatal; try again shortly.
-                    warn!("accepting a connection failed: {err}");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
+            stream = accepted.recv() => match stream {
+                Some(stream) => stream,
+                None => break,
             },
         };
         while connections.try_join_next().is_some() {}
@@ -100,7 +124,9 @@ pub async fn serve(
             connection(stream, router, security, limits, shutdown).await;
         });
     }
-    drop(listener);
+    // The listeners close with their tasks: new connections are refused.
+    acceptors.shutdown().await;
+    drop(accepted);
     let drain = async { while connections.join_next().await.is_some() {} };
     if tokio::time::timeout(SHUTDOWN_GRACE, drain).await.is_err() {
         debug!("closing connections still open after {SHUTDOWN_GRACE:?}");

@@ -56,6 +56,15 @@ pub struct StatusBody {
     record: RecordBody,
 }
 
+/// Listen addresses as one string, comma-separated.
+fn join_addrs(addrs: &[std::net::SocketAddr]) -> String {
+    addrs
+        .iter()
+        .map(std::net::SocketAddr::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// Whether the on-disk record is written, where, and how it goes.
 #[derive(Serialize)]
 pub struct RecordBody {
@@ -229,7 +238,7 @@ pub fn status(s: &MonitorState, now_ns: u64) -> StatusBody {
         healthy: s.health(now).healthy,
         realtime: s.cpus.iter().all(|v| v.sampler.realtime),
         non_rt_reasons: s.non_rt_reasons.clone(),
-        listen: s.listen.to_string(),
+        listen: join_addrs(&s.listen),
         reload_failures: s.reload.failures,
         host: HostBody {
             nodename: host.uname.nodename.clone(),
@@ -247,7 +256,7 @@ pub fn status(s: &MonitorState, now_ns: u64) -> StatusBody {
             spike_threshold_ns: c.measure.spike_threshold_ns,
             pm_qos: c.measure.pm_qos,
             realtime_required: c.realtime.required,
-            listen: c.export.listen.to_string(),
+            listen: join_addrs(&c.export.listen),
             max_window_ns: c.export.max_window_ns,
             per_cpu_histograms: c.export.per_cpu_histograms,
             buckets_ns: c.export.buckets_ns.clone(),

@@ -126,8 +126,8 @@ pub struct MonitorState {
     /// Why results are not real-time (empty when they are).
     pub non_rt_reasons: Vec<String>,
     pub reload: ReloadRecord,
-    /// The listener's actual address (the configured port may be 0).
-    pub listen: std::net::SocketAddr,
+    /// The listeners' actual addresses (a configured port may be 0).
+    pub listen: Vec<std::net::SocketAddr>,
     /// What spike forensics found and whether it runs (locked on its
     /// own, briefly, by the recorder thread and by readers).
     pub forensics: std::sync::Arc<crate::forensics::Journal>,
