@@ -160,18 +160,21 @@ impl LogWriter {
             encode_entry(entry, &mut text);
         }
         let open = self.current.as_mut().expect("opened above");
-        if let Err(err) = open.file.write_all(text.as_bytes()) {
-            // Cut a partial interval back off; if even that fails, start a
-            // new file next time rather than append after a torn line.
+        let written = open
+            .file
+            .write_all(text.as_bytes())
+            .map_err(|e| ("write", e))
+            .and_then(|()| open.file.sync_data().map_err(|e| ("sync", e)));
+        if let Err((what, err)) = written {
+            // Cut the interval back off (it is tried again whole, and must
+            // not be there twice); if even that fails, start a new file
+            // next time rather than append after a torn line.
             let cut = open.file.set_len(open.bytes);
             let path = open.path.display().to_string();
             if cut.is_err() {
                 self.current = None;
             }
-            return Err(format!("cannot write {path}: {err}"));
-        }
-        if let Err(err) = open.file.sync_data() {
-            return Err(format!("cannot sync {}: {err}", open.path.display()));
+            return Err(format!("cannot {what} {path}: {err}"));
         }
         open.bytes += text.len() as u64;
         let removed = self.prune(now_ns);
