@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use criterion::{Criterion, criterion_group, criterion_main};
 use latencyd::config::Config;
 use latencyd::daemon::http::encoding;
-use latencyd::daemon::render::metrics;
+use latencyd::daemon::render::{metrics, protobuf};
 use latencyd::daemon::state::{CpuView, MonitorState, ReloadRecord, SamplerView};
 use latencyd::host::HostInfo;
 use latencyd::rt::sys::{self, Policy};
@@ -80,7 +80,18 @@ fn render(c: &mut Criterion) {
             );
         }
         let state = Arc::new(Mutex::new(synthetic_state(n_cpus)));
-        let registry = metrics::registry(state, true, metrics::SYSTEM_CLOCKS);
+        let registry = metrics::registry(Arc::clone(&state), true, metrics::SYSTEM_CLOCKS);
+        // The protobuf exposition with native buckets, as the handler builds it.
+        let proto = || {
+            let families = registry.gather();
+            let natives = metrics::latency_natives(&state.lock().unwrap());
+            protobuf::encode(&families, metrics::LATENCY_HISTOGRAM, &natives)
+        };
+        eprintln!(
+            "metrics_render: {n_cpus} CPUs protobuf with native buckets {} bytes",
+            proto().len()
+        );
+        group.bench_function(format!("{n_cpus}_cpus_protobuf"), |b| b.iter(proto));
         let text = metrics::render(&registry).unwrap();
         let packed = encoding::gzip(text.as_bytes()).unwrap();
         eprintln!(

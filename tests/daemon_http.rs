@@ -720,7 +720,7 @@ async fn metrics_are_gzipped_for_scrapers_that_accept_it() {
             .unwrap();
         assert_eq!(response.status(), StatusCode::OK);
         let headers = response.headers().clone();
-        assert_eq!(headers["vary"], "Accept-Encoding");
+        assert_eq!(headers["vary"], "Accept, Accept-Encoding");
         let body = response.into_body().collect().await.unwrap().to_bytes();
         let text = if gzipped {
             assert_eq!(headers["content-encoding"], "gzip", "{accept}");

@@ -48,6 +48,16 @@ impl Prometheus {
     /// Starts Prometheus in `dir` scraping `target` (as job `job`) every
     /// second with the shipped rules, and waits until it is ready.
     pub fn start(dir: &Path, job: &str, target: SocketAddr) -> Prometheus {
+        Prometheus::start_with_flags(dir, job, target, &[])
+    }
+
+    /// `start` with further command-line flags (e.g. feature flags).
+    pub fn start_with_flags(
+        dir: &Path,
+        job: &str,
+        target: SocketAddr,
+        flags: &[&str],
+    ) -> Prometheus {
         require_tool("prometheus", "--version", "prometheus");
         std::fs::write(dir.join("rules.yml"), shipped_rules_every_second()).unwrap();
         let config = format!(
@@ -68,6 +78,7 @@ impl Prometheus {
                 ))
                 .arg(format!("--web.listen-address={addr}"))
                 .arg("--log.level=warn")
+                .args(flags)
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .spawn()

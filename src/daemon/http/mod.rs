@@ -36,7 +36,7 @@ pub use query::{parse_range, parse_window};
 use webconfig::Security;
 
 use super::render::page::{self, Snapshot};
-use super::render::{json, metrics};
+use super::render::{json, metrics, protobuf};
 use super::state::MonitorState;
 use crate::cpulist::format_cpu_list;
 use crate::forensics;
@@ -362,35 +362,63 @@ async fn status_page(State(app): State<AppState>, query: QueryPairs) -> Result<R
         .into_response())
 }
 
-/// The exposition, gzipped when the scraper accepts it (compressed after
-/// the state's lock is released; the render-time histogram covers both).
+/// The exposition: Prometheus' protobuf format when the scraper asks for
+/// it (the only one that carries the native histogram), text otherwise;
+/// gzipped when the scraper accepts it. Compressing and encoding happen
+/// after the state's lock is released; the render-time histogram covers
+/// both.
 async fn metrics_handler(
     State(app): State<AppState>,
     headers: axum::http::HeaderMap,
 ) -> Result<Response, ApiError> {
     let timer = app.counters.render_seconds.start_timer();
-    let text = metrics::render(&app.registry).map_err(|e| ApiError::Internal(e.to_string()))?;
-    let accept = headers
-        .get(header::ACCEPT_ENCODING)
-        .and_then(|v| v.to_str().ok());
-    let content_type = (
-        header::CONTENT_TYPE,
-        "text/plain; version=0.0.4; charset=utf-8",
-    );
-    let response = if encoding::accepts_gzip(accept) {
-        let body = encoding::gzip(text.as_bytes())
+    let header_text = |name| headers.get(name).and_then(|v| v.to_str().ok());
+    let (body, content_type) = if protobuf::wanted(header_text(header::ACCEPT)) {
+        let mut families = app.registry.gather();
+        // The latency histogram again, classic and native buckets from one
+        // look at the state, so its counts agree with each other.
+        let (histograms, natives) = {
+            let s = app.lock();
+            (
+                metrics::latency_histograms(&s),
+                metrics::latency_natives(&s),
+            )
+        };
+        for family in &mut families {
+            if family.name() == metrics::LATENCY_HISTOGRAM {
+                family.set_metric(histograms.clone());
+            }
+        }
+        let body = protobuf::encode(&families, metrics::LATENCY_HISTOGRAM, &natives);
+        (body, protobuf::CONTENT_TYPE)
+    } else {
+        let text = metrics::render(&app.registry).map_err(|e| ApiError::Internal(e.to_string()))?;
+        (
+            text.into_bytes(),
+            "text/plain; version=0.0.4; charset=utf-8",
+        )
+    };
+    let response = if encoding::accepts_gzip(header_text(header::ACCEPT_ENCODING)) {
+        let body = encoding::gzip(&body)
             .map_err(|e| ApiError::Internal(format!("compressing the metrics failed: {e}")))?;
         (
             [
-                content_type,
+                (header::CONTENT_TYPE, content_type),
                 (header::CONTENT_ENCODING, "gzip"),
-                (header::VARY, "Accept-Encoding"),
+                (header::VARY, "Accept, Accept-Encoding"),
             ],
             body,
         )
             .into_response()
     } else {
-        ([content_type, (header::VARY, "Accept-Encoding")], text).into_response()
+        (
+            [
+                (header::CONTENT_TYPE, content_type),
+                (header::VARY, "Accept, Accept-Encoding"),
+            ],
+            body,
+        )
+            .into_response()
     };
     timer.observe_duration();
     Ok(response)

@@ -315,11 +315,61 @@ fn histogram(labels: Vec<LabelPair>, buckets: &BucketCounts, count: u64, sum_ns:
     m
 }
 
+/// The latency histogram's name (with native buckets in the protobuf
+/// exposition).
+pub const LATENCY_HISTOGRAM: &str = "latencyd_wakeup_latency_seconds";
+
+/// The metrics of `latencyd_wakeup_latency_seconds`: one per CPU, or one
+/// summed over CPUs (`export.per_cpu_histograms`).
+pub fn latency_histograms(state: &MonitorState) -> Vec<Metric> {
+    if state.config.export.per_cpu_histograms {
+        return state
+            .cpus
+            .iter()
+            .map(|v| {
+                histogram(
+                    vec![label("cpu", &v.cpu.to_string())],
+                    &v.buckets,
+                    v.lifetime.count,
+                    v.lifetime.sum_ns,
+                )
+            })
+            .collect();
+    }
+    let mut all = BucketCounts::new(&state.config.export.buckets_ns);
+    let (mut count, mut sum_ns) = (0, 0);
+    for view in &state.cpus {
+        all.merge(&view.buckets);
+        count += view.lifetime.count;
+        sum_ns += view.lifetime.sum_ns;
+    }
+    vec![histogram(vec![], &all, count, sum_ns)]
+}
+
+/// The native buckets matching `latency_histograms`, keyed by the `cpu`
+/// label (`None` for the sum over CPUs).
+pub fn latency_natives(
+    state: &MonitorState,
+) -> std::collections::BTreeMap<Option<String>, super::native::Native> {
+    if state.config.export.per_cpu_histograms {
+        state
+            .cpus
+            .iter()
+            .map(|v| (Some(v.cpu.to_string()), super::native::of(&v.lifetime)))
+            .collect()
+    } else {
+        std::iter::once((
+            None,
+            super::native::of_all(state.cpus.iter().map(|v| &v.lifetime)),
+        ))
+        .collect()
+    }
+}
+
 /// The metric families for `state` at `now`.
 pub fn families(state: &MonitorState, now: Now) -> Vec<MetricFamily> {
     let now_ns = now.monotonic_ns;
     let cpu = |c: usize| vec![label("cpu", &c.to_string())];
-    let per_cpu_histograms = state.config.export.per_cpu_histograms;
     let forensics = state.forensics.lock();
     let record = state
         .record
@@ -329,21 +379,7 @@ pub fn families(state: &MonitorState, now: Now) -> Vec<MetricFamily> {
     let mut out = Vec::with_capacity(FAMILIES.len());
     for (name, help, kind, _) in FAMILIES {
         let metrics: Vec<Metric> = match *name {
-            "latencyd_wakeup_latency_seconds" if per_cpu_histograms => state
-                .cpus
-                .iter()
-                .map(|v| histogram(cpu(v.cpu), &v.buckets, v.lifetime.count, v.lifetime.sum_ns))
-                .collect(),
-            "latencyd_wakeup_latency_seconds" => {
-                let mut all = BucketCounts::new(&state.config.export.buckets_ns);
-                let (mut count, mut sum_ns) = (0, 0);
-                for view in &state.cpus {
-                    all.merge(&view.buckets);
-                    count += view.lifetime.count;
-                    sum_ns += view.lifetime.sum_ns;
-                }
-                vec![histogram(vec![], &all, count, sum_ns)]
-            }
+            "latencyd_wakeup_latency_seconds" => latency_histograms(state),
             "latencyd_wakeup_latency_max_seconds" => state
                 .cpus
                 .iter()

@@ -7,4 +7,6 @@
 
 pub mod json;
 pub mod metrics;
+pub mod native;
 pub mod page;
+pub mod protobuf;
