@@ -750,6 +750,72 @@ async fn metrics_are_gzipped_for_scrapers_that_accept_it() {
 }
 
 #[tokio::test]
+async fn the_protobuf_exposition_carries_native_buckets_that_add_up() {
+    use latencyd::daemon::render::protobuf::MetricFamily;
+    use prost::Message;
+    let app = app(state(true));
+    let response = app
+        .clone()
+        .oneshot(
+            Request::builder()
+                .uri("/metrics")
+                .header(
+                    "accept",
+                    "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;\
+                     encoding=delimited;q=0.7,text/plain;version=0.0.4;q=0.3,*/*;q=0.2",
+                )
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert!(
+        response.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("application/vnd.google.protobuf")
+    );
+    let mut body = response.into_body().collect().await.unwrap().to_bytes();
+    let (_, _, text) = get(&app, "/metrics").await;
+    let mut names = Vec::new();
+    while !body.is_empty() {
+        let family = MetricFamily::decode_length_delimited(&mut body).unwrap();
+        let name = family.name.clone().unwrap();
+        assert!(
+            text.contains(&format!("# TYPE {name} ")),
+            "{name} is in the text too"
+        );
+        if name == "latencyd_wakeup_latency_seconds" {
+            assert_eq!(family.metric.len(), 2, "one per CPU");
+            for metric in &family.metric {
+                let h = metric.histogram.as_ref().unwrap();
+                assert_eq!(h.schema, Some(8));
+                assert!(!h.bucket.is_empty(), "the classic buckets stay");
+                let mut running = 0i64;
+                let total: i64 = h
+                    .positive_delta
+                    .iter()
+                    .map(|d| {
+                        running += d;
+                        running
+                    })
+                    .sum();
+                assert_eq!(
+                    total as u64,
+                    h.sample_count.unwrap(),
+                    "native counts add up"
+                );
+                let spans: u32 = h.positive_span.iter().map(|s| s.length.unwrap()).sum();
+                assert_eq!(spans as usize, h.positive_delta.len());
+            }
+        }
+        names.push(name);
+    }
+    assert!(names.len() > 10, "{names:?}");
+}
+
+#[tokio::test]
 async fn a_range_of_the_record_is_summed_per_cpu() {
     let dir = tempfile::tempdir().unwrap();
     let app = app(state_with_record(dir.path()));
