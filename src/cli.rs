@@ -288,6 +288,15 @@ pub struct MeasureArgs {
     #[arg(long)]
     pub forensics: bool,
 
+    /// The lateness --forensics captures (a bare number is microseconds).
+    #[arg(
+        long = "forensics-threshold",
+        value_name = "TIME",
+        default_value = "500us",
+        allow_hyphen_values = true
+    )]
+    pub forensics_threshold: String,
+
     /// Also write every CPU's histogram of every --log-interval to FILE in
     /// HdrHistogram's interval log format (.hlog), as the daemon's record
     /// does; `latencyd report` and `latencyd plot` read it.
@@ -298,15 +307,6 @@ pub struct MeasureArgs {
     /// seconds).
     #[arg(long = "log-interval", value_name = "TIME", default_value = "1s")]
     pub log_interval: String,
-
-    /// The lateness --forensics captures (a bare number is microseconds).
-    #[arg(
-        long = "forensics-threshold",
-        value_name = "TIME",
-        default_value = "500us",
-        allow_hyphen_values = true
-    )]
-    pub forensics_threshold: String,
 
     /// Hold /dev/cpu_dma_latency at this many microseconds while running,
     /// keeping CPUs out of deeper idle states (cyclictest holds 0 unless

@@ -36,9 +36,7 @@ pub fn main(args: &ReportArgs) -> ExitCode {
 
 fn run(args: &ReportArgs) -> Result<String, String> {
     let files = reader::expand_inputs(&args.inputs)?;
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64);
+    let now = crate::units::unix_now_ns();
     let (range, cpus) = reader::selection(&args.range, now)?;
     let (summary, report) = reader::summarize(&files, range, cpus.as_deref())?;
     if let Some(warning) = report.warning() {

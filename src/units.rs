@@ -117,6 +117,13 @@ pub fn format_duration_ns(ns: u64) -> String {
     unreachable!("every integer is a whole number of nanoseconds")
 }
 
+/// The wall clock as ns since the Unix epoch (0 before it).
+pub fn unix_now_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+}
+
 /// Converts days since 1970-01-01 to a (year, month, day) date in the
 /// proleptic Gregorian calendar (Howard Hinnant's civil_from_days).
 pub fn civil_from_days(days: u64) -> (u64, u64, u64) {

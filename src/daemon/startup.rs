@@ -17,7 +17,7 @@ use super::http::webconfig::{self, Security};
 use super::http::{self, server};
 use super::logging;
 use super::notify;
-use super::render::metrics::{SYSTEM_CLOCKS, system_unix_ns};
+use super::render::metrics::SYSTEM_CLOCKS;
 use super::state::{CpuView, MonitorState, ReloadRecord, SamplerView};
 use crate::cli::RunArgs;
 use crate::config::{self, Config, ConfigError, Sources};
@@ -30,7 +30,7 @@ use crate::rt::sampler::LoopPlan;
 use crate::rt::sys::{self, CpuDmaLatencyHold};
 use crate::sampling::CpuSelection;
 use crate::stats::LatencyStats;
-use crate::units::{NS_PER_MS, format_duration_ns};
+use crate::units::{NS_PER_MS, format_duration_ns, unix_now_ns};
 
 /// Samplers hand over their interval at every multiple of 200 ms of
 /// `CLOCK_MONOTONIC`. With the collector's 100 ms tick just after those
@@ -283,7 +283,7 @@ async fn serve(
     info!("{summary}");
     notify::ready(&summary);
 
-    let mut collector = super::collector::Collector::new(recorder, record, system_unix_ns);
+    let mut collector = super::collector::Collector::new(recorder, record, unix_now_ns);
     let reload = super::reload::Reload {
         sources,
         log_level,
@@ -317,7 +317,7 @@ async fn serve(
         });
         // The interval in progress is written with its true length.
         if let Some((mut accumulator, mut keeper)) = record {
-            if let Some(batch) = accumulator.take(system_unix_ns(), true) {
+            if let Some(batch) = accumulator.take(unix_now_ns(), true) {
                 keeper.submit(batch);
             }
             keeper.stop();
@@ -359,15 +359,13 @@ fn start_record(config: &Config, host: &HostInfo) -> Option<(Accumulator, Keeper
         );
         return None;
     }
-    let context = Context {
-        host: host.uname.nodename.clone(),
-        kernel: host.uname.release.clone(),
-        preempt_rt: host.preempt_rt,
-        interval_ns: config.measure.interval_ns,
-        policy: config.measure.policy.name().to_string(),
-        priority: config.measure.priority,
-    };
-    match Keeper::start(r.settings(), context, system_unix_ns) {
+    let context = Context::of(
+        host,
+        config.measure.interval_ns,
+        config.measure.policy.name(),
+        config.measure.priority,
+    );
+    match Keeper::start(r.settings(), context, unix_now_ns) {
         Ok(keeper) => {
             info!(
                 "record: every {} into {} (retention {}, at most {} bytes)",
@@ -379,7 +377,7 @@ fn start_record(config: &Config, host: &HostInfo) -> Option<(Accumulator, Keeper
             let accumulator = Accumulator::new(
                 r.interval_ns,
                 config.measure.spike_threshold_ns,
-                system_unix_ns(),
+                unix_now_ns(),
             );
             Some((accumulator, keeper))
         }

@@ -25,7 +25,7 @@ use crate::rt::engine::{DEFAULT_START_TIMEOUT, Engine, EngineSpec};
 use crate::rt::sampler::LoopEndReason;
 use crate::rt::sys::{self, CpuDmaLatencyHold, Policy};
 use crate::stats::{LatencyStats, LinearHistogram};
-use crate::units::NS_PER_MS;
+use crate::units::{NS_PER_MS, unix_now_ns};
 
 pub fn run(options: &MeasureOptions, host: &HostInfo, cmdline: String) -> anyhow::Result<ExitCode> {
     let stop = Arc::new(AtomicBool::new(false));
@@ -283,12 +283,6 @@ struct MeasureLog {
     failed: bool,
 }
 
-fn unix_now_ns() -> u64 {
-    SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64)
-}
-
 impl MeasureLog {
     fn create(
         path: &Path,
@@ -298,14 +292,12 @@ impl MeasureLog {
     ) -> anyhow::Result<MeasureLog> {
         std::fs::File::create(path)
             .with_context(|| format!("--log: cannot create {}", path.display()))?;
-        let context = RecordContext {
-            host: host.uname.nodename.clone(),
-            kernel: host.uname.release.clone(),
-            preempt_rt: host.preempt_rt,
-            interval_ns: options.interval_ns,
-            policy: options.policy.name().to_string(),
-            priority: options.priority,
-        };
+        let context = RecordContext::of(
+            host,
+            options.interval_ns,
+            options.policy.name(),
+            options.priority,
+        );
         Ok(MeasureLog {
             accumulator: Accumulator::new(interval_ns, options.spike_threshold_ns, unix_now_ns()),
             writer: LogWriter::new(Target::File(path.to_path_buf())).with_context(context),

@@ -162,9 +162,7 @@ fn run(args: &crate::cli::PlotArgs) -> Result<(), PlotError> {
         return write(&data, &args.output);
     }
     let files = reader::expand_inputs(&args.inputs).map_err(input)?;
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64);
+    let now = crate::units::unix_now_ns();
     let (range, cpus) = reader::selection(&args.range, now).map_err(input)?;
     let report = if args.over_time {
         let (plot, report) = history::over_time(&files, range, cpus.as_deref())?;

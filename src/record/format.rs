@@ -37,6 +37,23 @@ pub struct Context {
 }
 
 impl Context {
+    /// What a sampler set of this host and these settings measures.
+    pub fn of(
+        host: &crate::host::HostInfo,
+        interval_ns: u64,
+        policy: &str,
+        priority: i32,
+    ) -> Context {
+        Context {
+            host: host.uname.nodename.clone(),
+            kernel: host.uname.release.clone(),
+            preempt_rt: host.preempt_rt,
+            interval_ns,
+            policy: policy.to_string(),
+            priority,
+        }
+    }
+
     fn line(&self) -> String {
         let word = |s: &str| -> String {
             let w: String = s

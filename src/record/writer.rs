@@ -17,7 +17,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use super::format::{Context, Entry, encode_entry, header};
-use crate::units::{NS_PER_SEC, civil_from_days};
+use crate::units::{NS_PER_SEC, format_rfc3339_ms};
 
 /// Where and how long the daemon keeps its record.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,17 +40,12 @@ impl Batch {
     }
 }
 
-/// The name of a record file starting at `unix_ns`.
+/// The name of a record file starting at `unix_ns`: its RFC 3339 time
+/// without the separators a file name does not need.
 pub fn file_name(unix_ns: u64) -> String {
-    let secs = unix_ns / NS_PER_SEC;
-    let (y, mo, d) = civil_from_days(secs / 86_400);
-    let rem = secs % 86_400;
     format!(
-        "latencyd-{y:04}{mo:02}{d:02}T{:02}{:02}{:02}.{:03}Z.hlog",
-        rem / 3_600,
-        rem % 3_600 / 60,
-        rem % 60,
-        unix_ns % NS_PER_SEC / 1_000_000
+        "latencyd-{}.hlog",
+        format_rfc3339_ms(unix_ns).replace(['-', ':'], "")
     )
 }
 

@@ -3,7 +3,6 @@
 //! next to the crate's process collector. All latencies in seconds.
 
 use std::sync::{Arc, Mutex};
-use std::time::SystemTime;
 
 use prometheus::core::{Collector, Desc};
 use prometheus::proto::{
@@ -187,15 +186,8 @@ pub struct Clocks {
 /// The daemon's clocks: the kernel's monotonic clock and the wall clock.
 pub const SYSTEM_CLOCKS: Clocks = Clocks {
     monotonic_ns: sys::monotonic_now_ns,
-    unix_ns: system_unix_ns,
+    unix_ns: crate::units::unix_now_ns,
 };
-
-/// The wall clock as ns since the Unix epoch (0 before it).
-pub fn system_unix_ns() -> u64 {
-    SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
-}
 
 /// Both clocks read once, for one answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
