@@ -71,7 +71,7 @@ fn interval(rng: &mut Rng) -> LatencyStats {
         hdr_overflows: 0,
         spikes: 0,
     };
-    LatencyStats::from_parts(100_000, hdr, exact)
+    LatencyStats::from_parts(100_000, &hdr, exact)
 }
 
 fn write_day(dir: &Path, cpus: usize) -> u64 {

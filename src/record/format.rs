@@ -142,7 +142,7 @@ pub fn encode_entry(entry: &Entry, out: &mut String) {
     let e = s.exact();
     let mut bytes = Vec::new();
     V2DeflateSerializer::new()
-        .serialize(s.hdr(), &mut bytes)
+        .serialize(&s.hdr().to_hdrhistogram(), &mut bytes)
         .expect("serializing into memory does not fail");
     out.push_str(&format!(
         "#[latencyd cpu{} count={} sum={} min={} max={} missed={} overflows={} spikes={} \
@@ -299,7 +299,7 @@ fn parse_entry(
         Some((pcpu, exact, threshold))
             if pcpu == cpu && exact.count == hdr.len() + exact.hdr_overflows =>
         {
-            LatencyStats::from_parts(threshold, hdr, exact)
+            LatencyStats::from_parts(threshold, &hdr, exact)
         }
         _ => {
             let count = hdr.len();
@@ -312,7 +312,7 @@ fn parse_entry(
                 hdr_overflows: 0,
                 spikes: 0,
             };
-            LatencyStats::from_parts(u64::MAX, hdr, exact)
+            LatencyStats::from_parts(u64::MAX, &hdr, exact)
         }
     };
     Ok(Entry {
@@ -326,10 +326,9 @@ fn parse_entry(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stats::RECORD_SIGNIFICANT_DIGITS;
 
     fn sample_entry() -> Entry {
-        let mut stats = LatencyStats::with_digits(100_000, RECORD_SIGNIFICANT_DIGITS);
+        let mut stats = LatencyStats::new(100_000, None);
         for (i, v) in [12_345, 20_001, 1_759_231, 15_000].iter().enumerate() {
             stats.record(*v, i as u64);
         }

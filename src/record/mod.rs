@@ -20,7 +20,7 @@ pub use keeper::{Keeper, Status};
 pub use reader::{Range, ReadReport, Summary, summarize};
 pub use writer::{Batch, LogWriter, Settings, Target};
 
-use crate::stats::{LatencyStats, RECORD_SIGNIFICANT_DIGITS};
+use crate::stats::LatencyStats;
 
 /// The interval in progress: per CPU, what the samplers published since
 /// it began, at the record's precision. Intervals are aligned to
@@ -50,7 +50,7 @@ impl Accumulator {
         let acc = self
             .cpus
             .entry(cpu)
-            .or_insert_with(|| LatencyStats::with_digits(threshold, RECORD_SIGNIFICANT_DIGITS));
+            .or_insert_with(|| LatencyStats::new(threshold, None));
         // Both without linear histograms and over the same range.
         let _ = acc.merge(stats);
     }

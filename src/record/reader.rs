@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use super::format::{Context, Entry, Line, LineParser};
 use super::writer::start_from_name;
-use crate::stats::{LatencyStats, RECORD_SIGNIFICANT_DIGITS};
+use crate::stats::LatencyStats;
 
 /// A time range, nanoseconds since the epoch, `from` included, `to` not.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -218,9 +218,10 @@ pub struct Summary {
 
 impl Summary {
     pub fn add(&mut self, entry: &Entry) {
-        let stats = self.cpus.entry(entry.cpu).or_insert_with(|| {
-            LatencyStats::with_digits(entry.stats.spike_threshold_ns(), RECORD_SIGNIFICANT_DIGITS)
-        });
+        let stats = self
+            .cpus
+            .entry(entry.cpu)
+            .or_insert_with(|| LatencyStats::new(entry.stats.spike_threshold_ns(), None));
         // Same range, no linear histograms: merging cannot fail; a
         // histogram from another tool past our range is left out.
         let _ = stats.merge(&entry.stats);
@@ -262,7 +263,7 @@ mod tests {
         for s in seconds {
             let entries = (0..2)
                 .map(|cpu| {
-                    let mut stats = LatencyStats::with_digits(100_000, RECORD_SIGNIFICANT_DIGITS);
+                    let mut stats = LatencyStats::new(100_000, None);
                     for i in 0..(100 + s % 7) {
                         stats.record(5_000 + i * 10 + cpu as u64, i);
                     }

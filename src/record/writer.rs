@@ -260,13 +260,13 @@ impl LogWriter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stats::{LatencyStats, RECORD_SIGNIFICANT_DIGITS};
+    use crate::stats::LatencyStats;
 
     fn batch(start_s: u64, cpus: usize) -> Batch {
         Batch {
             entries: (0..cpus)
                 .map(|cpu| {
-                    let mut stats = LatencyStats::with_digits(100_000, RECORD_SIGNIFICANT_DIGITS);
+                    let mut stats = LatencyStats::new(100_000, None);
                     for i in 0..1000 {
                         stats.record(10_000 + (i * 37 + start_s) % 5_000, i);
                     }

@@ -30,7 +30,7 @@ use crate::stats::LatencyStats;
 /// How many buffers circulate per sampler: one being recorded, one on its
 /// way to the consumer, one on its way back, one spare for a consumer that
 /// is briefly late.
-pub const DEFAULT_BUFFERS: usize = 4;
+pub const DEFAULT_BUFFERS: usize = 2;
 
 /// The sampler's end.
 pub struct Publisher {
@@ -45,18 +45,26 @@ pub struct Collector {
     empty_tx: Producer<Box<LatencyStats>>,
 }
 
-/// Creates a handoff with `n_buffers` (at least 2) copies of `template`,
-/// each reset (which touches all of its pages).
+/// Creates a handoff with `n_buffers` (at least 2) empty intervals shaped
+/// like `template`, each with its histogram allocated and written in full
+/// (`LatencyStats::empty_interval`), so the sampler never allocates nor
+/// faults on them.
 pub fn channel(template: &LatencyStats, n_buffers: usize) -> (Publisher, Collector) {
     let n_buffers = n_buffers.max(2);
-    let (full_tx, full_rx) = RingBuffer::new(n_buffers);
-    let (mut empty_tx, empty_rx) = RingBuffer::new(n_buffers);
-    let fresh = || {
-        let mut stats = Box::new(template.clone());
-        stats.reset();
-        stats
-    };
-    let current = fresh();
+    let (mut full_tx, mut full_rx) = RingBuffer::new(n_buffers);
+    let (mut empty_tx, mut empty_rx) = RingBuffer::new(n_buffers);
+    let fresh = || Box::new(template.empty_interval());
+    let mut current = fresh();
+    // Pass a buffer once through every slot of both rings, so that no
+    // push of the sampler's is the first write to a page.
+    for _ in 0..n_buffers {
+        for (tx, rx) in [(&mut full_tx, &mut full_rx), (&mut empty_tx, &mut empty_rx)] {
+            let (Ok(()), Ok(back)) = (tx.push(current), rx.pop()) else {
+                unreachable!("an empty ring takes one buffer and gives it back");
+            };
+            current = back;
+        }
+    }
     for _ in 1..n_buffers {
         // Capacity is n_buffers and fewer than that are pushed.
         if empty_tx.push(fresh()).is_err() {

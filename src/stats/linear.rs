@@ -18,7 +18,7 @@ pub struct LinearHistogram {
 // capacity, and the overflow list must be able to grow without allocating.
 impl Clone for LinearHistogram {
     fn clone(&self) -> LinearHistogram {
-        let mut overflow_samples = Vec::with_capacity(self.bins.len());
+        let mut overflow_samples = spare_written(self.bins.len());
         overflow_samples.extend_from_slice(&self.overflow_samples);
         LinearHistogram {
             unit_ns: self.unit_ns,
@@ -29,13 +29,25 @@ impl Clone for LinearHistogram {
     }
 }
 
+/// An empty vector with room for `n` entries, that room written once so
+/// its pages are mapped (and locked, under `mlockall`) before a sampler
+/// pushes into it.
+fn spare_written(n: usize) -> Vec<u64> {
+    let mut v = Vec::with_capacity(n);
+    for slot in v.spare_capacity_mut() {
+        slot.write(0);
+    }
+    std::hint::black_box(&mut v);
+    v
+}
+
 impl LinearHistogram {
     pub fn new(n_bins: usize, unit_ns: u64) -> LinearHistogram {
         LinearHistogram {
             unit_ns,
             bins: vec![0; n_bins],
             overflows: 0,
-            overflow_samples: Vec::with_capacity(n_bins),
+            overflow_samples: spare_written(n_bins),
         }
     }
 

@@ -3,34 +3,37 @@
 //!
 //! One `LatencyStats` type serves three roles: the interval a sampler
 //! records into, the buffer that travels through the handoff, and the
-//! consumer's cumulative state. All of its memory is allocated by
-//! `LatencyStats::new`; `record`, `reset` and `merge` never allocate, which
-//! is what lets a real-time sampler own one.
+//! consumer's cumulative state. The first two are made by
+//! `LatencyStats::for_sampler` (or `empty_interval`): all of their memory is
+//! allocated up front and `record`, `reset` and `merge` never allocate,
+//! which is what lets a real-time sampler own one. `LatencyStats::new`
+//! makes the third, whose histogram grows by pages as it is used.
 
 use std::fmt;
 
-use hdrhistogram::Histogram;
-
-use crate::units::NS_PER_SEC;
-
 mod bins;
+pub mod hdr;
 mod linear;
 
 pub use bins::{add_bins_us, for_each_bin_us};
+pub use hdr::Hdr;
 pub use linear::LinearHistogram;
 
-/// The HDR histogram tracks 1 ns to at least 10 s at 3 significant digits
-/// (every recorded value is within 1/1024 of the true one). Larger samples
-/// are counted as overflows and still update the exact maximum.
+/// The HDR histogram tracks 0 ns to 2^34 ns (17.2 s, so at least 10 s) at
+/// 2 significant digits: every recorded value is within 1/128 (0.78 %) of
+/// the true one. Larger samples are counted as overflows and still update
+/// the exact maximum. Why 2 digits: ARCHITECTURE.md, "Memory per CPU".
 pub const HDR_LOWEST_NS: u64 = 1;
-pub const HDR_HIGHEST_NS: u64 = 10 * NS_PER_SEC;
-pub const HDR_SIGNIFICANT_DIGITS: u8 = 3;
+pub const HDR_HIGHEST_NS: u64 = hdr::HIGHEST_NS;
+pub const HDR_SIGNIFICANT_DIGITS: u8 = 2;
+/// A reported quantile is at most this fraction above the true value.
+pub const HDR_RELATIVE_ERROR: f64 = 1.0 / 128.0;
 
-/// The on-disk record keeps its histograms at 2 significant digits: every
-/// value within 1/128 (0.8 %) of the true one, a quarter of the size on
-/// disk of 3 digits (measured: a minute of one CPU at 1 kHz, 1.1 KB of
-/// base64 against 3.8 KB). Maxima stay exact beside it.
-pub const RECORD_SIGNIFICANT_DIGITS: u8 = 2;
+/// The on-disk record keeps the same 2 significant digits (a quarter of
+/// the size on disk of 3 digits, measured: a minute of one CPU at 1 kHz,
+/// 1.1 KB of base64 against 3.8 KB), so a record is exactly what the
+/// daemon counted.
+pub const RECORD_SIGNIFICANT_DIGITS: u8 = HDR_SIGNIFICANT_DIGITS;
 
 /// The exact numbers `LatencyStats` keeps beside its histogram, to rebuild
 /// one from a record.
@@ -67,7 +70,10 @@ pub struct LatencyStats {
     pub sum_ns: u128,
     /// The most recent sample (cyclictest's "Act").
     pub last_ns: u64,
-    /// Samples above the HDR histogram's range (they are in count/min/max/sum).
+    /// Samples the HDR histogram does not hold (they are in
+    /// count/min/max/sum): above its range, or, in a sampler's interval,
+    /// past a 16-bit counter with the carry table full (see `hdr`).
+    /// Quantiles rank them above all others.
     pub hdr_overflows: u64,
     /// Samples above `spike_threshold_ns`.
     pub spikes: u64,
@@ -81,15 +87,38 @@ pub struct LatencyStats {
     last_at_ns: u64,
     max_at_ns: u64,
     spike_threshold_ns: u64,
-    hdr: Histogram<u64>,
+    hdr: Hdr,
     linear: Option<LinearHistogram>,
 }
 
 impl LatencyStats {
-    /// Allocates everything this value will ever need.
+    /// Cumulative statistics: the histogram allocates its pages as they
+    /// are first used. Never for a sampler (see `for_sampler`).
     pub fn new(spike_threshold_ns: u64, linear: Option<LinearHistogram>) -> LatencyStats {
-        let hdr = Histogram::new_with_bounds(HDR_LOWEST_NS, HDR_HIGHEST_NS, HDR_SIGNIFICANT_DIGITS)
-            .expect("constant HDR bounds are valid");
+        LatencyStats::with_hdr(spike_threshold_ns, linear, Hdr::paged())
+    }
+
+    /// Statistics a real-time sampler records into: everything allocated
+    /// and written now, nothing later.
+    pub fn for_sampler(spike_threshold_ns: u64, linear: Option<LinearHistogram>) -> LatencyStats {
+        LatencyStats::with_hdr(spike_threshold_ns, linear, Hdr::dense())
+    }
+
+    /// Empty statistics of the same shape (threshold, linear histogram)
+    /// that a sampler can record into.
+    pub fn empty_interval(&self) -> LatencyStats {
+        let mut linear = self.linear.clone();
+        if let Some(linear) = &mut linear {
+            linear.reset();
+        }
+        LatencyStats::for_sampler(self.spike_threshold_ns, linear)
+    }
+
+    fn with_hdr(
+        spike_threshold_ns: u64,
+        linear: Option<LinearHistogram>,
+        hdr: Hdr,
+    ) -> LatencyStats {
         LatencyStats {
             count: 0,
             min_ns: u64::MAX,
@@ -108,20 +137,16 @@ impl LatencyStats {
         }
     }
 
-    /// Statistics whose histogram keeps `digits` significant digits over
-    /// the same range (the record's, `RECORD_SIGNIFICANT_DIGITS`), without
-    /// a linear histogram. They merge with the others.
-    pub fn with_digits(spike_threshold_ns: u64, digits: u8) -> LatencyStats {
-        let mut stats = LatencyStats::new(spike_threshold_ns, None);
-        stats.hdr = Histogram::new_with_bounds(HDR_LOWEST_NS, HDR_HIGHEST_NS, digits)
-            .expect("the record's digits (1 to 5) and constant bounds are valid");
-        stats
-    }
-
     /// Statistics rebuilt from a histogram and the exact numbers kept
     /// beside it (a record's entry). Times of samples are unknown (0).
-    pub fn from_parts(spike_threshold_ns: u64, hdr: Histogram<u64>, exact: Exact) -> LatencyStats {
+    /// Samples of `hdr` past the layout's range join the overflows.
+    pub fn from_parts(
+        spike_threshold_ns: u64,
+        hdr: &hdrhistogram::Histogram<u64>,
+        exact: Exact,
+    ) -> LatencyStats {
         let mut stats = LatencyStats::new(spike_threshold_ns, None);
+        let (hdr, past) = Hdr::from_hdrhistogram(hdr);
         stats.hdr = hdr;
         stats.count = exact.count;
         stats.sum_ns = exact.sum_ns;
@@ -132,7 +157,7 @@ impl LatencyStats {
         };
         stats.max_ns = exact.max_ns;
         stats.missed = exact.missed;
-        stats.hdr_overflows = exact.hdr_overflows;
+        stats.hdr_overflows = exact.hdr_overflows + past;
         stats.spikes = exact.spikes;
         if exact.count > 0 {
             stats.first_at_ns = 0;
@@ -178,7 +203,7 @@ impl LatencyStats {
         if latency_ns > self.spike_threshold_ns {
             self.spikes += 1;
         }
-        if self.hdr.record(latency_ns).is_err() {
+        if !self.hdr.record(latency_ns) {
             self.hdr_overflows += 1;
         }
         if let Some(linear) = &mut self.linear {
@@ -186,7 +211,8 @@ impl LatencyStats {
         }
     }
 
-    /// Adds `other` into `self`. Never allocates.
+    /// Adds `other` into `self`. Allocates only for a cumulative
+    /// histogram's new pages, never into a sampler's.
     pub fn merge(&mut self, other: &LatencyStats) -> Result<(), ShapeMismatch> {
         match (&mut self.linear, &other.linear) {
             (Some(mine), Some(theirs))
@@ -198,7 +224,7 @@ impl LatencyStats {
             (None, None) => {}
             _ => return Err(ShapeMismatch),
         }
-        self.hdr.add(&other.hdr).map_err(|_| ShapeMismatch)?;
+        let refused = self.hdr.merge(&other.hdr);
         self.count += other.count;
         self.sum_ns += other.sum_ns;
         self.min_ns = self.min_ns.min(other.min_ns);
@@ -211,14 +237,15 @@ impl LatencyStats {
             self.first_at_ns = self.first_at_ns.min(other.first_at_ns);
             self.last_at_ns = self.last_at_ns.max(other.last_at_ns);
         }
-        self.hdr_overflows += other.hdr_overflows;
+        self.hdr_overflows += other.hdr_overflows + refused;
         self.spikes += other.spikes;
         self.missed += other.missed;
         Ok(())
     }
 
-    /// Empties the statistics, keeping their memory. Writing every counter
-    /// also faults in pages a fresh allocation may not have mapped yet.
+    /// Empties the statistics. A sampler's keep their memory (and write
+    /// only the histogram pages they used); cumulative ones free their
+    /// histogram's pages.
     pub fn reset(&mut self) {
         self.count = 0;
         self.min_ns = u64::MAX;
@@ -262,15 +289,18 @@ impl LatencyStats {
         }
         let ppm = u128::from(quantile_ppm.min(1_000_000));
         let rank = (ppm * u128::from(self.count)).div_ceil(1_000_000).max(1) as u64;
-        let in_range = self.hdr.len();
+        let in_range = self.count - self.hdr_overflows;
         if rank > in_range {
             return self.max_ns;
         }
-        // Ask the HDR histogram for this exact rank: any quantile strictly
-        // between (rank-1)/n and rank/n has ceil(q·n) == rank, so the middle
-        // one is immune to floating-point rounding.
-        let q = (rank as f64 - 0.5) / in_range as f64;
-        self.hdr.value_at_quantile(q).min(self.max_ns)
+        let mut seen = 0;
+        for bucket in self.hdr.buckets() {
+            seen += bucket.count;
+            if seen >= rank {
+                return bucket.highest_ns().min(self.max_ns);
+            }
+        }
+        self.max_ns
     }
 
     /// When the samples were taken: the `CLOCK_MONOTONIC` times of the
@@ -285,7 +315,7 @@ impl LatencyStats {
         (self.count > 0).then_some(self.max_at_ns)
     }
 
-    pub fn hdr(&self) -> &Histogram<u64> {
+    pub fn hdr(&self) -> &Hdr {
         &self.hdr
     }
 
@@ -362,10 +392,14 @@ mod tests {
             (12_345, 6),
         ] {
             let samples = latency_like_samples(n, seed);
+            // A sampler's histogram and a cumulative one answer alike.
             let mut stats = LatencyStats::new(u64::MAX, None);
+            let mut interval = LatencyStats::for_sampler(u64::MAX, None);
             for (i, &s) in samples.iter().enumerate() {
                 stats.record(s, i as u64);
+                interval.record(s, i as u64);
             }
+            assert_eq!(stats.hdr(), interval.hdr());
             let mut sorted = samples.clone();
             sorted.sort_unstable();
             let mut quantiles: Vec<u32> = REPORTED_QUANTILES.iter().map(|q| q.0).collect();
@@ -373,10 +407,10 @@ mod tests {
             for ppm in quantiles {
                 let exact = nearest_rank(&sorted, ppm);
                 let reported = stats.quantile_ns(ppm);
-                // 3 significant digits: the bucket's upper edge is within
-                // 1/1024 above the true value, and never past the maximum.
+                // 2 significant digits: the bucket's upper edge is within
+                // 1/128 above the true value, and never past the maximum.
                 assert!(
-                    reported >= exact && reported <= exact + exact / 1024 + 1,
+                    reported >= exact && reported <= exact + exact / 128,
                     "n={n} q={ppm}ppm: exact {exact}, reported {reported}"
                 );
                 assert!(reported <= *sorted.last().unwrap());
@@ -399,12 +433,37 @@ mod tests {
         assert_eq!(stats.hdr_overflows, 1);
         assert_eq!(stats.max_ns, HDR_HIGHEST_NS * 100);
         let p50 = stats.quantile_ns(500_000);
-        assert!((5_000..=5_000 + 5_000 / 1024 + 1).contains(&p50), "{p50}");
+        assert!((5_000..=5_000 + 5_000 / 128).contains(&p50), "{p50}");
         // The top sample is past the histogram: the p99 is the exact max.
         assert_eq!(stats.quantile_ns(990_000), HDR_HIGHEST_NS * 100);
-        // A 10 s sample is still in range.
-        stats.record(HDR_HIGHEST_NS, 2);
+        // 10 s and the top of the range are still in it.
+        stats.record(10 * crate::units::NS_PER_SEC, 2);
+        stats.record(HDR_HIGHEST_NS, 3);
         assert_eq!(stats.hdr_overflows, 1);
+        stats.record(HDR_HIGHEST_NS + 1, 4);
+        assert_eq!(stats.hdr_overflows, 2);
+    }
+
+    #[test]
+    fn an_interval_that_cannot_hold_a_sample_counts_it_aside() {
+        // 17 counters past 65,535 in one interval (the consumer never
+        // collected it): the carry table holds 16, the 17th's samples are
+        // overflows, ranked at the exact maximum, never lost.
+        let mut interval = LatencyStats::for_sampler(u64::MAX, None);
+        let mut total = LatencyStats::new(u64::MAX, None);
+        let bins: Vec<u64> = (0..17).map(|i| 1_000 + 100 * i).collect();
+        for &v in &bins {
+            for _ in 0..65_536 {
+                interval.record(v, 0);
+            }
+        }
+        assert_eq!(interval.count, 17 * 65_536);
+        assert_eq!(interval.hdr_overflows, 1);
+        total.merge(&interval).unwrap();
+        assert_eq!(total.count, interval.count);
+        assert_eq!(total.hdr_overflows, 1);
+        assert_eq!(total.hdr().len(), interval.count - 1);
+        assert_eq!(total.quantile_ns(1_000_000), total.max_ns);
     }
 
     #[test]
@@ -422,7 +481,7 @@ mod tests {
         let linear = || Some(LinearHistogram::new(50, 1_000));
         let mut whole = LatencyStats::new(30_000, linear());
         let mut parts = LatencyStats::new(30_000, linear());
-        let mut interval = LatencyStats::new(30_000, linear());
+        let mut interval = parts.empty_interval();
         for (i, chunk) in samples.chunks(777).enumerate() {
             for (j, &s) in chunk.iter().enumerate() {
                 let idx = (i * 777 + j) as u64;

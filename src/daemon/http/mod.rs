@@ -514,6 +514,7 @@ async fn latency_one(
         let body = json::latency_one(view, s.config.export.max_window_ns, now);
         (body, view.lifetime.hdr().clone())
     };
+    let hdr = hdr.to_hdrhistogram();
     let mut encoded = Vec::new();
     V2DeflateSerializer::new()
         .serialize(&hdr, &mut encoded)

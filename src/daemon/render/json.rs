@@ -413,11 +413,11 @@ pub fn latency_one(view: &CpuView, window_ns: u64, now_ns: u64) -> LatencyOneBod
         window_ns,
         latency: latency_body(view, now_ns),
         buckets: hdr
-            .iter_recorded()
-            .map(|v| HdrBucket {
-                lowest_ns: hdr.lowest_equivalent(v.value_iterated_to()),
-                highest_ns: v.value_iterated_to(),
-                count: v.count_at_value(),
+            .buckets()
+            .map(|b| HdrBucket {
+                lowest_ns: b.lowest_ns(),
+                highest_ns: b.highest_ns(),
+                count: b.count,
             })
             .collect(),
         hdr_histogram: String::new(),

@@ -20,7 +20,7 @@ const NS: f64 = NS_PER_SEC as f64;
 const FAMILIES: &[(&str, &str, MetricType, &[&str])] = &[
     (
         "latencyd_wakeup_latency_seconds",
-        "Wake-up latency of the samplers: how late each woke after its deadline. Buckets round up: a sample counts in the first bucket whose le is at or above the upper edge of its HDR bucket (at most 0.1 % above the sample), so no bucket holds a sample above its le.",
+        "Wake-up latency of the samplers: how late each woke after its deadline. Buckets round up: a sample counts in the first bucket whose le is at or above the upper edge of its HDR bucket (at most 0.78 % above the sample), so no bucket holds a sample above its le.",
         MetricType::HISTOGRAM,
         &["cpu"],
     ),

@@ -1,18 +1,21 @@
 //! Prometheus native (exponential) histograms from the HDR histograms.
 //!
 //! A native histogram of schema `s` has bucket `i` covering
-//! `(2^((i-1)/2^s), 2^(i/2^s)]` seconds. Schema 8, the finest Prometheus
-//! takes, has buckets 0.27 % wide; the HDR histogram's are at most 1/1024
-//! (0.1 %) wide, so each HDR bucket goes whole into the native bucket of
-//! its upper edge (never below its values, as the classic buckets). The
-//! samples past the HDR range go to the bucket of the exact maximum.
+//! `(2^((i-1)/2^s), 2^(i/2^s)]` seconds. The HDR histogram's buckets are
+//! 1/256 to 1/128 (0.39 to 0.78 %) of their values wide; schema 7's are
+//! 0.54 %, the schema of matching resolution (8 would split buckets the
+//! data cannot split, 6's are 1.09 %, coarser than the data). Each HDR
+//! bucket goes whole into the native bucket of its upper edge (never
+//! below its values, as the classic buckets), so a native quantile is
+//! within one native bucket above the HDR one. The samples past the HDR
+//! range go to the bucket of the exact maximum.
 
 use std::collections::BTreeMap;
 
 use crate::stats::LatencyStats;
 
-/// The schema used: base 2^(1/256).
-pub const SCHEMA: i32 = 8;
+/// The schema used: base 2^(1/128).
+pub const SCHEMA: i32 = 7;
 /// The zero bucket's half-width: far below a nanosecond, so it only
 /// marks the histogram as native (as Prometheus' Go client does).
 pub const ZERO_THRESHOLD: f64 = 2.938_735_877_055_719e-39;
@@ -52,9 +55,9 @@ pub fn bound(index: i32) -> f64 {
 fn counts_of(stats: &LatencyStats) -> Vec<(i32, u64)> {
     let mut counts: Vec<(i32, u64)> = Vec::new();
     let mut upper_ns = 0.0f64;
-    for value in stats.hdr().iter_recorded() {
-        let ns = value.value_iterated_to().max(1);
-        let count = value.count_at_value();
+    for bucket in stats.hdr().buckets() {
+        let ns = bucket.highest_ns().max(1);
+        let count = bucket.count;
         match counts.last_mut() {
             Some(last) if ns as f64 <= upper_ns => last.1 += count,
             _ => {
@@ -124,7 +127,7 @@ mod tests {
         // 1 s is the upper bound of bucket 0; a hair more is bucket 1.
         assert_eq!(index_of(1_000_000_000), 0);
         assert_eq!(index_of(1_000_000_001), 1);
-        assert_eq!(index_of(500_000_000), -256);
+        assert_eq!(index_of(500_000_000), -128);
         for ns in [1u64, 999, 12_345, 1_000_000, 87_654_321] {
             let i = index_of(ns);
             let s = ns as f64 / 1e9;
@@ -158,7 +161,9 @@ mod tests {
         );
         assert_eq!(
             native.spans[0].0,
-            index_of(10_000.max(stats.hdr().highest_equivalent(10_000)))
+            index_of(crate::stats::hdr::highest_ns(
+                crate::stats::hdr::index_of(10_000).unwrap()
+            ))
         );
         assert!(native.spans.len() >= 2, "a gap up to 20 µs: {native:?}");
         // Empty statistics: no spans.

@@ -6,7 +6,7 @@ use crate::stats::LatencyStats;
 /// Counts per Prometheus bucket, derived from the HDR histograms of the
 /// intervals as they arrive, so they are cumulative and monotonic for the
 /// life of the process. A sample goes to the first bucket whose bound is
-/// at or above the upper edge of its HDR bucket (within 0.1 % of the
+/// at or above the upper edge of its HDR bucket (within 1/128 of the
 /// value): never into a bucket below its true value.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BucketCounts {
@@ -25,10 +25,10 @@ impl BucketCounts {
     }
 
     pub fn add(&mut self, interval: &LatencyStats) {
-        for value in interval.hdr().iter_recorded() {
-            let upper_edge = value.value_iterated_to();
+        for bucket in interval.hdr().buckets() {
+            let upper_edge = bucket.highest_ns();
             let idx = self.bounds_ns.partition_point(|&bound| bound < upper_edge);
-            self.counts[idx] += value.count_at_value();
+            self.counts[idx] += bucket.count;
         }
         // Samples past the HDR range are above every bound.
         *self.counts.last_mut().expect("never empty") += interval.hdr_overflows;
@@ -67,18 +67,20 @@ mod tests {
         let mut buckets = BucketCounts::new(&bounds);
         let mut interval = LatencyStats::new(u64::MAX, None);
         for v in [
-            999, 1_000, 1_001, 2_000, 4_999, 5_000, 5_003, 5_004, 9_000, 50_000,
+            996, 999, 1_000, 1_001, 2_000, 4_999, 4_992, 5_023, 5_024, 9_000, 50_000,
         ] {
             interval.record(v, 0);
         }
         interval.record(100 * NS_PER_SEC, 0); // past the HDR range
         buckets.add(&interval);
-        // 5_000 and 5_003 share an HDR bucket whose upper edge is 5_003:
-        // both are counted above the 5 µs bound, never below their value.
-        assert_eq!(buckets.cumulative(), vec![2, 4, 5, 9]);
+        // 996 to 999 share an HDR bucket within the 1 µs bound; 1,000 to
+        // 1,003 one whose upper edge is above it, so 1,000 itself is
+        // counted above the bound, never below its value; so are 4,992 to
+        // 5,023 above 5 µs.
+        assert_eq!(buckets.cumulative(), vec![2, 4, 5, 10]);
         assert_eq!(buckets.counts.iter().sum::<u64>(), interval.count);
         let mut twice = buckets.clone();
         twice.merge(&buckets);
-        assert_eq!(twice.cumulative(), vec![4, 8, 10, 18]);
+        assert_eq!(twice.cumulative(), vec![4, 8, 10, 20]);
     }
 }
