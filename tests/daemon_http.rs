@@ -14,7 +14,9 @@ use http_body_util::BodyExt;
 use latencyd::config::Config;
 use latencyd::daemon::http::{AppState, router};
 use latencyd::daemon::render::metrics::{Clocks, REVISION};
-use latencyd::daemon::state::{CpuView, MonitorState, ReloadRecord, SamplerView};
+use latencyd::daemon::state::{
+    CpuView, MonitorState, ReloadRecord, SamplerView, WindowHistogram, WindowMax,
+};
 use latencyd::forensics::events::Event;
 use latencyd::forensics::{Capability, Capture, Cause, Journal, Summary};
 use latencyd::rt::sys::Policy;
@@ -186,7 +188,7 @@ fn state_with_record(dir: &std::path::Path) -> MonitorState {
         let entries = [0usize, 2]
             .iter()
             .map(|&cpu| {
-                let mut stats = LatencyStats::with_digits(100_000, 2);
+                let mut stats = LatencyStats::new(100_000, None);
                 for i in 0..100 {
                     stats.record(5_000 + i * 100 + cpu as u64 * 1_000 + k, i);
                 }
@@ -539,8 +541,20 @@ async fn plot_svg_draws_the_lifetime_or_the_recent_window() {
     assert!(window.contains("last 1m"), "the title names the window");
     assert!(!window.contains("CPU 0 (max 250 µs)"));
     assert!(window.contains("CPU 2 (max 3000 µs)"));
+    // A 1 s window is rounded up to whole 5 s slots (a twelfth of the
+    // 60 s `export.max_window`), and the title says so: CPU 2's samples of
+    // 2 s ago are in it.
+    let (status, _, short) = get(&app, "/plot.svg?window=1s").await;
+    assert_eq!(status, StatusCode::OK, "{short}");
+    assert!(short.contains("last 5s"), "{short}");
+    assert!(short.contains("CPU 2 (max 3000 µs)"));
     // A window holding nothing still draws, with every maximum at 0.
-    let (status, _, empty) = get(&app, "/plot.svg?window=1s").await;
+    let mut quiet = state(true);
+    for view in &mut quiet.cpus {
+        view.recent = WindowHistogram::new(quiet.config.export.max_window_ns);
+        view.window = WindowMax::new(quiet.config.export.max_window_ns);
+    }
+    let (status, _, empty) = get(&app_with(quiet), "/plot.svg?window=1s").await;
     assert_eq!(status, StatusCode::OK, "{empty}");
     assert!(empty.contains("CPU 0 (max 0 µs)") && empty.contains("CPU 2 (max 0 µs)"));
 }
@@ -790,7 +804,7 @@ async fn the_protobuf_exposition_carries_native_buckets_that_add_up() {
             assert_eq!(family.metric.len(), 2, "one per CPU");
             for metric in &family.metric {
                 let h = metric.histogram.as_ref().unwrap();
-                assert_eq!(h.schema, Some(8));
+                assert_eq!(h.schema, Some(7));
                 assert!(!h.bucket.is_empty(), "the classic buckets stay");
                 let mut running = 0i64;
                 let total: i64 = h

@@ -6,27 +6,37 @@ use std::collections::{BTreeMap, VecDeque};
 use crate::stats::LatencyStats;
 use crate::units::NS_PER_SEC;
 
-/// The most slots a [`WindowHistogram`] keeps, whatever the window: it
-/// bounds the memory of a long `export.max_window` (24 h: 12-minute slots).
-pub const MAX_HISTOGRAM_SLOTS: u64 = 120;
+/// The most slots a [`WindowHistogram`] spans, whatever the window: a
+/// slot is a twelfth of the window in whole seconds (the default 60 s: 5 s
+/// slots; 24 h: 2 h slots). It bounds the memory: most of a CPU's window
+/// histograms is the bins of each slot, and twelve 5 s slots hold about a
+/// third of the bytes of sixty 1 s slots (ARCHITECTURE.md, "Memory per
+/// CPU"), at the price of `?window=` being rounded up to whole slots.
+pub const MAX_HISTOGRAM_SLOTS: u64 = 12;
 
 /// Histograms of the recent past in 1 µs bins, for plots of a trailing
 /// window. A ring of slots, each the histogram of `slot_ns` of
 /// `CLOCK_MONOTONIC` time kept sparse (only the bins that hold samples),
 /// filed by when the samples were taken; as for `WindowMax`, a window
 /// covers every slot that overlaps it, so one more than it spans;
-/// a slot is a second for windows up to 120 s and longer beyond, so the
-/// memory stays bounded by [`MAX_HISTOGRAM_SLOTS`] × the bins in use.
+/// a slot is a second for windows up to 12 s and a twelfth of the window
+/// beyond, so the memory stays bounded by [`MAX_HISTOGRAM_SLOTS`] × the
+/// bins in use.
 ///
-/// Slots finish and leave the window in time order, so the bins of the
-/// finished slots live one after another in a single queue per CPU: a
-/// finished slot is appended at the back, the slot that leaves the window
+/// Slots finish and leave the window in time order, so the finished
+/// slots live one after another in a single byte queue per CPU: a
+/// finished slot is encoded at the back, the slot that leaves the window
 /// is dropped from the front, and the open slot fills a buffer reused
 /// from slot to slot. Nothing is allocated per slot; the queue grows only
 /// when the window as a whole holds more bins than it ever has. A vector
 /// per slot let resident memory ratchet up over a soak (README, "Load and
-/// soak"): kept in place it held each slot's widest second, copied to
-/// exact size it was a once-a-second allocation alive for a whole window.
+/// soak").
+///
+/// A finished slot's bins are LEB128 varints, each bin the distance in µs
+/// from the previous one and its count: bins are close together and
+/// counts small, so a bin takes 2 bytes where a pair of integers took 8,
+/// and any latency or count fits without a second list (ARCHITECTURE.md,
+/// "Memory per CPU").
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WindowHistogram {
     slot_ns: u64,
@@ -34,75 +44,56 @@ pub struct WindowHistogram {
     /// starting at a slot boundary cannot cover a window that does not.
     len: u64,
     /// Finished slots still in the window, oldest first: (number, how many
-    /// of `bins` are theirs).
+    /// of `bytes` are theirs).
     finished: VecDeque<(u64, usize)>,
-    /// The narrow bins of the finished slots, slot after slot.
-    bins: VecDeque<(u32, u32)>,
-    /// The wide bins of the finished slots: (slot number, µs, samples).
-    wide: Vec<(u64, u64, u64)>,
-    /// The slot being filled: its number (`u64::MAX`: none yet) and bins.
-    open_number: u64,
-    open: SlotBins,
-}
-
-/// Sparse 1 µs bins of one slot. Bins and counts fit 32 bits unless a
-/// latency passes 71 minutes or a slot holds more than 4·10⁹ samples of
-/// one bin (a collector stopped for half a day at a 10 µs interval); such
-/// a bin moves to `wide` rather than being clamped.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-struct SlotBins {
+    /// The encoded bins of the finished slots, slot after slot.
+    bytes: VecDeque<u8>,
+    /// The slot being filled: its number (`u64::MAX`: none yet) and bins
     /// (µs, samples), sorted by µs, no zero counts.
-    narrow: Vec<(u32, u32)>,
-    /// (µs, samples), sorted by µs, for bins that do not fit `narrow`;
-    /// a bin is in one list or the other. Empty in practice.
-    wide: Vec<(u64, u64)>,
+    open_number: u64,
+    open: Vec<(u64, u64)>,
 }
 
-impl SlotBins {
-    fn add(&mut self, us: u64, count: u64) {
-        if let Ok(i) = self.wide.binary_search_by_key(&us, |&(bin, _)| bin) {
-            self.wide[i].1 += count;
-            return;
-        }
-        let Ok(us32) = u32::try_from(us) else {
-            return self.add_wide(us, count);
-        };
-        match self.narrow.binary_search_by_key(&us32, |&(bin, _)| bin) {
-            Ok(i) => {
-                let sum = u64::from(self.narrow[i].1) + count;
-                match u32::try_from(sum) {
-                    Ok(sum) => self.narrow[i].1 = sum,
-                    Err(_) => {
-                        self.narrow.remove(i);
-                        self.add_wide(us, sum);
-                    }
-                }
+fn add_bin(bins: &mut Vec<(u64, u64)>, us: u64, count: u64) {
+    match bins.binary_search_by_key(&us, |&(bin, _)| bin) {
+        Ok(i) => bins[i].1 += count,
+        Err(i) => bins.insert(i, (us, count)),
+    }
+}
+
+fn push_varint(out: &mut VecDeque<u8>, mut value: u64) {
+    while value >= 0x80 {
+        out.push_back((value as u8 & 0x7F) | 0x80);
+        value >>= 7;
+    }
+    out.push_back(value as u8);
+}
+
+fn varint_len(value: u64) -> usize {
+    (64 - value.leading_zeros() as usize).div_ceil(7).max(1)
+}
+
+/// The bins of one encoded slot.
+fn decode(mut bytes: impl Iterator<Item = u8>) -> impl Iterator<Item = (u64, u64)> {
+    let mut next = move || {
+        let mut value = 0u64;
+        for shift in (0..64).step_by(7) {
+            let byte = bytes.next()?;
+            value |= u64::from(byte & 0x7F) << shift;
+            if byte & 0x80 == 0 {
+                return Some(value);
             }
-            Err(i) => match u32::try_from(count) {
-                Ok(count) => self.narrow.insert(i, (us32, count)),
-                Err(_) => self.add_wide(us, count),
-            },
         }
-    }
-
-    /// Adds a bin known not to be in `wide` yet.
-    fn add_wide(&mut self, us: u64, count: u64) {
-        let i = self.wide.partition_point(|&(bin, _)| bin < us);
-        self.wide.insert(i, (us, count));
-    }
-
-    fn iter(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
-        widen(self.narrow.iter()).chain(self.wide.iter().copied())
-    }
+        Some(value)
+    };
+    let mut us = 0u64;
+    std::iter::from_fn(move || {
+        let delta = next()?;
+        let count = next()?;
+        us += delta;
+        Some((us, count))
+    })
 }
-
-fn widen<'a>(bins: impl Iterator<Item = &'a (u32, u32)>) -> impl Iterator<Item = (u64, u64)> {
-    bins.map(|&(us, count)| (u64::from(us), u64::from(count)))
-}
-
-/// Bins per slot the queue has room for before it first grows (256 bytes
-/// a slot), so that most of its growth happens at start-up.
-const BINS_RESERVED_PER_SLOT: usize = 32;
 
 impl WindowHistogram {
     pub fn new(window_ns: u64) -> WindowHistogram {
@@ -113,10 +104,9 @@ impl WindowHistogram {
             slot_ns: slot_seconds * NS_PER_SEC,
             len,
             finished: VecDeque::with_capacity(len as usize + 1),
-            bins: VecDeque::with_capacity((len as usize + 1) * BINS_RESERVED_PER_SLOT),
-            wide: Vec::new(),
+            bytes: VecDeque::new(),
             open_number: u64::MAX,
-            open: SlotBins::default(),
+            open: Vec::new(),
         }
     }
 
@@ -137,18 +127,21 @@ impl WindowHistogram {
             return;
         };
         let bins = self.bins_of(last_at_ns);
-        crate::stats::for_each_bin_us(interval, |us, count| bins.add(us, count));
+        crate::stats::for_each_bin_us(interval, |us, count| add_bin(bins, us, count));
     }
 
     /// The bins of the slot holding `now_ns`, opening it (and putting the
     /// open slot away) if it is not the open one. Time that goes backwards
     /// lands in the open slot rather than reopening a finished one.
-    fn bins_of(&mut self, now_ns: u64) -> &mut SlotBins {
+    fn bins_of(&mut self, now_ns: u64) -> &mut Vec<(u64, u64)> {
         let number = now_ns / self.slot_ns;
         if self.open_number == u64::MAX || number > self.open_number {
+            // Forget first, so the queue never holds more than a window.
+            let oldest = number.saturating_sub(self.len);
+            self.forget_before(oldest);
             self.close_open_slot();
+            self.forget_before(oldest);
             self.open_number = number;
-            self.forget_before(number.saturating_sub(self.len));
         }
         &mut self.open
     }
@@ -157,51 +150,60 @@ impl WindowHistogram {
         if self.open_number == u64::MAX {
             return;
         }
-        let number = self.open_number;
-        self.finished.push_back((number, self.open.narrow.len()));
-        self.bins.extend(self.open.narrow.drain(..));
-        self.wide.extend(
-            self.open
-                .wide
-                .drain(..)
-                .map(|(us, count)| (number, us, count)),
-        );
+        let before = self.bytes.len();
+        // Grow to measure, not by doubling: the queue is most of a CPU's
+        // window memory, and its size is reached within a window.
+        let mut previous = 0;
+        let needed: usize = self
+            .open
+            .iter()
+            .map(|&(us, count)| {
+                let delta = us - std::mem::replace(&mut previous, us);
+                varint_len(delta) + varint_len(count)
+            })
+            .sum();
+        self.bytes.reserve_exact(needed);
+        let mut previous = 0;
+        for (us, count) in self.open.drain(..) {
+            push_varint(&mut self.bytes, us - previous);
+            push_varint(&mut self.bytes, count);
+            previous = us;
+        }
+        self.finished
+            .push_back((self.open_number, self.bytes.len() - before));
     }
 
     /// Drops the finished slots numbered below `oldest`.
     fn forget_before(&mut self, oldest: u64) {
-        while let Some(&(number, count)) = self.finished.front() {
+        while let Some(&(number, len)) = self.finished.front() {
             if number >= oldest {
                 break;
             }
             self.finished.pop_front();
-            self.bins.drain(..count);
-        }
-        if self
-            .wide
-            .first()
-            .is_some_and(|&(number, _, _)| number < oldest)
-        {
-            self.wide.retain(|&(number, _, _)| number >= oldest);
+            self.bytes.drain(..len);
         }
     }
 
     /// Every slot's number and bins, oldest first, the open one last.
     fn for_each_slot(&self, mut visit: impl FnMut(u64, &mut dyn Iterator<Item = (u64, u64)>)) {
         let mut start = 0;
-        for &(number, count) in &self.finished {
-            let narrow = widen(self.bins.range(start..start + count));
-            let wide = self
-                .wide
-                .iter()
-                .filter(move |&&(n, _, _)| n == number)
-                .map(|&(_, us, count)| (us, count));
-            visit(number, &mut narrow.chain(wide));
-            start += count;
+        for &(number, len) in &self.finished {
+            visit(
+                number,
+                &mut decode(self.bytes.range(start..start + len).copied()),
+            );
+            start += len;
         }
         if self.open_number != u64::MAX {
-            visit(self.open_number, &mut self.open.iter());
+            visit(self.open_number, &mut self.open.iter().copied());
         }
+    }
+
+    /// Bytes on the heap (capacities), to account memory per CPU.
+    pub fn heap_bytes(&self) -> usize {
+        self.bytes.capacity()
+            + self.finished.capacity() * std::mem::size_of::<(u64, usize)>()
+            + self.open.capacity() * std::mem::size_of::<(u64, u64)>()
     }
 
     /// The bins of the slots that overlap the last `window_ns` rounded up
@@ -236,7 +238,7 @@ impl WindowHistogram {
             }
             let target = resized.bins_of(start_ns.max(earliest));
             for (us, count) in slot {
-                target.add(us, count);
+                add_bin(target, us, count);
             }
         });
         resized
@@ -261,7 +263,7 @@ mod tests {
     #[test]
     fn window_histogram_keeps_only_the_recent_slots() {
         let mut h = WindowHistogram::new(60 * S);
-        assert_eq!(h.slot_ns(), S, "one-second slots up to 120 s");
+        assert_eq!(h.slot_ns(), 5 * S, "twelve 5 s slots for 60 s");
         h.record(&interval(100 * S, &[3_200, 3_900, 12_000]));
         h.record(&interval(100 * S + 500_000_000, &[3_100]));
         h.record(&interval(130 * S, &[5_000]));
@@ -269,65 +271,65 @@ mod tests {
         let (bins, covered) = h.bins_within(131 * S, 60 * S);
         assert_eq!(covered, 60 * S);
         assert_eq!(bins, BTreeMap::from([(3, 3), (5, 1), (12, 1)]));
-        // The last 2 s hold only second 130.
+        // The last 2 s, rounded up to a slot, hold only second 130.
         let (bins, covered) = h.bins_within(131 * S, 2 * S);
-        assert_eq!((bins, covered), (BTreeMap::from([(5, 1)]), 2 * S));
+        assert_eq!((bins, covered), (BTreeMap::from([(5, 1)]), 5 * S));
         // A window past the ring's is the ring's.
         assert_eq!(h.bins_within(131 * S, 3600 * S).1, 60 * S);
-        // Second 100 overlaps the 60 s window until second 161.
-        let (bins, _) = h.bins_within(160 * S + S / 2, 60 * S);
+        // The slot of second 100 (100 to 105) overlaps the 60 s window
+        // until its slot is 13 slots old, at second 165.
+        let (bins, _) = h.bins_within(164 * S + S / 2, 60 * S);
         assert_eq!(bins.get(&12), Some(&1));
-        let (bins, _) = h.bins_within(161 * S, 60 * S);
+        let (bins, _) = h.bins_within(165 * S, 60 * S);
         assert_eq!(bins, BTreeMap::from([(5, 1)]));
         // A reused slot starts afresh.
-        h.record(&interval(191 * S, &[7_000]));
-        assert_eq!(h.bins_within(191 * S, 60 * S).0, BTreeMap::from([(7, 1)]));
+        h.record(&interval(196 * S, &[7_000]));
+        assert_eq!(h.bins_within(196 * S, 60 * S).0, BTreeMap::from([(7, 1)]));
     }
 
     #[test]
     fn window_histogram_allocates_nothing_per_slot() {
-        let mut h = WindowHistogram::new(60 * S);
+        let mut h = WindowHistogram::new(12 * S);
+        assert_eq!(h.slot_ns(), S);
         h.record(&interval(100 * S, &[1_000, 2_000, 3_000, 40_000, 900_000]));
-        let open = (h.open.narrow.as_ptr(), h.open.narrow.capacity());
-        let queue = h.bins.capacity();
-        // Two laps of the ring, each second a few bins: slots come and go
-        // through the same two buffers.
-        for second in 101..220 {
+        let open = (h.open.as_ptr(), h.open.capacity());
+        // A lap of the ring fills the queue; two more, each second a few
+        // bins, go through the same two buffers.
+        for second in 101..114 {
             h.record(&interval(second * S, &[2_000, 3_000, 7_000]));
         }
-        assert_eq!((h.open.narrow.as_ptr(), h.open.narrow.capacity()), open);
+        let queue = h.bytes.capacity();
+        for second in 114..140 {
+            h.record(&interval(second * S, &[2_000, 3_000, 7_000]));
+        }
+        assert_eq!((h.open.as_ptr(), h.open.capacity()), open);
         assert_eq!(
-            h.bins.capacity(),
+            h.bytes.capacity(),
             queue,
             "the finished slots' queue kept its size"
         );
-        assert_eq!(h.finished.len(), 60, "60 finished slots and the open one");
-        assert_eq!(h.bins.len(), 60 * 3);
-        let (bins, _) = h.bins_within(219 * S, 60 * S);
-        assert_eq!(bins, BTreeMap::from([(2, 61), (3, 61), (7, 61)]));
+        assert_eq!(h.finished.len(), 12, "12 finished slots and the open one");
+        // Three bins of small distances and counts: 2 bytes each.
+        assert_eq!(h.bytes.len(), 12 * 3 * 2);
+        let (bins, _) = h.bins_within(139 * S, 12 * S);
+        assert_eq!(bins, BTreeMap::from([(2, 13), (3, 13), (7, 13)]));
         // Bins stay sorted and merged whatever order they arrive in.
-        h.record(&interval(219 * S, &[900_000, 1_000]));
-        h.record(&interval(219 * S, &[2_500]));
-        assert_eq!(
-            h.open.narrow,
-            vec![(1, 1), (2, 2), (3, 1), (7, 1), (900, 1)]
-        );
+        h.record(&interval(139 * S, &[900_000, 1_000]));
+        h.record(&interval(139 * S, &[2_500]));
+        assert_eq!(h.open, vec![(1, 1), (2, 2), (3, 1), (7, 1), (900, 1)]);
     }
 
     #[test]
-    fn window_histogram_keeps_wide_bins_with_their_slot() {
+    fn window_histogram_keeps_huge_bins_with_their_slot() {
         let mut h = WindowHistogram::new(3 * S);
         // Past the HDR range: the bin of the maximum, 2 hours.
         h.record(&interval(10 * S, &[5_000, 7_200 * S]));
         h.record(&interval(11 * S, &[6_000]));
-        assert_eq!(h.wide, vec![(10, 7_200_000_000, 1)]);
         let (bins, _) = h.bins_within(12 * S, 3 * S);
         assert_eq!(bins, BTreeMap::from([(5, 1), (6, 1), (7_200_000_000, 1)]));
-        // Slot 10 leaves the window when slot 14 opens, its wide bin too.
+        // Slot 10 leaves the window when slot 14 opens, its huge bin too.
         h.record(&interval(13 * S, &[4_000]));
-        assert_eq!(h.wide.len(), 1);
         h.record(&interval(14 * S, &[4_000]));
-        assert!(h.wide.is_empty());
         assert_eq!(
             h.bins_within(14 * S, 3 * S).0,
             BTreeMap::from([(4, 2), (6, 1)])
@@ -335,33 +337,40 @@ mod tests {
     }
 
     #[test]
-    fn slot_bins_too_big_for_32_bits_are_kept_whole() {
-        let mut bins = SlotBins::default();
-        let big = u64::from(u32::MAX);
-        bins.add(5, big - 1);
-        bins.add(7, 1);
-        bins.add(5, 3); // past u32: moves to the wide list
-        bins.add(5, 2); // and stays there
-        bins.add(big + 10, 1); // a latency of 71 minutes and more
-        bins.add(9, big + 1);
-        assert_eq!(bins.narrow, vec![(7, 1)]);
-        assert_eq!(
-            bins.iter().collect::<BTreeMap<_, _>>(),
-            BTreeMap::from([(5, big + 4), (7, 1), (9, big + 1), (big + 10, 1)])
-        );
+    fn encoded_bins_keep_any_latency_and_count_whole() {
+        let big = u64::MAX - 1;
+        let bins = vec![(0, 1), (5, u64::from(u32::MAX) + 4), (7, 1), (big, big)];
+        let mut bytes = VecDeque::new();
+        let mut previous = 0;
+        for &(us, count) in &bins {
+            push_varint(&mut bytes, us - previous);
+            push_varint(&mut bytes, count);
+            previous = us;
+        }
+        assert_eq!(decode(bytes.iter().copied()).collect::<Vec<_>>(), bins);
+        // (distance, count) pairs: 1 + 1, 1 + 5, 1 + 1, 10 + 10 bytes.
+        let lengths: usize = [0, 1, 5, u64::from(u32::MAX) + 4, 2, 1, big - 7, big]
+            .into_iter()
+            .map(varint_len)
+            .sum();
+        assert_eq!(lengths, 30);
+        assert_eq!(bytes.len(), lengths);
+        // A truncated slot yields the whole bins before the cut, no more.
+        bytes.pop_back();
+        assert_eq!(decode(bytes.iter().copied()).count(), 3);
     }
 
     #[test]
     fn window_histogram_slots_grow_with_long_windows() {
         let day = WindowHistogram::new(24 * 3600 * S);
-        assert_eq!(day.slot_ns(), 720 * S);
+        assert_eq!(day.slot_ns(), 7_200 * S);
         assert_eq!(day.window_ns(), 24 * 3600 * S);
         assert!(day.len <= MAX_HISTOGRAM_SLOTS);
         let odd = WindowHistogram::new(121 * S);
-        assert_eq!(odd.slot_ns(), 2 * S);
+        assert_eq!(odd.slot_ns(), 11 * S);
         assert!(odd.window_ns() >= 121 * S);
-        // A 10 s question of 2 s slots covers 5 slots.
-        assert_eq!(odd.bins_within(1_000 * S, 9 * S).1, 10 * S);
+        // A 20 s question of 11 s slots covers 2 slots.
+        assert_eq!(odd.bins_within(1_000 * S, 20 * S).1, 22 * S);
     }
 
     #[test]
@@ -380,7 +389,7 @@ mod tests {
             day.bins_within(159 * S, 24 * 3600 * S).0,
             BTreeMap::from([(2, 1), (4, 1), (6, 1)])
         );
-        // And back: 12-minute slots squeezed into 1 s slots keep their
+        // And back: 2-hour slots squeezed into 5 s slots keep their
         // samples within the new window rather than dropping them.
         let back = day.resized(60 * S, 159 * S);
         assert_eq!(back.bins_within(159 * S, 60 * S).0.values().sum::<u64>(), 3);
