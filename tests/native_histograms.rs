@@ -86,4 +86,30 @@ fn prometheus_reads_the_native_histogram_and_agrees_on_the_p99() {
         assert!(text.contains("latencyd_wakeup_latency_seconds_bucket{cpu=\"0\",le=\"0.001\"}"));
         break;
     }
+    // The host dashboard's native heatmap reads this Prometheus: its query,
+    // with Grafana's variables filled in, returns a native histogram.
+    let text = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("grafana/dashboards/latencyd-host.json"),
+    )
+    .unwrap();
+    let dashboard: Value = serde_json::from_str(&text).unwrap();
+    let native: Vec<String> = dashboard["panels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|p| p["targets"].as_array().cloned().unwrap_or_default())
+        .filter_map(|t| t["expr"].as_str().map(str::to_string))
+        .filter(|e| e.contains("latencyd_wakeup_latency_seconds{"))
+        .collect();
+    assert_eq!(native.len(), 1, "one native heatmap: {native:?}");
+    let expr = native[0]
+        .replace("$__rate_interval", "10s")
+        .replace("$instance", ".*")
+        .replace("$cpu", ".*");
+    let result = prometheus.query(&expr);
+    assert!(
+        result.first().is_some_and(|s| s.get("histogram").is_some()),
+        "the native heatmap's query returns a native histogram: {expr}: {result:?}"
+    );
 }
