@@ -10,15 +10,26 @@
 # Prints per CPU: min, p50, p99, avg, max for each tool and the ratio
 # latencyd / cyclictest (lower is better; 1.00 means equal).
 #
+# With MODE=daemon the latencyd side is the daemon (`latencyd run` on
+# built-in defaults but for interval, priority and measure.pm_qos, which
+# holds /dev/cpu_dma_latency at 0 as cyclictest's --latency 0 does: off,
+# the idle host's C-states made the daemon 1.7-1.8x cyclictest's average,
+# old build and new alike), for DURATION, whose
+# per-CPU HDR buckets from /api/v1/latency/{cpu} are put in 1 µs bins by
+# their midpoint (HDR buckets are narrower than 1 µs below 131 µs).
+#
 # Usage: benches/compare_cyclictest.sh
-# Environment: LATENCYD (binary), PAIRS (3), DURATION (10s), INTERVAL_US
-# (1000), PRIORITY (80), HIST_US (20000), SCENARIOS ("idle stress").
+# Environment: LATENCYD (binary), MODE (measure), PAIRS (3), DURATION
+# (10s), INTERVAL_US (1000), PRIORITY (80), HIST_US (20000), SCENARIOS
+# ("idle stress"), STRESS (stress-ng's load options; default every CPU,
+# two 256 MB memory hogs and context switches).
 # Needs root, cyclictest (rt-tests), stress-ng and python3.
 set -euo pipefail
 
 bin=${LATENCYD:-target/release/latencyd}
 pairs=${PAIRS:-3}
 duration=${DURATION:-10s}
+mode=${MODE:-measure}
 interval_us=${INTERVAL_US:-1000}
 priority=${PRIORITY:-80}
 hist_us=${HIST_US:-20000}
@@ -34,19 +45,51 @@ out=$(mktemp -d)
 trap 'rm -rf "$out"; [ -n "${stress_pid:-}" ] && kill "$stress_pid" 2>/dev/null; true' EXIT
 common=(-q -m -S -p "$priority" -i "$interval_us" -D "$duration" -h "$hist_us" --latency 0)
 
-echo "# $(uname -r), $(nproc) CPUs, interval ${interval_us}us, priority $priority, $duration per run, $pairs pairs"
+# The daemon for DURATION, its histograms written as cyclictest's JSON.
+run_daemon() {
+    local port=$((20000 + RANDOM % 20000)) pid
+    LATENCYD_MEASURE__INTERVAL="${interval_us}us" LATENCYD_MEASURE__PRIORITY="$priority" \
+        LATENCYD_MEASURE__PM_QOS=true "$bin" run --web.listen-address "127.0.0.1:$port" >/dev/null 2>&1 &
+    pid=$!
+    sleep "${duration%s}"
+    python3 - "$port" "$hist_us" >"$1" <<'PY'
+import json, sys, urllib.request
+port, hist_us = sys.argv[1], int(sys.argv[2])
+get = lambda path: json.load(urllib.request.urlopen(f"http://127.0.0.1:{port}{path}"))
+threads = {}
+for i, c in enumerate(get("/api/v1/latency")["cpus"]):
+    one = get(f"/api/v1/latency/{c['cpu']}")
+    hist = {}
+    for b in one["buckets"]:
+        us = (b["lowest_ns"] + b["highest_ns"]) // 2 // 1000
+        if us < hist_us:
+            hist[str(us)] = hist.get(str(us), 0) + b["count"]
+    threads[str(i)] = {"cpu": c["cpu"], "histogram": hist, "cycles": c["count"],
+                       "avg": c["avg_ns"] / 1000, "min": c["min_ns"] // 1000,
+                       "max": c["max_ns"] // 1000}
+json.dump({"thread": threads}, sys.stdout)
+PY
+    kill "$pid" && wait "$pid" 2>/dev/null || true
+}
+
+echo "# $(uname -r), $(nproc) CPUs, interval ${interval_us}us, priority $priority, $duration per run, $pairs pairs, latencyd $mode"
 for scenario in $scenarios; do
     stress_pid=
     if [ "$scenario" = stress ]; then
         # CPU, memory and context-switch load on every CPU, bounded in time.
-        stress-ng --cpu "$(nproc)" --vm 2 --vm-bytes 256M --switch 1 \
+        # shellcheck disable=SC2086
+        stress-ng ${STRESS:---cpu "$(nproc)" --vm 2 --vm-bytes 256M --switch 1} \
             --timeout $((pairs * 2 * 60 + 60))s >/dev/null 2>&1 &
         stress_pid=$!
         sleep 2
     fi
     for pair in $(seq 1 "$pairs"); do
         cyclictest "${common[@]}" -d 0 --json="$out/$scenario-cyclictest-$pair.json" >/dev/null
-        "$bin" measure "${common[@]}" --json="$out/$scenario-latencyd-$pair.json" >/dev/null
+        if [ "$mode" = daemon ]; then
+            run_daemon "$out/$scenario-latencyd-$pair.json"
+        else
+            "$bin" measure "${common[@]}" --json="$out/$scenario-latencyd-$pair.json" >/dev/null
+        fi
     done
     if [ -n "$stress_pid" ]; then
         kill "$stress_pid" 2>/dev/null || true
@@ -109,12 +152,17 @@ for scenario in scenarios:
             fb = f"{b[m]:.2f}" if m == "avg" else str(b[m])
             print(f"| {cpu} | {m} | {fa} | {fb} | {ratio:.2f} |")
     # The spread between pairs shows how much of a ratio is noise.
-    per_pair = []
+    per_pair, pair_ratios = [], []
     for i in range(1, pairs + 1):
         a = pooled([load(f"{out}/{scenario}-cyclictest-{i}.json")])
         b = pooled([load(f"{out}/{scenario}-latencyd-{i}.json")])
         r_avg = [stats(b[c])["avg"] / stats(a[c])["avg"] for c in a]
         r_p99 = [stats(b[c])["p99"] / max(stats(a[c])["p99"], 1) for c in a]
-        per_pair.append(f"pair {i}: avg {sum(r_avg)/len(r_avg):.2f}, p99 {sum(r_p99)/len(r_p99):.2f}")
+        pair_ratios.append((sum(r_avg) / len(r_avg), sum(r_p99) / len(r_p99)))
+        per_pair.append(f"pair {i}: avg {pair_ratios[-1][0]:.2f}, p99 {pair_ratios[-1][1]:.2f}")
     print("\nratios per pair (mean over CPUs): " + "; ".join(per_pair))
+    med = lambda xs: sorted(xs)[len(xs) // 2] if len(xs) % 2 else sum(sorted(xs)[len(xs) // 2 - 1:len(xs) // 2 + 1]) / 2
+    for k, name in ((0, "avg"), (1, "p99")):
+        xs = [r[k] for r in pair_ratios]
+        print(f"median pair ratio {name}: {med(xs):.2f} (range {min(xs):.2f} to {max(xs):.2f})")
 PY
