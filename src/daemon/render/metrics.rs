@@ -44,7 +44,7 @@ const FAMILIES: &[(&str, &str, MetricType, &[&str])] = &[
     ),
     (
         "latencyd_wakeup_latency_overflows_total",
-        "Samples above the HDR histogram's range (10 s); still counted in the maximum.",
+        "Samples the HDR histogram could not hold: above its range (17.2 s), or past a sampler's full 16-bit counters in an interval the exporter did not collect; still counted in the maximum, ranked at it in quantiles.",
         MetricType::COUNTER,
         &["cpu"],
     ),
