@@ -26,8 +26,6 @@ pub use linear::LinearHistogram;
 pub const HDR_LOWEST_NS: u64 = 1;
 pub const HDR_HIGHEST_NS: u64 = hdr::HIGHEST_NS;
 pub const HDR_SIGNIFICANT_DIGITS: u8 = 2;
-/// A reported quantile is at most this fraction above the true value.
-pub const HDR_RELATIVE_ERROR: f64 = 1.0 / 128.0;
 
 /// The on-disk record keeps the same 2 significant digits (a quarter of
 /// the size on disk of 3 digits, measured: a minute of one CPU at 1 kHz,
