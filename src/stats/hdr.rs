@@ -14,7 +14,7 @@
 //!   allocates nor faults. A counter that passes 65,535 carries into a
 //!   small table; a page mask remembers which 128-counter pages hold
 //!   anything, so that merging and resetting an interval touch only
-//!   those (typically 4 to 8 pages, 1 to 2 KiB, instead of all 7 KiB).
+//!   those (5 to 9 pages, 1.8 KiB, in a typical interval instead of 7 KiB).
 //! - `Paged`, for the consumer's cumulative state: 128-counter pages
 //!   allocated when first used, 32 bits wide until a counter passes
 //!   2^32 - 1, then that page is widened to 64 bits. Latencies occupy a
