@@ -56,6 +56,7 @@ fn synthetic_state(n_cpus: usize) -> MonitorState {
         started_ns: now,
         cpus,
         non_rt_reasons: vec![],
+        unmeasured: vec![],
         reload: ReloadRecord::started(now),
         listen: vec!["127.0.0.1:9479".parse().unwrap()],
         forensics: Default::default(),

@@ -7,6 +7,7 @@
 
 use std::fs;
 
+use crate::cpulist::parse_cpu_list;
 use crate::rt::engine::RtLimits;
 use crate::rt::sys;
 
@@ -23,6 +24,15 @@ pub struct HostInfo {
     /// CPUs that are online and in this process's affinity mask.
     pub usable_cpus: Vec<usize>,
     pub online_cpus: Option<Vec<usize>>,
+    /// The CPUs this process's cgroup may run on (`cpuset.cpus.effective`
+    /// of cgroup v2, `cpuset.effective_cpus` of v1), where readable. Under
+    /// the kubelet's static CPU manager a shared-pool pod's cpuset leaves
+    /// out the CPUs given exclusively to other pods.
+    pub cpuset_cpus: Option<Vec<usize>>,
+    /// CPUs taken out of the scheduler's domains at boot (`isolcpus=`,
+    /// `/sys/devices/system/cpu/isolated`); processes started without an
+    /// explicit affinity do not run there.
+    pub isolated_cpus: Vec<usize>,
     pub cap_sys_nice: bool,
     pub cap_ipc_lock: bool,
     /// `RLIMIT_RTPRIO` (`None`: unlimited).
@@ -51,6 +61,13 @@ impl HostInfo {
                 .collect(),
             None => affinity,
         };
+        let cpuset_cpus = fs::read_to_string("/proc/self/cgroup")
+            .ok()
+            .and_then(|cgroups| cpuset_of(&cgroups, |path| fs::read_to_string(path).ok()));
+        let isolated_cpus = fs::read_to_string("/sys/devices/system/cpu/isolated")
+            .ok()
+            .and_then(|s| parse_cpu_list(&s).ok())
+            .unwrap_or_default();
         let effective_caps = fs::read_to_string("/proc/self/status")
             .ok()
             .and_then(|status| parse_cap_eff(&status))
@@ -60,6 +77,8 @@ impl HostInfo {
             preempt_rt,
             usable_cpus,
             online_cpus,
+            cpuset_cpus,
+            isolated_cpus,
             cap_sys_nice: effective_caps & (1 << CAP_SYS_NICE) != 0,
             cap_ipc_lock: effective_caps & (1 << CAP_IPC_LOCK) != 0,
             rtprio_limit: sys::rtprio_limit().ok().flatten(),
@@ -105,6 +124,50 @@ impl HostInfo {
     }
 }
 
+/// The CPUs of the cpuset cgroup that `/proc/self/cgroup` (`cgroups`)
+/// names, read with `read`: cgroup v2's `cpuset.cpus.effective`, else v1's
+/// `cpuset.effective_cpus`, from the process's own cgroup or, where that
+/// file is absent (the controller not enabled there), the nearest ancestor
+/// that has it. `None` when no level can be read.
+fn cpuset_of(cgroups: &str, read: impl Fn(&str) -> Option<String>) -> Option<Vec<usize>> {
+    // Lines are `id:controllers:path`; v2's is `0::path`.
+    let mut candidates: Vec<(&str, &str)> = Vec::new();
+    for line in cgroups.lines() {
+        let mut fields = line.splitn(3, ':');
+        let (Some(_), Some(controllers), Some(path)) =
+            (fields.next(), fields.next(), fields.next())
+        else {
+            continue;
+        };
+        if controllers.is_empty() {
+            candidates.push(("/sys/fs/cgroup", path));
+        } else if controllers.split(',').any(|c| c == "cpuset") {
+            candidates.push(("/sys/fs/cgroup/cpuset", path));
+        }
+    }
+    for (root, path) in candidates {
+        let file = if root.ends_with("/cpuset") {
+            "cpuset.effective_cpus"
+        } else {
+            "cpuset.cpus.effective"
+        };
+        let mut dir = path.trim_end_matches('/').to_string();
+        loop {
+            if let Some(list) = read(&format!("{root}{dir}/{file}"))
+                && let Ok(cpus) = parse_cpu_list(&list)
+                && !cpus.is_empty()
+            {
+                return Some(cpus);
+            }
+            match dir.rfind('/') {
+                Some(cut) => dir.truncate(cut),
+                None => break,
+            }
+        }
+    }
+    None
+}
+
 /// Parses the `CapEff:` line of `/proc/self/status` (hex bit mask).
 fn parse_cap_eff(status: &str) -> Option<u64> {
     status
@@ -125,6 +188,29 @@ mod tests {
         assert!(caps & (1 << CAP_IPC_LOCK) != 0);
         assert_eq!(parse_cap_eff("Name:\tx\n"), None);
         assert_eq!(parse_cap_eff("CapEff:\tzz\n"), None);
+    }
+
+    #[test]
+    fn the_cpuset_is_read_from_the_nearest_cgroup_that_has_one() {
+        let files = |path: &str| match path {
+            "/sys/fs/cgroup/kubepods.slice/cpuset.cpus.effective" => Some("0-1,4-7\n".to_string()),
+            "/sys/fs/cgroup/cpuset/docker/abc/cpuset.effective_cpus" => Some("2-3\n".to_string()),
+            "/sys/fs/cgroup/cpuset.cpus.effective" => Some("0-7\n".to_string()),
+            _ => None,
+        };
+        // v2: the pod's own cgroup lacks the file; its parent has it.
+        assert_eq!(
+            cpuset_of("0::/kubepods.slice/pod1/cri-x.scope\n", files),
+            Some(vec![0, 1, 4, 5, 6, 7])
+        );
+        // v2 at the root of a cgroup namespace.
+        assert_eq!(cpuset_of("0::/\n", files), Some((0..8).collect()));
+        // v1: the cpuset hierarchy's line.
+        let v1 = "12:memory:/docker/abc\n3:cpuset,cpu:/docker/abc\n";
+        assert_eq!(cpuset_of(v1, files), Some(vec![2, 3]));
+        // Nothing readable: unknown, not empty.
+        assert_eq!(cpuset_of("0::/x\n", |_| None), None);
+        assert_eq!(cpuset_of("garbage", files), None);
     }
 
     #[test]

@@ -86,6 +86,85 @@ impl CpuSelection {
     }
 }
 
+/// Why an online CPU has no sampler.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Unmeasured {
+    /// Outside the process's cgroup cpuset (a container's `cpuset.cpus`;
+    /// the kubelet's static CPU manager keeps exclusive CPUs out of
+    /// shared-pool pods).
+    Cpuset,
+    /// Isolated at boot (`isolcpus=`) and outside the affinity mask the
+    /// process inherited.
+    Isolated,
+    /// Outside the process's affinity mask (`taskset`, systemd's
+    /// `CPUAffinity=`).
+    Affinity,
+    /// Usable, but not in `measure.cpus` / `--cpus`.
+    Config,
+}
+
+impl Unmeasured {
+    /// The value of the `reason` label and of the JSON field.
+    pub fn name(self) -> &'static str {
+        match self {
+            Unmeasured::Cpuset => "cpuset",
+            Unmeasured::Isolated => "isolated",
+            Unmeasured::Affinity => "affinity",
+            Unmeasured::Config => "config",
+        }
+    }
+
+    /// What it means and what to do about it, for people.
+    pub fn explain(self) -> &'static str {
+        match self {
+            Unmeasured::Cpuset => {
+                "outside this process's cgroup cpuset; in Kubernetes with the static CPU \
+                 manager, exclusive CPUs never enter a shared pod's cpuset: install latencyd on \
+                 the host (systemd) to measure them"
+            }
+            Unmeasured::Isolated => {
+                "isolated at boot (isolcpus=) and outside the inherited affinity mask; set \
+                 CPUAffinity= in the unit (or taskset) to include it"
+            }
+            Unmeasured::Affinity => {
+                "outside this process's affinity mask; widen CPUAffinity= in the unit (or \
+                 taskset) to include it"
+            }
+            Unmeasured::Config => "not in measure.cpus (or --cpus)",
+        }
+    }
+}
+
+/// The CPUs online on `host` that have no sampler (not in `measured`),
+/// each with why, in CPU order. Empty where the online CPUs are unknown.
+pub fn unmeasured_cpus(host: &HostInfo, measured: &[usize]) -> Vec<(usize, Unmeasured)> {
+    let Some(online) = &host.online_cpus else {
+        return Vec::new();
+    };
+    online
+        .iter()
+        .filter(|cpu| !measured.contains(cpu))
+        .map(|&cpu| {
+            let outside_cpuset = host
+                .cpuset_cpus
+                .as_ref()
+                .is_some_and(|cpuset| !cpuset.contains(&cpu));
+            let reason = if outside_cpuset {
+                Unmeasured::Cpuset
+            } else if !host.usable_cpus.contains(&cpu) {
+                if host.isolated_cpus.contains(&cpu) {
+                    Unmeasured::Isolated
+                } else {
+                    Unmeasured::Affinity
+                }
+            } else {
+                Unmeasured::Config
+            };
+            (cpu, reason)
+        })
+        .collect()
+}
+
 impl fmt::Display for CpuSelection {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -115,6 +194,40 @@ mod tests {
         assert!(check_priority(Policy::Other, 1).is_err());
         assert_eq!(default_priority(Policy::Other), 0);
         assert_eq!(default_priority(Policy::RoundRobin), DEFAULT_RT_PRIORITY);
+    }
+
+    #[test]
+    fn every_online_cpu_without_a_sampler_is_named_with_its_reason() {
+        let mut h = host(&[0, 1, 3]);
+        h.online_cpus = Some((0..8).collect());
+        h.cpuset_cpus = Some(vec![0, 1, 2, 3, 5]);
+        h.isolated_cpus = vec![2, 6];
+        // 1 by config; 2 isolated (in the cpuset, not in the mask); 4, 6, 7
+        // outside the cpuset whatever else; 5 in the cpuset, not the mask.
+        assert_eq!(
+            unmeasured_cpus(&h, &[0, 3]),
+            vec![
+                (1, Unmeasured::Config),
+                (2, Unmeasured::Isolated),
+                (4, Unmeasured::Cpuset),
+                (5, Unmeasured::Affinity),
+                (6, Unmeasured::Cpuset),
+                (7, Unmeasured::Cpuset),
+            ]
+        );
+        // Without a readable cpuset, the mask decides.
+        h.cpuset_cpus = None;
+        assert_eq!(
+            unmeasured_cpus(&h, &[0, 1, 3])[1],
+            (4, Unmeasured::Affinity)
+        );
+        assert_eq!(
+            unmeasured_cpus(&h, &[0, 1, 3])[0],
+            (2, Unmeasured::Isolated)
+        );
+        // Unknown online CPUs: nothing claimed.
+        h.online_cpus = None;
+        assert!(unmeasured_cpus(&h, &[0]).is_empty());
     }
 
     #[test]

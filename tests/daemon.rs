@@ -461,6 +461,81 @@ fn the_exporter_thread_can_be_pinned_to_housekeeping_cpus() {
 }
 
 #[test]
+fn a_cpu_outside_the_affinity_mask_is_reported_unmeasured_with_its_reason() {
+    let usable = latencyd::rt::sys::process_affinity().unwrap();
+    let online = latencyd::rt::sys::online_cpus().unwrap_or_default();
+    let usable: Vec<usize> = usable.into_iter().filter(|c| online.contains(c)).collect();
+    if usable.len() < 2 {
+        common::report_skip(
+            "a_cpu_outside_the_affinity_mask_is_reported_unmeasured_with_its_reason",
+            "one usable CPU: none can be left out of the mask",
+        );
+        return;
+    }
+    common::require_tool("taskset", "--version", "util-linux");
+    let (kept, left_out) = (usable[0], *usable.last().unwrap());
+    let dir = tempfile::tempdir().unwrap();
+    let config = daemon_config(dir.path(), "", "", "");
+    // What `taskset`, systemd's CPUAffinity= or a container runtime's
+    // cpuset do to a process: "all" then means the CPUs it may use.
+    let mut cmd = Command::new("taskset");
+    cmd.args(["-c", &kept.to_string(), env!("CARGO_BIN_EXE_latencyd")])
+        .args(["run", "--config"])
+        .arg(&config)
+        .env_remove("LATENCYD_TEST_WITHOUT_FAULTS");
+    let daemon = Daemon::start(&mut cmd);
+
+    let (code, body) = daemon.get("/api/v1/status");
+    assert_eq!(code, 200, "{body}");
+    let status: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(status["config"]["cpus"], serde_json::json!([kept]));
+    let entry = status["unmeasured_cpus"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["cpu"] == left_out)
+        .unwrap_or_else(|| panic!("CPU {left_out} is not reported: {body}"));
+    // It was in this test's own mask, so inside the cgroup's cpuset: the
+    // mask is the reason (or isolcpus=, where the CPU is isolated).
+    let isolated = std::fs::read_to_string("/sys/devices/system/cpu/isolated")
+        .ok()
+        .and_then(|s| latencyd::cpulist::parse_cpu_list(&s).ok())
+        .unwrap_or_default();
+    let reason = if isolated.contains(&left_out) {
+        "isolated"
+    } else {
+        "affinity"
+    };
+    assert_eq!(entry["reason"], reason, "{body}");
+    assert!(
+        entry["explanation"]
+            .as_str()
+            .unwrap()
+            .contains("affinity mask")
+    );
+    let (_, scrape) = daemon.get("/metrics");
+    let series = format!("latencyd_cpu_unmeasured{{cpu=\"{left_out}\",reason=\"{reason}\"}}");
+    assert_eq!(
+        common::metric_value(&scrape, &series),
+        Some(1.0),
+        "{scrape}"
+    );
+    assert!(!scrape.contains(&format!("latencyd_cpu_unmeasured{{cpu=\"{kept}\"")));
+    let (_, page) = daemon.get("/");
+    assert!(
+        page.contains(&format!("Not measured: CPU {left_out}")),
+        "{page}"
+    );
+    assert!(
+        daemon
+            .log_text()
+            .contains(&format!("CPU {left_out} is not measured")),
+        "{}",
+        daemon.log_text()
+    );
+}
+
+#[test]
 fn logs_are_json_lines_or_text_without_timestamps_under_the_journal() {
     let dir = tempfile::tempdir().unwrap();
     let config = daemon_config(dir.path(), "", "", "");

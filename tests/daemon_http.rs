@@ -82,8 +82,11 @@ fn state(per_cpu_histograms: bool) -> MonitorState {
         .map(|i| 4_000 + (i * 104_729) % 90_000)
         .chain([3_000_000])
         .collect();
+    let mut host = common::synthetic_host(&[0, 1, 2], &[0, 1, 2, 3]);
+    host.cpuset_cpus = Some(vec![0, 1, 2]);
     MonitorState {
-        host: common::synthetic_host(&[0, 1, 2], &[0, 1, 2]),
+        unmeasured: latencyd::sampling::unmeasured_cpus(&host, &[0, 2]),
+        host,
         started_ns: NOW_NS - 900 * S,
         cpus: vec![
             view(0, &a, &config, NOW_NS - 1_000_000),
@@ -513,6 +516,20 @@ async fn status_describes_host_config_and_samplers() {
     assert_eq!(json["reload_failures"], 2);
     assert_eq!(json["realtime"], true);
     assert_eq!(json["healthy"], true);
+    // CPU 1 is left out by the configuration, CPU 3 by the cgroup's
+    // cpuset: both online, both named with why.
+    let unmeasured = json["unmeasured_cpus"].as_array().unwrap();
+    assert_eq!(unmeasured.len(), 2, "{unmeasured:?}");
+    assert_eq!(unmeasured[0]["cpu"], 1);
+    assert_eq!(unmeasured[0]["reason"], "config");
+    assert_eq!(unmeasured[1]["cpu"], 3);
+    assert_eq!(unmeasured[1]["reason"], "cpuset");
+    assert!(
+        unmeasured[1]["explanation"]
+            .as_str()
+            .unwrap()
+            .contains("install latencyd on the host")
+    );
 }
 
 #[tokio::test]
@@ -586,6 +603,10 @@ async fn status_page_shows_host_samplers_table_and_plot() {
     assert!(!page.contains("rig<7>"));
     assert!(page.contains("&lt;mlockall refused&gt;"));
     assert!(page.contains("6.12.0-rt5") && page.contains("PREEMPT_RT"));
+    // CPUs left out are listed, so a missing row is never read as a quiet CPU.
+    assert!(page.contains("<ul id=\"unmeasured\""), "{page}");
+    assert!(page.contains("Not measured: CPU 1 — not in measure.cpus"));
+    assert!(page.contains("Not measured: CPU 3 — outside this process"));
     // Recent spikes: the capture, linked, its cause named as text.
     assert!(page.contains("<h2>Recent spikes</h2>"), "{page}");
     assert!(page.contains(&format!("<a href=\"/api/v1/spikes/{SPIKE_ID}\">")));
@@ -905,6 +926,7 @@ async fn every_route_answers_as_the_openapi_document_says() {
         ("/metrics", "/metrics", &app),
         ("/healthz", "/healthz", &app),
         ("/healthz", "/healthz", &unhealthy),
+        ("/livez", "/livez", &unhealthy),
         ("/api/v1/status", "/api/v1/status", &app),
         ("/api/v1/latency", "/api/v1/latency", &app),
         ("/api/v1/latency", "/api/v1/latency?from=-1h", &ranged),

@@ -147,6 +147,7 @@ fn router() -> axum::Router {
         started_ns: 0,
         cpus: vec![latencyd::daemon::state::CpuView::new(0, &config, sampler)],
         non_rt_reasons: vec![],
+        unmeasured: vec![],
         reload: latencyd::daemon::state::ReloadRecord::started(0),
         listen: vec!["127.0.0.1:9479".parse().unwrap()],
         forensics: Default::default(),

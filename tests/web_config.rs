@@ -204,6 +204,19 @@ fn tls_with_basic_auth_right_and_wrong() {
         Some(12.0),
         "{scrape}"
     );
+    // The liveness probe is the one path open without credentials (a
+    // kubelet probe carries none), and it tells nothing but that the
+    // exporter answers; the refusals above were not joined by it.
+    let (status, output) = curl(&daemon, dir.path(), "/livez", &[]);
+    assert_eq!(status, 200, "{}", stdout_of(&output));
+    let output = Command::new("curl")
+        .args(["-s", "--max-time", "10", "--cacert"])
+        .arg(dir.path().join("ca.crt"))
+        .arg(format!("https://{}/livez", daemon.addr))
+        .output()
+        .unwrap();
+    assert_eq!(stdout_of(&output), "{\"status\":\"alive\"}");
+    assert_eq!(curl(&daemon, dir.path(), "/livez/x", &[]).0, 401);
     // Plain HTTP to the TLS port gets no metrics.
     if let Ok((status, body)) = http_get(daemon.addr, "/metrics") {
         assert_ne!(status, 200, "{body}");

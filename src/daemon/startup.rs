@@ -28,7 +28,7 @@ use crate::record::{Accumulator, Context, Keeper};
 use crate::rt::engine::{DEFAULT_START_TIMEOUT, Engine, EngineSpec, StartError};
 use crate::rt::sampler::LoopPlan;
 use crate::rt::sys::{self, CpuDmaLatencyHold};
-use crate::sampling::CpuSelection;
+use crate::sampling::{CpuSelection, Unmeasured, unmeasured_cpus};
 use crate::stats::LatencyStats;
 use crate::units::{NS_PER_MS, format_duration_ns, unix_now_ns};
 
@@ -197,6 +197,17 @@ async fn serve(
         .map(|(l, configured)| l.local_addr().unwrap_or(*configured))
         .collect();
     let cpus: Vec<usize> = engine.slots.iter().map(|slot| slot.cpu).collect();
+    let unmeasured = unmeasured_cpus(&host, &cpus);
+    for &(cpu, reason) in &unmeasured {
+        if reason != Unmeasured::Config {
+            warn!(
+                cpu,
+                reason = reason.name(),
+                "CPU {cpu} is not measured: {}",
+                reason.explain()
+            );
+        }
+    }
     let interval_ns = config.measure.interval_ns;
     let limits = server::Limits {
         max_connections: config.export.max_connections,
@@ -254,6 +265,7 @@ async fn serve(
             })
             .collect(),
         non_rt_reasons: engine.non_rt_reasons.clone(),
+        unmeasured,
         reload: ReloadRecord::started(started_ns),
         listen,
         host,

@@ -152,6 +152,7 @@ pub const ROUTES: &[&str] = &[
     "/plot.svg",
     "/metrics",
     "/healthz",
+    "/livez",
     "/api/v1/status",
     "/api/v1/latency",
     "/api/v1/latency/{cpu}",
@@ -172,6 +173,7 @@ pub fn router(app: AppState) -> Router {
         .route("/plot.svg", get(plot_svg))
         .route(&telemetry_path, get(metrics_handler))
         .route("/healthz", get(healthz))
+        .route(LIVENESS_PATH, get(livez))
         .route("/api/v1/status", get(status))
         .route("/api/v1/latency", get(latency_all))
         .route("/api/v1/latency/{cpu}", get(latency_one))
@@ -183,13 +185,19 @@ pub fn router(app: AppState) -> Router {
         .with_state(app)
 }
 
+/// The liveness probe's path, the one served without credentials: it says
+/// only that the exporter answers, as Kubernetes' own components leave
+/// `/livez` open to their probes.
+pub const LIVENESS_PATH: &str = "/livez";
+
 /// What every request passes before it is routed, in this order:
 /// authentication when the web configuration asks for it (401 with
-/// `WWW-Authenticate`), GET or HEAD only (405 with `Allow`), no body (413).
-/// Each refusal is a JSON error like every other.
+/// `WWW-Authenticate`; `LIVENESS_PATH` excepted), GET or HEAD only (405
+/// with `Allow`), no body (413). Each refusal is a JSON error like every
+/// other.
 async fn guard(State(app): State<AppState>, request: Request, next: Next) -> Response {
     let security = app.security();
-    if security.auth.is_some() {
+    if security.auth.is_some() && request.uri().path() != LIVENESS_PATH {
         let authorization = request
             .headers()
             .get(header::AUTHORIZATION)
@@ -432,6 +440,13 @@ async fn healthz(State(app): State<AppState>) -> Response {
         StatusCode::SERVICE_UNAVAILABLE
     };
     (status, axum::Json(json::health(health))).into_response()
+}
+
+/// The liveness probe: answering at all is the answer. The samplers'
+/// condition is `/healthz`'s, and a starved sampler is what latencyd is
+/// there to measure, not a reason to restart it.
+async fn livez() -> Response {
+    axum::Json(serde_json::json!({ "status": "alive" })).into_response()
 }
 
 async fn status(State(app): State<AppState>) -> axum::Json<json::StatusBody> {

@@ -52,6 +52,8 @@ pub struct StatusBody {
     host: HostBody,
     config: ConfigBody,
     samplers: Vec<SamplerBody>,
+    /// Online CPUs without a sampler, with why.
+    unmeasured_cpus: Vec<UnmeasuredBody>,
     forensics: ForensicsBody,
     record: RecordBody,
 }
@@ -184,6 +186,16 @@ pub struct ConfigBody {
     sources: std::collections::BTreeMap<String, String>,
 }
 
+/// An online CPU latencyd does not measure.
+#[derive(Serialize)]
+pub struct UnmeasuredBody {
+    cpu: usize,
+    /// `cpuset`, `isolated`, `affinity` or `config`.
+    reason: &'static str,
+    /// What the reason means and what to do about it.
+    explanation: &'static str,
+}
+
 #[derive(Serialize)]
 pub struct SamplerBody {
     cpu: usize,
@@ -267,6 +279,15 @@ pub fn status(s: &MonitorState, now_ns: u64) -> StatusBody {
                 .map(|(key, e)| (key.clone(), e.source.clone()))
                 .collect(),
         },
+        unmeasured_cpus: s
+            .unmeasured
+            .iter()
+            .map(|&(cpu, reason)| UnmeasuredBody {
+                cpu,
+                reason: reason.name(),
+                explanation: reason.explain(),
+            })
+            .collect(),
         forensics: ForensicsBody::of(s),
         record: RecordBody::of(s),
         samplers: s

@@ -67,6 +67,12 @@ const FAMILIES: &[(&str, &str, MetricType, &[&str])] = &[
         &["cpu"],
     ),
     (
+        "latencyd_cpu_unmeasured",
+        "1 for each CPU online at start that latencyd does not measure, with why: cpuset (outside the cgroup's cpuset, as exclusive CPUs are for a Kubernetes pod in the shared pool), isolated (isolcpus= and outside the inherited affinity), affinity (outside the affinity mask), config (not in measure.cpus).",
+        MetricType::GAUGE,
+        &["cpu", "reason"],
+    ),
+    (
         "latencyd_sampler_last_sample_timestamp_seconds",
         "Unix time of the sampler's latest wake-up (its heartbeat): the wall clock at the scrape minus how long ago it woke, so a step of the wall clock moves it too.",
         MetricType::GAUGE,
@@ -421,6 +427,16 @@ pub fn families(state: &MonitorState, now: Now) -> Vec<MetricFamily> {
                 .cpus
                 .iter()
                 .map(|v| gauge(cpu(v.cpu), f64::from(u8::from(v.sampler.online))))
+                .collect(),
+            "latencyd_cpu_unmeasured" => state
+                .unmeasured
+                .iter()
+                .map(|(c, reason)| {
+                    gauge(
+                        vec![label("cpu", &c.to_string()), label("reason", reason.name())],
+                        1.0,
+                    )
+                })
                 .collect(),
             "latencyd_sampler_last_sample_timestamp_seconds" => state
                 .cpus

@@ -45,6 +45,8 @@ pub struct Snapshot {
     pub uptime_ns: u64,
     pub healthy: bool,
     pub non_rt_reasons: Vec<String>,
+    /// Online CPUs without a sampler, with why.
+    pub unmeasured: Vec<(usize, crate::sampling::Unmeasured)>,
     pub interval_ns: u64,
     pub max_window_ns: u64,
     /// The span the plot covers: `None` for the lifetime.
@@ -94,6 +96,7 @@ impl Snapshot {
             uptime_ns: now_ns.saturating_sub(s.started_ns),
             healthy: health.healthy,
             non_rt_reasons: s.non_rt_reasons.clone(),
+            unmeasured: s.unmeasured.clone(),
             interval_ns: s.config.measure.interval_ns,
             max_window_ns: s.config.export.max_window_ns,
             forensics_enabled: s.config.forensics.enabled,
@@ -277,6 +280,7 @@ pub fn render_page(snap: &Snapshot, plot_svg: Result<&str, &str>) -> String {
         );
     }
     html.push_str("</tbody></table>\n");
+    render_unmeasured(&mut html, snap);
     render_spikes(&mut html, snap);
     let scope = match snap.plot_window_ns {
         None => "since start".to_string(),
@@ -307,6 +311,34 @@ pub fn render_page(snap: &Snapshot, plot_svg: Result<&str, &str>) -> String {
 
 /// The "Recent spikes" table: the newest captures with their verdicts,
 /// each linked to its full capture; or why there are none.
+/// Online CPUs without a sampler, grouped by reason, so that a CPU left
+/// out is never mistaken for one that is quiet.
+fn render_unmeasured(html: &mut String, snap: &Snapshot) {
+    if snap.unmeasured.is_empty() {
+        return;
+    }
+    let mut reasons: Vec<crate::sampling::Unmeasured> =
+        snap.unmeasured.iter().map(|&(_, r)| r).collect();
+    reasons.sort();
+    reasons.dedup();
+    let _ = writeln!(html, "<ul id=\"unmeasured\" class=\"bad\">");
+    for reason in reasons {
+        let cpus: Vec<usize> = snap
+            .unmeasured
+            .iter()
+            .filter(|&&(_, r)| r == reason)
+            .map(|&(c, _)| c)
+            .collect();
+        let _ = writeln!(
+            html,
+            "<li>Not measured: CPU {} — {}</li>",
+            crate::cpulist::format_cpu_list(&cpus),
+            escape(reason.explain()),
+        );
+    }
+    html.push_str("</ul>\n");
+}
+
 fn render_spikes(html: &mut String, snap: &Snapshot) {
     html.push_str("<h2>Recent spikes</h2>\n");
     if !snap.forensics_enabled || snap.spikes.is_empty() {

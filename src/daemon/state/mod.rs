@@ -125,6 +125,9 @@ pub struct MonitorState {
     pub cpus: Vec<CpuView>,
     /// Why results are not real-time (empty when they are).
     pub non_rt_reasons: Vec<String>,
+    /// CPUs online at start that have no sampler, with why
+    /// (`sampling::unmeasured_cpus`).
+    pub unmeasured: Vec<(usize, crate::sampling::Unmeasured)>,
     pub reload: ReloadRecord,
     /// The listeners' actual addresses (a configured port may be 0).
     pub listen: Vec<std::net::SocketAddr>,
