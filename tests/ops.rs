@@ -234,6 +234,7 @@ fn every_yaml_file_and_latencyd_configuration_under_deploy_parses() {
         "python3 with PyYAML is missing (.ci/run installs it)"
     );
     let mut yaml_files = Vec::new();
+    let mut toml_files = Vec::new();
     for top in ["deploy", "grafana"] {
         let mut stack = vec![root().join(top)];
         while let Some(dir) = stack.pop() {
@@ -243,17 +244,21 @@ fn every_yaml_file_and_latencyd_configuration_under_deploy_parses() {
                     stack.push(path);
                 } else if path.extension().is_some_and(|e| e == "yml" || e == "yaml") {
                     yaml_files.push(path);
+                } else if path.extension().is_some_and(|e| e == "toml") {
+                    toml_files.push(path);
                 }
             }
         }
     }
     assert!(yaml_files.len() >= 6, "{yaml_files:?}");
-    // Each file: every document parses; ConfigMaps' latencyd.toml is printed
-    // so it can be loaded with latencyd's own parser.
+    // Each file: every document parses; a ConfigMap's latencyd.toml is
+    // printed so it can be loaded with latencyd's own parser, as are the
+    // .toml files kustomize makes ConfigMaps of.
     let script = "import sys, yaml\n\
         for path in sys.argv[1:]:\n\
         \x20   for doc in yaml.safe_load_all(open(path)):\n\
-        \x20       if isinstance(doc, dict) and doc.get('kind') == 'ConfigMap':\n\
+        \x20       if isinstance(doc, dict) and doc.get('kind') == 'ConfigMap' \\\n\
+        \x20               and 'latencyd.toml' in doc.get('data', {}):\n\
         \x20           print('@@@' + doc['data']['latencyd.toml'])\n";
     let output = Command::new("python3")
         .arg("-c")
@@ -268,12 +273,13 @@ fn every_yaml_file_and_latencyd_configuration_under_deploy_parses() {
         .map(str::to_string)
         .collect();
     assert!(
-        !configs.is_empty(),
-        "the Kubernetes ConfigMap carries a latencyd.toml"
+        !toml_files.is_empty(),
+        "the Kubernetes base's latencyd.toml is under deploy/"
     );
 
     let dir = tempfile::tempdir().unwrap();
     let mut files: Vec<PathBuf> = vec![root().join("config.example.toml")];
+    files.extend(toml_files);
     for (i, text) in configs.iter().enumerate() {
         let path = dir.path().join(format!("configmap-{i}.toml"));
         std::fs::write(&path, text).unwrap();
