@@ -18,11 +18,17 @@
 # per-CPU HDR buckets from /api/v1/latency/{cpu} are put in 1 µs bins by
 # their midpoint (HDR buckets are narrower than 1 µs below 131 µs).
 #
+# Pairs run in alternating order (ORDER=alternate: cyclictest first in odd
+# pairs, latencyd first in even ones), so that whatever favours the first
+# or the second run of a pair (measured with CONTROL=1 ORDER=fixed, which
+# runs cyclictest against itself) falls on both tools equally.
+#
 # Usage: benches/compare_cyclictest.sh
 # Environment: LATENCYD (binary), MODE (measure), PAIRS (3), DURATION
 # (10s), INTERVAL_US (1000), PRIORITY (80), HIST_US (20000), SCENARIOS
 # ("idle stress"), STRESS (stress-ng's load options; default every CPU,
-# two 256 MB memory hogs and context switches).
+# two 256 MB memory hogs and context switches), ORDER (alternate, or fixed:
+# cyclictest first in every pair), CONTROL (0; 1: cyclictest on both sides).
 # Needs root, cyclictest (rt-tests), stress-ng and python3.
 set -euo pipefail
 
@@ -34,6 +40,8 @@ interval_us=${INTERVAL_US:-1000}
 priority=${PRIORITY:-80}
 hist_us=${HIST_US:-20000}
 scenarios=${SCENARIOS:-idle stress}
+order=${ORDER:-alternate}
+control=${CONTROL:-0}
 
 [ "$(id -u)" = 0 ] || { echo "run as root: both tools need SCHED_FIFO and mlockall" >&2; exit 2; }
 for tool in cyclictest stress-ng python3; do
@@ -72,7 +80,24 @@ PY
     kill "$pid" && wait "$pid" 2>/dev/null || true
 }
 
-echo "# $(uname -r), $(nproc) CPUs, interval ${interval_us}us, priority $priority, $duration per run, $pairs pairs, latencyd $mode"
+run_cyclictest() {
+    cyclictest "${common[@]}" -d 0 --json="$out/$1-cyclictest-$2.json" >/dev/null
+}
+
+# The "latencyd" side of a pair; CONTROL=1 runs cyclictest there too.
+run_latencyd() {
+    local json="$out/$1-latencyd-$2.json"
+    if [ "$control" = 1 ]; then
+        cyclictest "${common[@]}" -d 0 --json="$json" >/dev/null
+    elif [ "$mode" = daemon ]; then
+        run_daemon "$json"
+    else
+        "$bin" measure "${common[@]}" --json="$json" >/dev/null
+    fi
+}
+
+[ "$control" = 1 ] && echo "# CONTROL: cyclictest against itself; the 'latencyd' column is a second cyclictest"
+echo "# $(uname -r), $(nproc) CPUs, interval ${interval_us}us, priority $priority, $duration per run, $pairs pairs ($order order), latencyd $mode"
 for scenario in $scenarios; do
     stress_pid=
     if [ "$scenario" = stress ]; then
@@ -84,11 +109,12 @@ for scenario in $scenarios; do
         sleep 2
     fi
     for pair in $(seq 1 "$pairs"); do
-        cyclictest "${common[@]}" -d 0 --json="$out/$scenario-cyclictest-$pair.json" >/dev/null
-        if [ "$mode" = daemon ]; then
-            run_daemon "$out/$scenario-latencyd-$pair.json"
+        if [ "$order" = alternate ] && [ $((pair % 2)) = 0 ]; then
+            run_latencyd "$scenario" "$pair"
+            run_cyclictest "$scenario" "$pair"
         else
-            "$bin" measure "${common[@]}" --json="$out/$scenario-latencyd-$pair.json" >/dev/null
+            run_cyclictest "$scenario" "$pair"
+            run_latencyd "$scenario" "$pair"
         fi
     done
     if [ -n "$stress_pid" ]; then
