@@ -45,6 +45,24 @@ pub enum Command {
         /// The TOML file to check (the environment applies too).
         file: PathBuf,
     },
+    /// Print the completion script for a shell, generated from these very
+    /// options (the Debian package installs them).
+    Completions {
+        #[arg(value_enum)]
+        shell: CompletionShell,
+    },
+    /// Print the man page latencyd(8), in roff, generated from these very
+    /// options.
+    #[command(hide = true)]
+    Manpage,
+}
+
+/// The shells `latencyd completions` writes for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CompletionShell {
+    Bash,
+    Zsh,
+    Fish,
 }
 
 /// Which part of a record: a time range and CPUs.

@@ -4,8 +4,8 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
-use latencyd::cli::{Cli, Command};
+use clap::{CommandFactory, Parser};
+use latencyd::cli::{Cli, Command, CompletionShell};
 
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
@@ -24,5 +24,107 @@ fn main() -> ExitCode {
         Some(Command::CheckConfig { file }) => latencyd::daemon::check_config(&file),
         Some(Command::Plot(args)) => latencyd::plot::main(&args),
         Some(Command::Report(args)) => latencyd::report::main(&args),
+        Some(Command::Completions { shell }) => print(completions(shell)),
+        Some(Command::Manpage) => print(manpage()),
     }
 }
+
+/// Writes generated text to stdout: 0, or 1 when stdout cannot take it.
+fn print(text: std::io::Result<Vec<u8>>) -> ExitCode {
+    use std::io::Write;
+    match text.and_then(|bytes| std::io::stdout().write_all(&bytes)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("latencyd: cannot write the output: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The completion script for `shell`, from the clap definitions.
+fn completions(shell: CompletionShell) -> std::io::Result<Vec<u8>> {
+    use clap_complete::{Shell, generate};
+    let shell = match shell {
+        CompletionShell::Bash => Shell::Bash,
+        CompletionShell::Zsh => Shell::Zsh,
+        CompletionShell::Fish => Shell::Fish,
+    };
+    let mut out = Vec::new();
+    generate(shell, &mut Cli::command(), "latencyd", &mut out);
+    Ok(out)
+}
+
+/// latencyd(8): the top-level page (name, synopsis, description, options,
+/// commands), then each visible command's synopsis and options, then exit
+/// status and files.
+fn manpage() -> std::io::Result<Vec<u8>> {
+    use clap_mangen::Man;
+    let cli = Cli::command();
+    let mut out = Vec::new();
+    Man::new(cli.clone()).section("8").render(&mut out)?;
+    for sub in cli.get_subcommands().filter(|s| !s.is_hide_set()) {
+        let name = format!("latencyd {}", sub.get_name());
+        out.extend_from_slice(format!(".SH \"{}\"\n", name.to_uppercase()).as_bytes());
+        if let Some(about) = sub.get_long_about().or(sub.get_about()) {
+            out.extend_from_slice(format!("{}\n", roff_text(&about.to_string())).as_bytes());
+        }
+        // The command's synopsis and options as subsections of its own.
+        let page = Man::new(sub.clone().bin_name(name));
+        let mut part = Vec::new();
+        page.render_synopsis_section(&mut part)?;
+        page.render_options_section(&mut part)?;
+        for line in String::from_utf8_lossy(&part).lines() {
+            let line = line
+                .strip_prefix(".SH ")
+                .map_or_else(|| line.to_string(), |t| format!(".SS {t}"));
+            out.extend_from_slice(line.as_bytes());
+            out.push(b'\n');
+        }
+    }
+    out.extend_from_slice(MANPAGE_TAIL.as_bytes());
+    Ok(out)
+}
+
+/// Plain text made safe for a roff paragraph.
+fn roff_text(text: &str) -> String {
+    text.lines()
+        .map(|line| {
+            let line = line.replace('\\', "\\e");
+            match line.chars().next() {
+                Some('.' | '\'') => format!("\\&{line}"),
+                _ => line,
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+const MANPAGE_TAIL: &str = r#".SH "EXIT STATUS"
+.TP
+0
+success
+.TP
+1
+a sampler died, or another run-time failure
+.TP
+2
+bad usage
+.TP
+77
+real-time privileges refused (realtime.required = true)
+.TP
+78
+bad configuration
+.SH FILES
+.TP
+/etc/latencyd/latencyd.toml
+the configuration (every key: /usr/share/doc/latencyd/examples/config.example.toml)
+.TP
+/var/lib/latencyd/record
+the record: every CPU's histogram of every interval
+.TP
+/usr/share/latencyd
+dashboards, alert rules, systemd drop-ins and the udev rule
+.SH "SEE ALSO"
+cyclictest(8), systemd.exec(5), /usr/share/doc/latencyd/README.md
+"#;

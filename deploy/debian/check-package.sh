@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Installs the Debian package built by `cargo deb`, checks what it put on
-# the system, then removes it again. Run as root on Debian (scripts/test
-# does, after building the package).
+# Installs the Debian package built by deploy/debian/build-package.sh,
+# checks what it put on the system, then removes it again. Run as root on
+# Debian (scripts/test does, after building the package).
 #
 # Usage: deploy/debian/check-package.sh [PACKAGE.deb]
 set -euo pipefail
@@ -24,7 +24,33 @@ verify=$(systemd-analyze verify "$unit" 2>&1) || fail "systemd-analyze verify: $
 [ -z "$verify" ] || fail "systemd-analyze verify says: $verify"
 score=$(systemd-analyze security --offline=true "$unit" | sed -n 's/.*exposure level for latencyd.service: \([0-9.]*\).*/\1/p')
 awk -v s="$score" 'BEGIN { exit !(s <= 2.0) }' || fail "security exposure $score > 2.0"
-[ -L /etc/systemd/system/multi-user.target.wants/latencyd.service ] || fail "the unit is not enabled"
+# Installing starts no real-time thread on a production host: the unit
+# is neither enabled nor started until the operator says so.
+[ ! -e /etc/systemd/system/multi-user.target.wants/latencyd.service ] || fail "installing enabled the unit"
+! pgrep -x latencyd >/dev/null || fail "installing started latencyd"
+# Recommends the font the plots need.
+dpkg-query -W -f='${Recommends}\n' latencyd | grep -q fonts-dejavu-core || fail "no Recommends: fonts-dejavu-core"
+# The man page and completions, generated from the binary's options.
+man=/usr/share/man/man8/latencyd.8.gz
+[ -f "$man" ] || fail "no man page at $man"
+zcat "$man" | grep -q '^\.TH latencyd 8' || fail "$man is not latencyd(8)"
+command -v groff >/dev/null || fail "groff is missing (Debian's groff-base): the man page cannot be checked"
+warnings=$(zcat "$man" | groff -man -Tutf8 -ww -z 2>&1) || fail "groff: $warnings"
+[ -z "$warnings" ] || fail "groff warns: $warnings"
+page=$(zcat "$man" | groff -man -Tascii -P-cbou 2>/dev/null)
+for text in "LATENCYD MEASURE" "--histogram" "check-config" "completions" "--web.listen-address" "EXIT STATUS"; do
+    grep -q -- "$text" <<<"$page" || fail "$man does not mention $text"
+done
+bash_completion=/usr/share/bash-completion/completions/latencyd
+[ -f "$bash_completion" ] || fail "no bash completion at $bash_completion"
+bash -n "$bash_completion" || fail "$bash_completion is not valid bash"
+grep -q -- '--web.listen-address' "$bash_completion" || fail "$bash_completion lacks the run flags"
+[ -f /usr/share/zsh/vendor-completions/_latencyd ] || fail "no zsh completion"
+head -n 1 /usr/share/zsh/vendor-completions/_latencyd | grep -q '^#compdef latencyd' || fail "the zsh completion lacks #compdef"
+[ -f /usr/share/fish/vendor_completions.d/latencyd.fish ] || fail "no fish completion"
+grep -q '^complete -c latencyd' /usr/share/fish/vendor_completions.d/latencyd.fish || fail "the fish completion is empty"
+[ -f /usr/share/doc/latencyd/examples/web-config.example.yml ] || fail "no web-config example"
+[ -f /usr/share/doc/latencyd/changelog.Debian.gz ] || fail "no changelog.Debian.gz"
 /usr/bin/latencyd check-config /etc/latencyd/latencyd.toml >/dev/null || fail "the shipped configuration is invalid"
 for f in grafana/dashboards/latencyd-host.json grafana/dashboards/latencyd-fleet.json \
          prometheus/latencyd.rules.yml systemd/latencyd-pmqos.conf systemd/latencyd-forensics.conf \

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Builds the Debian package: the release binary, then the man page
+# latencyd(8) and the bash, zsh and fish completions generated from it
+# (so they cannot drift from its options), then `cargo deb --no-build`.
+# Prints the path of the .deb.
+#
+# Usage: deploy/debian/build-package.sh
+# Needs cargo-deb (`cargo install --locked cargo-deb`) and gzip.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+command -v cargo-deb >/dev/null || {
+    echo "build-package: cargo-deb is missing: cargo install --locked cargo-deb" >&2
+    exit 2
+}
+cargo build --release --locked --quiet
+assets=target/assets
+mkdir -p "$assets"
+bin=target/release/latencyd
+"$bin" manpage | gzip -9n >"$assets/latencyd.8.gz"
+"$bin" completions bash >"$assets/latencyd.bash"
+"$bin" completions zsh >"$assets/_latencyd"
+"$bin" completions fish >"$assets/latencyd.fish"
+cargo deb --no-build --quiet >&2
+ls -t target/debian/latencyd_*.deb | head -n 1
