@@ -26,7 +26,7 @@ fn kubernetes() -> PathBuf {
     root().join("deploy/kubernetes")
 }
 
-/// The memory the daemon needs, as measured (README, "Memory per CPU";
+/// The memory the daemon needs, as measured (ARCHITECTURE.md, "Memory per CPU";
 /// `cargo bench --bench state_memory`, 2026-11-23): ~10 MiB for the
 /// process on 2 CPUs (VmRSS 10,336 KiB) and 57.6 KiB per CPU of sampler
 /// stack, handoff, exporter and record state (58,944 B at 512 CPUs). A

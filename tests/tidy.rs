@@ -415,3 +415,53 @@ fn each_kind_of_violation_is_reported() {
     }
     assert_eq!(problems.len(), expect.len(), "{problems:#?}");
 }
+
+/// A version such as `1.88` or `1.85.0` as comparable numbers.
+fn version_of(text: &str) -> Vec<u64> {
+    let mut parts: Vec<u64> = text.split('.').map(|p| p.parse().unwrap()).collect();
+    parts.resize(3, 0);
+    parts
+}
+
+#[test]
+fn no_dependency_needs_a_newer_rust_than_the_declared_rust_version() {
+    let output = std::process::Command::new(env!("CARGO"))
+        .args(["metadata", "--format-version", "1", "--locked", "--offline"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output();
+    let output = match output {
+        Ok(o) if o.status.success() => o,
+        other => {
+            let why = match other {
+                Ok(o) => String::from_utf8_lossy(&o.stderr).trim().to_string(),
+                Err(e) => e.to_string(),
+            };
+            // As nobody, root's cargo and registry are out of reach.
+            let _ = std::io::Write::write_all(
+                &mut std::io::stderr(),
+                format!(
+                    "\n*** SKIPPED PART of no_dependency_needs_a_newer_rust_than_the_declared_rust_version: cargo metadata cannot run here: {why} ***\n"
+                )
+                .as_bytes(),
+            );
+            return;
+        }
+    };
+    let metadata: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let ours = version_of(env!("CARGO_PKG_RUST_VERSION"));
+    let too_new: Vec<String> = metadata["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| {
+            let needs = p["rust_version"].as_str()?;
+            (version_of(needs) > ours)
+                .then(|| format!("{} {} needs {needs}", p["name"], p["version"]))
+        })
+        .collect();
+    assert!(
+        too_new.is_empty(),
+        "rust-version is {} but: {too_new:?}",
+        env!("CARGO_PKG_RUST_VERSION")
+    );
+}

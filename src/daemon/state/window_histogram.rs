@@ -29,7 +29,7 @@ pub const MAX_HISTOGRAM_SLOTS: u64 = 12;
 /// is dropped from the front, and the open slot fills a buffer reused
 /// from slot to slot. Nothing is allocated per slot; the queue grows only
 /// when the window as a whole holds more bins than it ever has. A vector
-/// per slot let resident memory ratchet up over a soak (README, "Load and
+/// per slot let resident memory ratchet up over a soak (docs/benchmarks.md, "Load and
 /// soak").
 ///
 /// A finished slot's bins are LEB128 varints, each bin the distance in µs
