@@ -309,10 +309,9 @@ pub fn render_page(snap: &Snapshot, plot_svg: Result<&str, &str>) -> String {
     html
 }
 
-/// The "Recent spikes" table: the newest captures with their verdicts,
-/// each linked to its full capture; or why there are none.
 /// Online CPUs without a sampler, grouped by reason, so that a CPU left
-/// out is never mistaken for one that is quiet.
+/// out is never mistaken for one that is quiet. Left out by the
+/// configuration is said plainly; by the system, as a problem.
 fn render_unmeasured(html: &mut String, snap: &Snapshot) {
     if snap.unmeasured.is_empty() {
         return;
@@ -321,7 +320,12 @@ fn render_unmeasured(html: &mut String, snap: &Snapshot) {
         snap.unmeasured.iter().map(|&(_, r)| r).collect();
     reasons.sort();
     reasons.dedup();
-    let _ = writeln!(html, "<ul id=\"unmeasured\" class=\"bad\">");
+    let class = if reasons == [crate::sampling::Unmeasured::Config] {
+        "sub"
+    } else {
+        "bad"
+    };
+    let _ = writeln!(html, "<ul id=\"unmeasured\" class=\"{class}\">");
     for reason in reasons {
         let cpus: Vec<usize> = snap
             .unmeasured
@@ -339,6 +343,8 @@ fn render_unmeasured(html: &mut String, snap: &Snapshot) {
     html.push_str("</ul>\n");
 }
 
+/// The "Recent spikes" table: the newest captures with their verdicts,
+/// each linked to its full capture; or why there are none.
 fn render_spikes(html: &mut String, snap: &Snapshot) {
     html.push_str("<h2>Recent spikes</h2>\n");
     if !snap.forensics_enabled || snap.spikes.is_empty() {
