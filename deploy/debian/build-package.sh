@@ -5,6 +5,7 @@
 # Prints the path of the .deb.
 #
 # Usage: deploy/debian/build-package.sh
+# Environment: DEBFULLNAME and DEBEMAIL set the Maintainer field.
 # Needs cargo-deb (`cargo install --locked cargo-deb`) and gzip.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -20,5 +21,11 @@ bin=target/release/latencyd
 "$bin" completions bash >"$assets/latencyd.bash"
 "$bin" completions zsh >"$assets/_latencyd"
 "$bin" completions fish >"$assets/latencyd.fish"
-cargo deb --no-build --quiet >&2
+# Whoever builds for a fleet signs it as its maintainer, with Debian's own
+# variables (as dch uses them); else Cargo.toml's field.
+maintainer=()
+if [ -n "${DEBFULLNAME:-}" ] && [ -n "${DEBEMAIL:-}" ]; then
+    maintainer=(--maintainer "$DEBFULLNAME <$DEBEMAIL>")
+fi
+cargo deb --no-build --quiet "${maintainer[@]}" >&2
 ls -t target/debian/latencyd_*.deb | head -n 1
