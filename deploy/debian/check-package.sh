@@ -51,6 +51,16 @@ head -n 1 /usr/share/zsh/vendor-completions/_latencyd | grep -q '^#compdef laten
 grep -q '^complete -c latencyd' /usr/share/fish/vendor_completions.d/latencyd.fish || fail "the fish completion is empty"
 [ -f /usr/share/doc/latencyd/examples/web-config.example.yml ] || fail "no web-config example"
 [ -f /usr/share/doc/latencyd/changelog.Debian.gz ] || fail "no changelog.Debian.gz"
+# A maintainer someone can write to: "Name <user@domain>", the domain
+# qualified and not this host (Debian's lintian refuses localhost too).
+address='^[^<>]*[^<> ] <[^@<> ]+@([^@<> .]+\.)+[^@<> .]+>$'
+maintainer=$(dpkg-query -W -f='${Maintainer}' latencyd)
+[[ $maintainer =~ $address ]] || fail "Maintainer '$maintainer' is not 'Name <user@domain>'"
+case $maintainer in
+*@localhost* | *localdomain*) fail "Maintainer '$maintainer' is on localhost: set DEBFULLNAME and DEBEMAIL, or Cargo.toml's maintainer" ;;
+esac
+signer=$(zcat /usr/share/doc/latencyd/changelog.Debian.gz | sed -n 's/^ -- \(.*>\)  .*/\1/p' | head -n 1)
+[[ $signer =~ $address ]] || fail "the changelog's trailer '$signer' is not 'Name <user@domain>'"
 /usr/bin/latencyd check-config /etc/latencyd/latencyd.toml >/dev/null || fail "the shipped configuration is invalid"
 for f in grafana/dashboards/latencyd-host.json grafana/dashboards/latencyd-fleet.json \
          prometheus/latencyd.rules.yml systemd/latencyd-pmqos.conf systemd/latencyd-forensics.conf \
