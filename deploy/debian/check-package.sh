@@ -51,8 +51,9 @@ head -n 1 /usr/share/zsh/vendor-completions/_latencyd | grep -q '^#compdef laten
 grep -q '^complete -c latencyd' /usr/share/fish/vendor_completions.d/latencyd.fish || fail "the fish completion is empty"
 [ -f /usr/share/doc/latencyd/examples/web-config.example.yml ] || fail "no web-config example"
 [ -f /usr/share/doc/latencyd/changelog.Debian.gz ] || fail "no changelog.Debian.gz"
-# A maintainer someone can write to: "Name <user@domain>", the domain
-# qualified and not this host (Debian's lintian refuses localhost too).
+# A well-formed Maintainer: "Name <user@domain>", the domain qualified
+# and not this host (lintian refuses localhost too). Whether anyone reads
+# that address is for the one who builds the package to make true.
 address='^[^<>]*[^<> ] <[^@<> ]+@([^@<> .]+\.)+[^@<> .]+>$'
 maintainer=$(dpkg-query -W -f='${Maintainer}' latencyd)
 [[ $maintainer =~ $address ]] || fail "Maintainer '$maintainer' is not 'Name <user@domain>'"
