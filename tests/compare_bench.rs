@@ -1,0 +1,106 @@
+//! `benches/compare_cyclictest.sh` runs and says what its numbers are:
+//! a short run of each mode against the real cyclictest, checked for the
+//! lines the README and docs/benchmarks.md quote (like-for-like average,
+//! p99, the field-to-field average beside them, the 95 % interval of each
+//! median) and for counts that cannot be negative. No timing is asserted.
+
+mod common;
+
+use std::process::Command;
+
+const TEST: &str = "the_cyclictest_comparison_runs_in_both_modes";
+
+/// Runs the comparison; its stdout.
+fn compare(mode: &str, pairs: u32, duration: &str) -> String {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/compare_cyclictest.sh");
+    let output = Command::new("bash")
+        .arg(script)
+        .env("LATENCYD", env!("CARGO_BIN_EXE_latencyd"))
+        .env("MODE", mode)
+        .env("PAIRS", pairs.to_string())
+        .env("DURATION", duration)
+        .env("INTERVAL_US", "1000")
+        .env("SCENARIOS", "idle")
+        .output()
+        .unwrap();
+    let stdout = common::stdout_of(&output);
+    assert!(
+        output.status.success(),
+        "compare_cyclictest.sh (MODE={mode}) failed:\n{stdout}\n{}",
+        common::stderr_of(&output)
+    );
+    stdout
+}
+
+/// `median pair ratio NAME: M (range LO to HI[, 95% interval of the median
+/// A to B])`: M, LO, HI and the interval when printed.
+fn median_line(stdout: &str, name: &str) -> (f64, f64, f64, Option<(f64, f64)>) {
+    let prefix = format!("median pair ratio {name}: ");
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with(&prefix))
+        .unwrap_or_else(|| panic!("no '{prefix}' line in:\n{stdout}"));
+    let numbers: Vec<f64> = line[prefix.len()..]
+        .split(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .filter_map(|word| word.parse().ok())
+        .filter(|n| *n != 95.0)
+        .collect();
+    match numbers[..] {
+        [m, lo, hi] => (m, lo, hi, None),
+        [m, lo, hi, a, b] => (m, lo, hi, Some((a, b))),
+        _ => panic!("unexpected numbers in '{line}'"),
+    }
+}
+
+fn check(stdout: &str, pairs: usize) {
+    // One ratio triple per pair.
+    let per_pair = stdout
+        .lines()
+        .find(|l| l.starts_with("ratios per pair"))
+        .unwrap_or_else(|| panic!("no per-pair ratios in:\n{stdout}"));
+    assert_eq!(per_pair.matches("own-avg").count(), pairs, "{per_pair}");
+    // Samples past the histogram: whole, non-negative counts.
+    let past = stdout
+        .lines()
+        .find(|l| l.starts_with("samples past the histogram"))
+        .unwrap_or_else(|| panic!("no overflow line in:\n{stdout}"));
+    for tool in ["cyclictest", "latencyd"] {
+        let count = past
+            .split(&format!("{tool} "))
+            .nth(1)
+            .and_then(|rest| rest.split(',').next())
+            .unwrap_or_else(|| panic!("no {tool} count in '{past}'"));
+        assert!(
+            count.trim().parse::<u64>().is_ok(),
+            "{tool}'s count '{count}' is not a count: '{past}'"
+        );
+    }
+    for name in ["avg", "p99", "own-avg (fields, not like for like)"] {
+        let (median, lo, hi, interval) = median_line(stdout, name);
+        assert!(lo <= median && median <= hi && lo > 0.0, "{name}: {stdout}");
+        // An interval of the median exists from 6 pairs on (at 95 %).
+        match interval {
+            Some((a, b)) => assert!(
+                pairs >= 6 && lo <= a && a <= median && median <= b && b <= hi,
+                "{name}: interval {a}..{b} around {median} in {lo}..{hi}"
+            ),
+            None => assert!(pairs < 6, "{name}: no interval with {pairs} pairs"),
+        }
+    }
+}
+
+#[test]
+fn the_cyclictest_comparison_runs_in_both_modes() {
+    if !common::privileged() {
+        common::report_skip(
+            TEST,
+            "not root: the comparison needs SCHED_FIFO and mlockall for both tools",
+        );
+        return;
+    }
+    common::require_tool("cyclictest", "--help", "rt-tests");
+    common::require_tool("stress-ng", "--version", "stress-ng");
+    check(&compare("measure", 6, "1s"), 6);
+    // The daemon discards its first second (measure.warmup).
+    check(&compare("daemon", 2, "2s"), 2);
+}
