@@ -11,6 +11,9 @@ deb=${1:-$(ls -t target/debian/latencyd_*.deb | head -n 1)}
 
 fail() { echo "check-package: $*" >&2; exit 1; }
 
+# latencyd processes already running (a developer's own, say) are not the
+# install's doing: only new ones count.
+before=$(pgrep -x latencyd | sort || true)
 dpkg -i "$deb" >/dev/null
 trap 'dpkg --purge latencyd >/dev/null 2>&1 || true' EXIT
 
@@ -27,7 +30,8 @@ awk -v s="$score" 'BEGIN { exit !(s <= 2.0) }' || fail "security exposure $score
 # Installing starts no real-time thread on a production host: the unit
 # is neither enabled nor started until the operator says so.
 [ ! -e /etc/systemd/system/multi-user.target.wants/latencyd.service ] || fail "installing enabled the unit"
-! pgrep -x latencyd >/dev/null || fail "installing started latencyd"
+started=$(comm -13 <(echo "$before") <(pgrep -x latencyd | sort || true) | grep . || true)
+[ -z "$started" ] || fail "installing started latencyd (pid $started)"
 # Recommends the font the plots need.
 dpkg-query -W -f='${Recommends}\n' latencyd | grep -q fonts-dejavu-core || fail "no Recommends: fonts-dejavu-core"
 # The man page and completions, generated from the binary's options.
