@@ -180,7 +180,7 @@ def stats(c):
     cyclictest's own avg is); own_avg is the tool's own avg field."""
     return {"min": c["min"], "p50": quantile(c, 0.5), "p99": quantile(c, 0.99),
             "avg": c["bin_sum"] / max(c["in_bins"], 1), "max": c["max"],
-            "own_avg": c["own_sum"] / c["n"], "over": c["over"]}
+            "own_avg": c["own_sum"] / c["n"]}
 
 for scenario in scenarios:
     tools = {tool: pooled([load(f"{out}/{scenario}-{tool}-{i}.json") for i in range(1, pairs + 1)])
