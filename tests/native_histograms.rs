@@ -22,6 +22,13 @@ fn prometheus_reads_the_native_histogram_and_agrees_on_the_p99() {
         dir.path(),
         "latencyd",
         daemon.addr,
+        // The check below needs a moment when Prometheus's last scrape
+        // and the API hold the same count. The count moves at the
+        // samplers' 200 ms handovers; scraped every second, the wait from
+        // a scrape to the next handover depends on their phases, fixed
+        // for the run, and was once too short for 60 s of tries. Scraped
+        // every 100 ms, at least half of every 200 ms qualifies.
+        "100ms",
         &["--enable-feature=native-histograms"],
     );
     // Some samples first.

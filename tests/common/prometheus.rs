@@ -48,20 +48,24 @@ impl Prometheus {
     /// Starts Prometheus in `dir` scraping `target` (as job `job`) every
     /// second with the shipped rules, and waits until it is ready.
     pub fn start(dir: &Path, job: &str, target: SocketAddr) -> Prometheus {
-        Prometheus::start_with_flags(dir, job, target, &[])
+        Prometheus::start_with_flags(dir, job, target, "1s", &[])
     }
 
-    /// `start` with further command-line flags (e.g. feature flags).
+    /// `start` scraping every `scrape_interval` (a Prometheus duration,
+    /// also the scrape timeout), with further command-line flags (e.g.
+    /// feature flags).
     pub fn start_with_flags(
         dir: &Path,
         job: &str,
         target: SocketAddr,
+        scrape_interval: &str,
         flags: &[&str],
     ) -> Prometheus {
         require_tool("prometheus", "--version", "prometheus");
         std::fs::write(dir.join("rules.yml"), shipped_rules_every_second()).unwrap();
         let config = format!(
-            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nrule_files: [rules.yml]\n\
+            "global:\n  scrape_interval: {scrape_interval}\n  scrape_timeout: {scrape_interval}\n  \
+             evaluation_interval: 1s\nrule_files: [rules.yml]\n\
              scrape_configs:\n  - job_name: {job:?}\n    static_configs:\n      - targets: [\"{target}\"]\n",
         );
         std::fs::write(dir.join("prometheus.yml"), config).unwrap();
