@@ -24,9 +24,11 @@
 # built-in defaults but for interval, priority and measure.pm_qos, which
 # holds /dev/cpu_dma_latency at 0 as cyclictest's --latency 0 does: off,
 # the idle host's C-states made the daemon 1.7-1.8x cyclictest's average,
-# old build and new alike), for DURATION, whose
-# per-CPU HDR buckets from /api/v1/latency/{cpu} are put in 1 µs bins by
-# their midpoint (HDR buckets are narrower than 1 µs below 131 µs).
+# old build and new alike), sampling DURATION after its warm-up (WARMUP,
+# passed as measure.warmup), whose per-CPU HDR buckets from
+# /api/v1/latency/{cpu} are put in 1 µs bins by their midpoint (HDR
+# buckets are narrower than 1 µs below 131 µs). The samples per CPU and
+# run that each tool took are printed, to show they sampled alike long.
 #
 # Pairs run in alternating order (ORDER=alternate: cyclictest first in odd
 # pairs, latencyd first in even ones), so that whatever favours the first
@@ -35,10 +37,11 @@
 #
 # Usage: benches/compare_cyclictest.sh
 # Environment: LATENCYD (binary), MODE (measure), PAIRS (3), DURATION
-# (10s), INTERVAL_US (1000), PRIORITY (80), HIST_US (20000), SCENARIOS
-# ("idle stress"), STRESS (stress-ng's load options; default every CPU,
-# two 256 MB memory hogs and context switches), ORDER (alternate, or fixed:
-# cyclictest first in every pair), CONTROL (0; 1: cyclictest on both sides).
+# (10s), WARMUP (1s, MODE=daemon only), INTERVAL_US (1000), PRIORITY
+# (80), HIST_US (20000), SCENARIOS ("idle stress"), STRESS (stress-ng's
+# load options; default every CPU, two 256 MB memory hogs and context
+# switches), ORDER (alternate, or fixed: cyclictest first in every pair),
+# CONTROL (0; 1: cyclictest on both sides).
 # Needs root, cyclictest (rt-tests), stress-ng and python3.
 set -euo pipefail
 
@@ -46,6 +49,7 @@ bin=${LATENCYD:-target/release/latencyd}
 pairs=${PAIRS:-3}
 duration=${DURATION:-10s}
 mode=${MODE:-measure}
+warmup=${WARMUP:-1s}
 interval_us=${INTERVAL_US:-1000}
 priority=${PRIORITY:-80}
 hist_us=${HIST_US:-20000}
@@ -57,6 +61,12 @@ control=${CONTROL:-0}
 for tool in cyclictest stress-ng python3; do
     command -v "$tool" >/dev/null || { echo "$tool is not installed" >&2; exit 2; }
 done
+if [ "$mode" = daemon ]; then
+    for value in "$duration" "$warmup"; do
+        [[ "$value" =~ ^[0-9]+(\.[0-9]+)?s$ ]] ||
+            { echo "MODE=daemon takes DURATION and WARMUP in seconds, like 2s or 0.5s (got '$value')" >&2; exit 2; }
+    done
+fi
 [ -x "$bin" ] || { echo "no latencyd binary at $bin (cargo build --release)" >&2; exit 2; }
 
 out=$(mktemp -d)
@@ -64,32 +74,85 @@ trap 'rm -rf "$out"; [ -n "${stress_pid:-}" ] && kill "$stress_pid" 2>/dev/null;
 common=(-q -m -S -p "$priority" -i "$interval_us" -D "$duration" -h "$hist_us" --latency 0)
 
 # The daemon for DURATION, its histograms written as cyclictest's JSON.
+#
+# The reader is a Python process started, its modules imported, before
+# the daemon: starting Python (exec, page faults, imports) while the
+# daemon samples would put that load inside the daemon's measurement and
+# nothing like it inside cyclictest's (docs/benchmarks.md measures what
+# it did to the p99). It says when it is ready, waits for the word that
+# the daemon is started, sleeps through the daemon's warm-up and then
+# DURATION, fetches the documents and exits; they are turned into JSON
+# after the daemon has stopped. So each tool samples DURATION: cyclictest
+# from its start, the daemon after discarding its first WARMUP
+# (measure.warmup, 1 s by default).
+read -r -d '' reader_py <<'PY' || true
+import http.client, json, sys, time
+port, seconds, raw = int(sys.argv[1]), float(sys.argv[2]) + float(sys.argv[3]), sys.argv[4]
+print("ready", flush=True)
+sys.stdin.readline()
+# The daemon's start-up (~0.1 s here) before its warm-up is not sampled
+# time: wait until it answers, which it does once its samplers run.
+started = time.monotonic()
+while True:
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        conn.request("GET", "/api/v1/status")
+        conn.getresponse().read()
+        break
+    except OSError:
+        if time.monotonic() - started > 30:
+            sys.exit(f"the daemon on port {port} did not answer within 30 s")
+        time.sleep(0.01)
+# The documents hold what the samplers handed over, every 200 ms (the
+# daemon's publish period): 0.1 s behind on average.
+time.sleep(seconds + 0.1)
+def get(path):
+    conn.request("GET", path)
+    response = conn.getresponse()
+    body = response.read()
+    if response.status != 200:
+        sys.exit(f"GET {path}: HTTP {response.status}")
+    return body
+summary = get("/api/v1/latency")
+docs = [get(f"/api/v1/latency/{c['cpu']}") for c in json.loads(summary)["cpus"]]
+with open(raw, "wb") as f:
+    f.write(b"[" + b",".join(docs) + b"]")
+PY
+
 run_daemon() {
-    local port=$((20000 + RANDOM % 20000)) pid
+    local port=$((20000 + RANDOM % 20000)) pid reader line raw="$out/raw"
+    rm -f "$raw"
+    coproc READER { python3 -c "$reader_py" "$port" "${duration%s}" "${warmup%s}" "$raw"; }
+    reader=$READER_PID
+    read -r -t 30 -u "${READER[0]}" line || { echo "the daemon's reader did not start" >&2; exit 1; }
     LATENCYD_MEASURE__INTERVAL="${interval_us}us" LATENCYD_MEASURE__PRIORITY="$priority" \
-        LATENCYD_MEASURE__PM_QOS=true "$bin" run --web.listen-address "127.0.0.1:$port" >/dev/null 2>&1 &
+        LATENCYD_MEASURE__WARMUP="$warmup" LATENCYD_MEASURE__PM_QOS=true "$bin" run --web.listen-address "127.0.0.1:$port" >/dev/null 2>&1 &
     pid=$!
-    sleep "${duration%s}"
-    python3 - "$port" "$hist_us" >"$1" <<'PY'
-import json, sys, urllib.request
-port, hist_us = sys.argv[1], int(sys.argv[2])
-get = lambda path: json.load(urllib.request.urlopen(f"http://127.0.0.1:{port}{path}"))
+    echo go >&"${READER[1]}"
+    if ! wait "$reader"; then
+        kill "$pid" 2>/dev/null || true
+        echo "reading the daemon on port $port failed" >&2
+        exit 1
+    fi
+    kill "$pid" && wait "$pid" 2>/dev/null || true
+    python3 - "$raw" "$hist_us" >"$1" <<'PY'
+import json, sys
+raw, hist_us = sys.argv[1], int(sys.argv[2])
 threads = {}
-for i, c in enumerate(get("/api/v1/latency")["cpus"]):
-    one = get(f"/api/v1/latency/{c['cpu']}")
-    hist = {}
-    for b in one["buckets"]:
-        us = (b["lowest_ns"] + b["highest_ns"]) // 2 // 1000
-        if us < hist_us:
-            hist[str(us)] = hist.get(str(us), 0) + b["count"]
-    # Counts from the same document as the buckets: the summary above was
-    # read earlier, and its CPUs have sampled on since.
-    threads[str(i)] = {"cpu": c["cpu"], "histogram": hist, "cycles": one["count"],
-                       "avg": one["avg_ns"] / 1000, "min": one["min_ns"] // 1000,
-                       "max": one["max_ns"] // 1000}
+with open(raw) as f:
+    for i, one in enumerate(json.load(f)):
+        hist = {}
+        for b in one["buckets"]:
+            us = (b["lowest_ns"] + b["highest_ns"]) // 2 // 1000
+            if us < hist_us:
+                hist[str(us)] = hist.get(str(us), 0) + b["count"]
+        # Counts from the same document as the buckets: CPUs sample on
+        # between one document and the next.
+        threads[str(i)] = {"cpu": one["cpu"], "histogram": hist, "cycles": one["count"],
+                           "avg": one["avg_ns"] / 1000, "min": one["min_ns"] // 1000,
+                           "max": one["max_ns"] // 1000}
 json.dump({"thread": threads}, sys.stdout)
 PY
-    kill "$pid" && wait "$pid" 2>/dev/null || true
 }
 
 run_cyclictest() {
@@ -209,6 +272,13 @@ for scenario in scenarios:
     overflows = {tool: sum(c["over"] for c in tools[tool].values()) for tool in tools}
     print(f"\nsamples past the histogram (left out of avg): "
           f"cyclictest {overflows['cyclictest']}, latencyd {overflows['latencyd']}")
+    # Samples per CPU and run: the tools should have sampled alike long.
+    runs = {tool: sorted(t["cycles"] for i in range(1, pairs + 1)
+                         for t in load(f"{out}/{scenario}-{tool}-{i}.json").values())
+            for tool in ("cyclictest", "latencyd")}
+    print("samples per CPU and run (median): "
+          f"cyclictest {runs['cyclictest'][len(runs['cyclictest']) // 2]}, "
+          f"latencyd {runs['latencyd'][len(runs['latencyd']) // 2]}")
     print("ratios per pair (mean over CPUs): " + "; ".join(per_pair))
     med = lambda xs: sorted(xs)[len(xs) // 2] if len(xs) % 2 else sum(sorted(xs)[len(xs) // 2 - 1:len(xs) // 2 + 1]) / 2
     def median_ci(xs):
