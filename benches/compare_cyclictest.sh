@@ -73,25 +73,27 @@ out=$(mktemp -d)
 trap 'rm -rf "$out"; [ -n "${stress_pid:-}" ] && kill "$stress_pid" 2>/dev/null; true' EXIT
 common=(-q -m -S -p "$priority" -i "$interval_us" -D "$duration" -h "$hist_us" --latency 0)
 
-# The daemon for DURATION, its histograms written as cyclictest's JSON.
+# The daemon for its warm-up and DURATION, its histograms written as
+# cyclictest's JSON.
 #
 # The reader is a Python process started, its modules imported, before
 # the daemon: starting Python (exec, page faults, imports) while the
 # daemon samples would put that load inside the daemon's measurement and
-# nothing like it inside cyclictest's (docs/benchmarks.md measures what
-# it did to the p99). It says when it is ready, waits for the word that
-# the daemon is started, sleeps through the daemon's warm-up and then
-# DURATION, fetches the documents and exits; they are turned into JSON
-# after the daemon has stopped. So each tool samples DURATION: cyclictest
-# from its start, the daemon after discarding its first WARMUP
-# (measure.warmup, 1 s by default).
+# nothing like it inside cyclictest's (docs/benchmarks.md has the runs
+# before and after). It says when it is ready, waits for the word that
+# the daemon is started, waits until the daemon answers (its samplers run
+# by then), sleeps through the daemon's warm-up, DURATION and 0.1 s (the
+# documents move in 200 ms steps), fetches the documents and exits; they
+# are turned into JSON after the daemon has stopped. So each tool samples
+# about DURATION: cyclictest from its start, the daemon after discarding
+# its first WARMUP (measure.warmup, 1 s by default).
 read -r -d '' reader_py <<'PY' || true
 import http.client, json, sys, time
 port, seconds, raw = int(sys.argv[1]), float(sys.argv[2]) + float(sys.argv[3]), sys.argv[4]
 print("ready", flush=True)
 sys.stdin.readline()
-# The daemon's start-up (~0.1 s here) before its warm-up is not sampled
-# time: wait until it answers, which it does once its samplers run.
+# The daemon's start-up before its warm-up is not sampled time: wait
+# until it answers, which it does once its samplers run.
 started = time.monotonic()
 while True:
     try:

@@ -77,7 +77,7 @@ fn check(stdout: &str, pairs: usize) {
         );
     }
     // Both tools sampled about equally long (the daemon after its warm-up,
-    // less its start-up): within a tenth of each other.
+    // read in 200 ms steps): within a tenth of each other.
     let samples = stdout
         .lines()
         .find(|l| l.starts_with("samples per CPU and run"))
