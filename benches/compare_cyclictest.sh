@@ -83,13 +83,14 @@ common=(-q -m -S -p "$priority" -i "$interval_us" -D "$duration" -h "$hist_us" -
 # before and after). It says when it is ready, waits for the word that
 # the daemon is started, waits until the daemon answers (its samplers run
 # by then), sleeps through the daemon's warm-up, DURATION and 0.1 s (the
-# documents move in 200 ms steps), fetches the documents and exits; they
-# are turned into JSON after the daemon has stopped. So each tool samples
-# about DURATION: cyclictest from its start, the daemon after discarding
-# its first WARMUP (measure.warmup, 1 s by default).
+# documents move in 200 ms steps), fetches the documents, writes them as
+# cyclictest's JSON and exits; then the daemon is stopped. So each tool
+# samples about DURATION: cyclictest from its start, the daemon after
+# discarding its first WARMUP (measure.warmup, 1 s by default).
 read -r -d '' reader_py <<'PY' || true
 import http.client, json, sys, time
-port, seconds, raw = int(sys.argv[1]), float(sys.argv[2]) + float(sys.argv[3]), sys.argv[4]
+port, seconds = int(sys.argv[1]), float(sys.argv[2]) + float(sys.argv[3])
+hist_us, out = int(sys.argv[4]), sys.argv[5]
 print("ready", flush=True)
 sys.stdin.readline()
 # The daemon's start-up before its warm-up is not sampled time: wait
@@ -114,17 +115,29 @@ def get(path):
     body = response.read()
     if response.status != 200:
         sys.exit(f"GET {path}: HTTP {response.status}")
-    return body
-summary = get("/api/v1/latency")
-docs = [get(f"/api/v1/latency/{c['cpu']}") for c in json.loads(summary)["cpus"]]
-with open(raw, "wb") as f:
-    f.write(b"[" + b",".join(docs) + b"]")
+    return json.loads(body)
+# Every document first, then the conversion: its counts are the samples
+# up to the moment the documents were fetched.
+docs = [get(f"/api/v1/latency/{c['cpu']}") for c in get("/api/v1/latency")["cpus"]]
+threads = {}
+for i, one in enumerate(docs):
+    hist = {}
+    for b in one["buckets"]:
+        us = (b["lowest_ns"] + b["highest_ns"]) // 2 // 1000
+        if us < hist_us:
+            hist[str(us)] = hist.get(str(us), 0) + b["count"]
+    # Counts from the same document as the buckets: CPUs sample on
+    # between one document and the next.
+    threads[str(i)] = {"cpu": one["cpu"], "histogram": hist, "cycles": one["count"],
+                       "avg": one["avg_ns"] / 1000, "min": one["min_ns"] // 1000,
+                       "max": one["max_ns"] // 1000}
+with open(out, "w") as f:
+    json.dump({"thread": threads}, f)
 PY
 
 run_daemon() {
-    local port=$((20000 + RANDOM % 20000)) pid reader line raw="$out/raw"
-    rm -f "$raw"
-    coproc READER { python3 -c "$reader_py" "$port" "${duration%s}" "${warmup%s}" "$raw"; }
+    local port=$((20000 + RANDOM % 20000)) pid reader line
+    coproc READER { python3 -c "$reader_py" "$port" "${duration%s}" "${warmup%s}" "$hist_us" "$1"; }
     reader=$READER_PID
     read -r -t 30 -u "${READER[0]}" line || { echo "the daemon's reader did not start" >&2; exit 1; }
     LATENCYD_MEASURE__INTERVAL="${interval_us}us" LATENCYD_MEASURE__PRIORITY="$priority" \
@@ -137,24 +150,6 @@ run_daemon() {
         exit 1
     fi
     kill "$pid" && wait "$pid" 2>/dev/null || true
-    python3 - "$raw" "$hist_us" >"$1" <<'PY'
-import json, sys
-raw, hist_us = sys.argv[1], int(sys.argv[2])
-threads = {}
-with open(raw) as f:
-    for i, one in enumerate(json.load(f)):
-        hist = {}
-        for b in one["buckets"]:
-            us = (b["lowest_ns"] + b["highest_ns"]) // 2 // 1000
-            if us < hist_us:
-                hist[str(us)] = hist.get(str(us), 0) + b["count"]
-        # Counts from the same document as the buckets: CPUs sample on
-        # between one document and the next.
-        threads[str(i)] = {"cpu": one["cpu"], "histogram": hist, "cycles": one["count"],
-                           "avg": one["avg_ns"] / 1000, "min": one["min_ns"] // 1000,
-                           "max": one["max_ns"] // 1000}
-json.dump({"thread": threads}, sys.stdout)
-PY
 }
 
 run_cyclictest() {
