@@ -8,7 +8,10 @@
 # JSON with a 1 µs histogram; percentiles and the average are computed
 # from those histograms by the same code for both tools, pooled over the
 # runs. Prints per CPU: min, p50, p99, avg, max for each tool and the
-# ratio latencyd / cyclictest (lower is better; 1.00 means equal).
+# ratio latencyd / cyclictest (lower is better; 1.00 means equal), then
+# the median over pairs of each pair's ratio, the geometric mean of its
+# per-CPU ratios (benches/compare_cyclictest.py, which does the analysis,
+# says why not the arithmetic mean).
 #
 # Why the average comes from the histograms and not from each tool's own
 # `avg`: cyclictest cuts every sample to whole µs before it averages, so
@@ -41,7 +44,9 @@
 # (80), HIST_US (20000), SCENARIOS ("idle stress"), STRESS (stress-ng's
 # load options; default every CPU, two 256 MB memory hogs and context
 # switches), ORDER (alternate, or fixed: cyclictest first in every pair),
-# CONTROL (0; 1: cyclictest on both sides).
+# CONTROL (0; 1: cyclictest on both sides), KEEP (a directory to keep the
+# runs' JSON files in, for benches/compare_cyclictest.py to read again;
+# by default they go to a temporary directory that is removed).
 # Needs root, cyclictest (rt-tests), stress-ng and python3.
 set -euo pipefail
 
@@ -69,8 +74,14 @@ if [ "$mode" = daemon ]; then
 fi
 [ -x "$bin" ] || { echo "no latencyd binary at $bin (cargo build --release)" >&2; exit 2; }
 
-out=$(mktemp -d)
-trap 'rm -rf "$out"; [ -n "${stress_pid:-}" ] && kill "$stress_pid" 2>/dev/null; true' EXIT
+if [ -n "${KEEP:-}" ]; then
+    mkdir -p "$KEEP" || { echo "KEEP=$KEEP: cannot create that directory" >&2; exit 2; }
+    out=$KEEP
+    trap '[ -n "${stress_pid:-}" ] && kill "$stress_pid" 2>/dev/null; true' EXIT
+else
+    out=$(mktemp -d)
+    trap 'rm -rf "$out"; [ -n "${stress_pid:-}" ] && kill "$stress_pid" 2>/dev/null; true' EXIT
+fi
 common=(-q -m -S -p "$priority" -i "$interval_us" -D "$duration" -h "$hist_us" --latency 0)
 
 # The daemon for its warm-up and DURATION, its histograms written as
@@ -153,14 +164,14 @@ run_daemon() {
 }
 
 run_cyclictest() {
-    cyclictest "${common[@]}" -d 0 --json="$out/$1-cyclictest-$2.json" >/dev/null
+    cyclictest "${common[@]}" --json="$out/$1-cyclictest-$2.json" >/dev/null
 }
 
 # The "latencyd" side of a pair; CONTROL=1 runs cyclictest there too.
 run_latencyd() {
     local json="$out/$1-latencyd-$2.json"
     if [ "$control" = 1 ]; then
-        cyclictest "${common[@]}" -d 0 --json="$json" >/dev/null
+        cyclictest "${common[@]}" --json="$json" >/dev/null
     elif [ "$mode" = daemon ]; then
         run_daemon "$json"
     else
@@ -196,100 +207,4 @@ for scenario in $scenarios; do
     fi
 done
 
-python3 - "$out" "$pairs" $scenarios <<'PY'
-import json, math, sys
-
-out, pairs, scenarios = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
-
-def load(path):
-    with open(path) as f:
-        return json.load(f)["thread"]
-
-def pooled(runs):
-    """Per CPU: histogram, count, overflows, sum, min, max over the runs."""
-    cpus = {}
-    for threads in runs:
-        for t in threads.values():
-            c = cpus.setdefault(t["cpu"], {"hist": {}, "n": 0, "over": 0, "own_sum": 0.0,
-                                           "bin_sum": 0, "in_bins": 0, "min": None, "max": 0})
-            in_bins = 0
-            for b, k in t["histogram"].items():
-                c["hist"][int(b)] = c["hist"].get(int(b), 0) + k
-                c["bin_sum"] += int(b) * k
-                in_bins += k
-            c["in_bins"] += in_bins
-            c["over"] += t["cycles"] - in_bins
-            c["n"] += t["cycles"]
-            c["own_sum"] += t["avg"] * t["cycles"]
-            c["min"] = t["min"] if c["min"] is None else min(c["min"], t["min"])
-            c["max"] = max(c["max"], t["max"])
-    return cpus
-
-def quantile(c, q):
-    """Nearest rank over the 1 us bins; overflowed samples rank last."""
-    rank = max(1, math.ceil(q * c["n"]))
-    seen = 0
-    for b in sorted(c["hist"]):
-        seen += c["hist"][b]
-        if seen >= rank:
-            return b
-    return c["max"]
-
-def stats(c):
-    """The average is over the 1 us bins (each sample cut to whole us, as
-    cyclictest's own avg is); own_avg is the tool's own avg field."""
-    return {"min": c["min"], "p50": quantile(c, 0.5), "p99": quantile(c, 0.99),
-            "avg": c["bin_sum"] / max(c["in_bins"], 1), "max": c["max"],
-            "own_avg": c["own_sum"] / c["n"]}
-
-for scenario in scenarios:
-    tools = {tool: pooled([load(f"{out}/{scenario}-{tool}-{i}.json") for i in range(1, pairs + 1)])
-             for tool in ("cyclictest", "latencyd")}
-    print(f"\n## {scenario}: latency in us, {pairs} runs of each tool pooled")
-    print(f"| CPU | metric | cyclictest | latencyd | ratio |")
-    print(f"|---|---|---:|---:|---:|")
-    for cpu in sorted(tools["cyclictest"]):
-        a, b = stats(tools["cyclictest"][cpu]), stats(tools["latencyd"][cpu])
-        for m in ("min", "p50", "p99", "avg", "max"):
-            ratio = b[m] / a[m] if a[m] else float("nan")
-            fa = f"{a[m]:.2f}" if m == "avg" else str(a[m])
-            fb = f"{b[m]:.2f}" if m == "avg" else str(b[m])
-            print(f"| {cpu} | {m} | {fa} | {fb} | {ratio:.2f} |")
-    # The spread between pairs shows how much of a ratio is noise.
-    per_pair, pair_ratios = [], []
-    for i in range(1, pairs + 1):
-        a = pooled([load(f"{out}/{scenario}-cyclictest-{i}.json")])
-        b = pooled([load(f"{out}/{scenario}-latencyd-{i}.json")])
-        r_avg = [stats(b[c])["avg"] / stats(a[c])["avg"] for c in a]
-        r_p99 = [stats(b[c])["p99"] / max(stats(a[c])["p99"], 1) for c in a]
-        r_own = [stats(b[c])["own_avg"] / stats(a[c])["own_avg"] for c in a]
-        pair_ratios.append((sum(r_avg) / len(r_avg), sum(r_p99) / len(r_p99), sum(r_own) / len(r_own)))
-        per_pair.append(f"pair {i}: avg {pair_ratios[-1][0]:.2f}, p99 {pair_ratios[-1][1]:.2f}, "
-                        f"own-avg {pair_ratios[-1][2]:.2f}")
-    overflows = {tool: sum(c["over"] for c in tools[tool].values()) for tool in tools}
-    print(f"\nsamples past the histogram (left out of avg): "
-          f"cyclictest {overflows['cyclictest']}, latencyd {overflows['latencyd']}")
-    # Samples per CPU and run: the tools should have sampled alike long.
-    runs = {tool: sorted(t["cycles"] for i in range(1, pairs + 1)
-                         for t in load(f"{out}/{scenario}-{tool}-{i}.json").values())
-            for tool in ("cyclictest", "latencyd")}
-    print("samples per CPU and run (median): "
-          f"cyclictest {runs['cyclictest'][len(runs['cyclictest']) // 2]}, "
-          f"latencyd {runs['latencyd'][len(runs['latencyd']) // 2]}")
-    print("ratios per pair (mean over CPUs): " + "; ".join(per_pair))
-    med = lambda xs: sorted(xs)[len(xs) // 2] if len(xs) % 2 else sum(sorted(xs)[len(xs) // 2 - 1:len(xs) // 2 + 1]) / 2
-    def median_ci(xs):
-        """A distribution-free 95 % interval for the median: order statistics
-        k and n-k+1, k the largest with P(Binomial(n, 1/2) < k) <= 2.5 %."""
-        n, xs = len(xs), sorted(xs)
-        k, below = 0, 0.0
-        while k < n // 2 and below + math.comb(n, k) / 2**n <= 0.025:
-            below += math.comb(n, k) / 2**n
-            k += 1
-        return (xs[k - 1], xs[n - k]) if k >= 1 else None
-    for k, name in ((0, "avg"), (1, "p99"), (2, "own-avg (fields, not like for like)")):
-        xs = [r[k] for r in pair_ratios]
-        ci = median_ci(xs)
-        ci_text = f", 95% interval of the median {ci[0]:.2f} to {ci[1]:.2f}" if ci else ""
-        print(f"median pair ratio {name}: {med(xs):.2f} (range {min(xs):.2f} to {max(xs):.2f}{ci_text})")
-PY
+python3 "$(dirname "$0")/compare_cyclictest.py" "$out" "$pairs" $scenarios

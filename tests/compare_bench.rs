@@ -124,3 +124,87 @@ fn the_cyclictest_comparison_runs_in_both_modes() {
     // that within a tenth.
     check(&compare("daemon", 2, "2s"), 2);
 }
+
+/// Writes `DIR/idle-TOOL-PAIR.json` with one histogram per CPU, every
+/// sample of a CPU in the bin given, so that its p99 and average are that
+/// bin.
+fn write_runs(dir: &std::path::Path, tool: &str, bins_per_pair: &[[u64; 2]]) {
+    for (i, bins) in bins_per_pair.iter().enumerate() {
+        let threads: Vec<String> = bins
+            .iter()
+            .enumerate()
+            .map(|(cpu, us)| {
+                format!(
+                    r#""{cpu}": {{"cpu": {cpu}, "cycles": 100, "avg": {us}, "min": {us}, "max": {us},
+                        "histogram": {{"{us}": 100}}}}"#
+                )
+            })
+            .collect();
+        let json = format!(r#"{{"thread": {{{}}}}}"#, threads.join(", "));
+        std::fs::write(dir.join(format!("idle-{tool}-{}.json", i + 1)), json).unwrap();
+    }
+}
+
+/// The analysis alone, on a directory of runs; its output.
+fn analyse(dir: &std::path::Path, pairs: &str) -> std::process::Output {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/compare_cyclictest.py");
+    Command::new("python3")
+        .arg(script)
+        .arg(dir)
+        .arg(pairs)
+        .arg("idle")
+        .output()
+        .unwrap()
+}
+
+/// A pair's ratio is the geometric mean of its per-CPU ratios: CPUs at
+/// 2.0 and 0.5 make 1.00 whichever tool is which. The arithmetic mean made
+/// 1.25 both ways, and put cyclictest against itself at 1.08 under stress
+/// on this VM (docs/benchmarks.md). Needs no privilege: the runs are
+/// written here.
+#[test]
+fn a_pair_ratio_does_not_favour_either_tool() {
+    common::require_tool("python3", "--version", "python3");
+    let dir = tempfile::tempdir().unwrap();
+    // Pair 1: per-CPU ratios 2.0 and 0.5; pair 2: 2.0 and 2.0; pair 3: 0.5
+    // and 0.5.
+    let a = [[10, 40], [10, 10], [40, 40]];
+    let b = [[20, 20], [20, 20], [20, 20]];
+    for (cyclictest, latencyd, pair2, pair3) in [(&a, &b, "2.00", "0.50"), (&b, &a, "0.50", "2.00")]
+    {
+        write_runs(dir.path(), "cyclictest", cyclictest);
+        write_runs(dir.path(), "latencyd", latencyd);
+        let output = analyse(dir.path(), "3");
+        let stdout = common::stdout_of(&output);
+        assert!(
+            output.status.success(),
+            "{stdout}{}",
+            common::stderr_of(&output)
+        );
+        for expected in [
+            "pair 1: avg 1.00, p99 1.00, own-avg 1.00".to_string(),
+            format!("pair 2: avg {pair2}, p99 {pair2}, own-avg {pair2}"),
+            format!("pair 3: avg {pair3}, p99 {pair3}, own-avg {pair3}"),
+        ] {
+            assert!(stdout.contains(&expected), "no '{expected}' in:\n{stdout}");
+        }
+        for name in ["avg", "p99"] {
+            let (median, lo, hi, _) = median_line(&stdout, name);
+            assert_eq!((median, lo, hi), (1.0, 0.5, 2.0), "{name}:\n{stdout}");
+        }
+    }
+    // A pair short, or a count that is not one: an error naming the fault.
+    std::fs::remove_file(dir.path().join("idle-latencyd-3.json")).unwrap();
+    let output = analyse(dir.path(), "3");
+    let stderr = common::stderr_of(&output);
+    assert!(
+        !output.status.success() && stderr.contains("idle-latencyd-3.json is missing"),
+        "{stderr}"
+    );
+    let output = analyse(dir.path(), "three");
+    assert!(
+        !output.status.success() && common::stderr_of(&output).contains("PAIRS a whole number"),
+        "{}",
+        common::stderr_of(&output)
+    );
+}
