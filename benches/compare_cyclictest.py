@@ -71,7 +71,7 @@ def stats(c):
     cyclictest's own avg is); own_avg is the tool's own avg field."""
     return {"min": c["min"], "p50": quantile(c, 0.5), "p99": quantile(c, 0.99),
             "avg": c["bin_sum"] / max(c["in_bins"], 1), "max": c["max"],
-            "own_avg": c["own_sum"] / c["n"]}
+            "own_avg": c["own_sum"] / max(c["n"], 1)}
 
 
 def pair_ratio(a, b, metric):
@@ -107,6 +107,12 @@ def report(out, pairs, scenario):
 
     tools = {tool: pooled([run(tool, i) for i in range(1, pairs + 1)])
              for tool in ("cyclictest", "latencyd")}
+    for i in range(1, pairs + 1):
+        cpus = {tool: sorted(t["cpu"] for t in run(tool, i).values())
+                for tool in ("cyclictest", "latencyd")}
+        if cpus["cyclictest"] != cpus["latencyd"] or not cpus["cyclictest"]:
+            sys.exit(f"{scenario}, pair {i}: cyclictest measured CPUs {cpus['cyclictest']}, "
+                     f"latencyd {cpus['latencyd']}; a pair compares the same CPUs")
     print(f"\n## {scenario}: latency in us, {pairs} runs of each tool pooled")
     print("| CPU | metric | cyclictest | latencyd | ratio |")
     print("|---|---|---:|---:|---:|")

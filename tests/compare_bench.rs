@@ -193,12 +193,27 @@ fn a_pair_ratio_does_not_favour_either_tool() {
             assert_eq!((median, lo, hi), (1.0, 0.5, 2.0), "{name}:\n{stdout}");
         }
     }
-    // A pair short, or a count that is not one: an error naming the fault.
+    // A pair short, a pair over different CPUs, or a count that is not
+    // one: an error naming the fault.
     std::fs::remove_file(dir.path().join("idle-latencyd-3.json")).unwrap();
     let output = analyse(dir.path(), "3");
     let stderr = common::stderr_of(&output);
     assert!(
         !output.status.success() && stderr.contains("idle-latencyd-3.json is missing"),
+        "{stderr}"
+    );
+    // A pair whose tools measured different CPUs cannot be compared.
+    write_runs(dir.path(), "cyclictest", &a);
+    std::fs::write(
+        dir.path().join("idle-latencyd-3.json"),
+        r#"{"thread": {"0": {"cpu": 0, "cycles": 100, "avg": 20, "min": 20, "max": 20,
+            "histogram": {"20": 100}}}}"#,
+    )
+    .unwrap();
+    let output = analyse(dir.path(), "3");
+    let stderr = common::stderr_of(&output);
+    assert!(
+        !output.status.success() && stderr.contains("pair 3: cyclictest measured CPUs [0, 1]"),
         "{stderr}"
     );
     let output = analyse(dir.path(), "three");
