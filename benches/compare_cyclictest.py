@@ -102,14 +102,12 @@ def median_ci(xs):
 
 
 def report(out, pairs, scenario):
-    def run(tool, i):
-        return load(f"{out}/{scenario}-{tool}-{i}.json")
-
-    tools = {tool: pooled([run(tool, i) for i in range(1, pairs + 1)])
-             for tool in ("cyclictest", "latencyd")}
+    # Each tool's runs, read once: runs[tool][i - 1] is pair i's.
+    runs = {tool: [load(f"{out}/{scenario}-{tool}-{i}.json") for i in range(1, pairs + 1)]
+            for tool in ("cyclictest", "latencyd")}
+    tools = {tool: pooled(runs[tool]) for tool in runs}
     for i in range(1, pairs + 1):
-        cpus = {tool: sorted(t["cpu"] for t in run(tool, i).values())
-                for tool in ("cyclictest", "latencyd")}
+        cpus = {tool: sorted(t["cpu"] for t in runs[tool][i - 1].values()) for tool in runs}
         if cpus["cyclictest"] != cpus["latencyd"] or not cpus["cyclictest"]:
             sys.exit(f"{scenario}, pair {i}: cyclictest measured CPUs {cpus['cyclictest']}, "
                      f"latencyd {cpus['latencyd']}; a pair compares the same CPUs")
@@ -126,7 +124,7 @@ def report(out, pairs, scenario):
     # The spread between pairs shows how much of a ratio is noise.
     per_pair, pair_ratios = [], []
     for i in range(1, pairs + 1):
-        a, b = pooled([run("cyclictest", i)]), pooled([run("latencyd", i)])
+        a, b = pooled([runs["cyclictest"][i - 1]]), pooled([runs["latencyd"][i - 1]])
         pair_ratios.append(tuple(pair_ratio(a, b, m) for m in ("avg", "p99", "own_avg")))
         per_pair.append(f"pair {i}: avg {pair_ratios[-1][0]:.2f}, p99 {pair_ratios[-1][1]:.2f}, "
                         f"own-avg {pair_ratios[-1][2]:.2f}")
@@ -134,11 +132,11 @@ def report(out, pairs, scenario):
     print(f"\nsamples past the histogram (left out of avg): "
           f"cyclictest {overflows['cyclictest']}, latencyd {overflows['latencyd']}")
     # Samples per CPU and run: the tools should have sampled alike long.
-    runs = {tool: sorted(t["cycles"] for i in range(1, pairs + 1) for t in run(tool, i).values())
-            for tool in ("cyclictest", "latencyd")}
+    cycles = {tool: sorted(t["cycles"] for threads in runs[tool] for t in threads.values())
+              for tool in runs}
     print("samples per CPU and run (median): "
-          f"cyclictest {runs['cyclictest'][len(runs['cyclictest']) // 2]}, "
-          f"latencyd {runs['latencyd'][len(runs['latencyd']) // 2]}")
+          f"cyclictest {cycles['cyclictest'][len(cycles['cyclictest']) // 2]}, "
+          f"latencyd {cycles['latencyd'][len(cycles['latencyd']) // 2]}")
     print("ratios per pair (geometric mean over CPUs): " + "; ".join(per_pair))
     for k, name in ((0, "avg"), (1, "p99"), (2, "own-avg (fields, not like for like)")):
         xs = [r[k] for r in pair_ratios]
