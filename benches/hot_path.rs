@@ -109,7 +109,7 @@ fn displaced(c: &mut Criterion) {
     use latencyd::rt::clock::{Clock, PinnedClock};
     let cpu = latencyd::rt::sys::current_cpu().unwrap_or(0);
     let _ = latencyd::rt::sys::pin_current_thread(cpu);
-    let mut clock = PinnedClock { cpu };
+    let mut clock = PinnedClock::monotonic(cpu);
     c.bench_function("displaced_check", |b| {
         b.iter(|| std::hint::black_box(clock.displaced()))
     });

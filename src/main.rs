@@ -8,7 +8,11 @@ use clap::{CommandFactory, Parser};
 use latencyd::cli::{Cli, Command, CompletionShell};
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    let args = match measure_args_as_getopt_reads_them() {
+        Ok(args) => args,
+        Err(code) => return code,
+    };
+    let cli = match Cli::try_parse_from(args) {
         Ok(cli) => cli,
         Err(err) => {
             // clap prints help and --version to stdout with status 0, and
@@ -26,6 +30,52 @@ fn main() -> ExitCode {
         Some(Command::Report(args)) => latencyd::report::main(&args),
         Some(Command::Completions { shell }) => print(completions(shell)),
         Some(Command::Manpage) => print(manpage()),
+    }
+}
+
+/// The command line, with `measure`'s options read as cyclictest's getopt
+/// reads them (`cli::getopt`) and handed on as `--name=value` words; other
+/// subcommands' unchanged. Words that are not options are ignored, as
+/// cyclictest ignores them, and named on stderr.
+fn measure_args_as_getopt_reads_them() -> Result<Vec<std::ffi::OsString>, ExitCode> {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if args.get(1).is_none_or(|a| a != "measure") {
+        return Ok(args);
+    }
+    let mut words = Vec::with_capacity(args.len());
+    for arg in &args[2..] {
+        match arg.to_str() {
+            Some(word) => words.push(word.to_string()),
+            None => {
+                eprintln!(
+                    "latencyd measure: the argument {arg:?} is not valid UTF-8; \
+                     write paths and values in UTF-8"
+                );
+                return Err(ExitCode::from(2));
+            }
+        }
+    }
+    let command = Cli::command();
+    // `measure` is always defined; without it clap reports the subcommand.
+    let Some(measure) = command.find_subcommand("measure") else {
+        return Ok(args);
+    };
+    match latencyd::cli::getopt::normalize(measure, &words) {
+        Ok(read) => {
+            for word in &read.ignored {
+                eprintln!(
+                    "latencyd measure: ignoring '{word}': not an option (cyclictest ignores \
+                     such arguments too)"
+                );
+            }
+            let mut out = args[..2].to_vec();
+            out.extend(read.args.into_iter().map(Into::into));
+            Ok(out)
+        }
+        Err(err) => {
+            eprintln!("latencyd measure: {err}\nTry 'latencyd measure --help' for the options.");
+            Err(ExitCode::from(2))
+        }
     }
 }
 

@@ -191,10 +191,11 @@ fn text_output_parses_like_cyclictests_and_agrees_with_the_json() {
     );
     let parsed = cyclictest::parse(&stdout_of(&output)).unwrap();
     assert_eq!(parsed.threads.len(), n);
-    for line in parsed.threads.values() {
+    for (idx, line) in parsed.threads.values().enumerate() {
+        // Each further thread 500 µs slower, as cyclictest spaces them.
         assert_eq!(
             (line.cycles, line.interval_us, line.priority),
-            (100, 500, 80)
+            (100, 500 + 500 * idx as u64, 80)
         );
         assert!(line.min <= line.avg && line.avg <= line.max && line.act <= line.max);
         assert!(line.tid > 0);
@@ -412,13 +413,10 @@ fn bad_usage_names_the_option_and_exits_2() {
         (&["-p", "100"], "--priority"),
         (&["-p", "-3"], "--priority"),
         (&["-i", "-5"], "--interval"),
-        (&["--policy", "other", "-p", "10"], "--priority"),
         (&["-h", "0"], "--histogram"),
-        (&["-h", "99999999"], "--histogram"),
         (&["--warmup", "soon"], "--warmup"),
         (&["--spike-threshold=-1"], "--spike-threshold"),
         (&["--spike-threshold", "5 parsecs"], "--spike-threshold"),
-        (&["--latency", "-5"], "--latency"),
     ];
     for (args, option) in cases {
         let output = latencyd().arg("measure").args(*args).output().unwrap();
@@ -430,10 +428,56 @@ fn bad_usage_names_the_option_and_exits_2() {
         );
         assert!(output.stdout.is_empty(), "{args:?} printed results");
     }
-    // clap's own errors (unknown flags, bad numbers) exit 2 as well.
-    for args in [&["--bogus"][..], &["-l", "many"], &["--policy", "deadline"]] {
+    // getopt's own errors (unknown or ambiguous options, a missing value)
+    // and values with no number exit 2 as well.
+    for args in [
+        &["--bogus"][..],
+        &["-l", "many"],
+        &["--prio=5"],
+        &["-e"],
+        &["-p"],
+    ] {
         let output = latencyd().arg("measure").args(args).output().unwrap();
         assert_eq!(output.status.code(), Some(2), "{args:?}");
+        assert!(stderr_of(&output).contains("measure"), "{args:?}");
+    }
+}
+
+#[test]
+fn values_cyclictest_runs_with_run_here_too_and_what_changed_is_said() {
+    // cyclictest switches a priority without a real-time policy to
+    // SCHED_FIFO, falls back to SCHED_OTHER for a policy it does not know,
+    // cuts -h to 1000000 bins, holds a negative --latency as 0, and reads
+    // "90x" as 90: each runs, and each change is a note on stderr.
+    let cases: &[(&[&str], &str)] = &[
+        (&["--policy", "other", "-p", "10"], "SCHED_FIFO at 10"),
+        (&["--policy", "deadline"], "not a policy"),
+        (&["-h", "99999999", "-q"], "cut to 1000000"),
+        (&["--latency", "-5"], "held as 0"),
+        (&["-p", "90x"], "'x' ignored"),
+        (&["-q", "stray"], "ignoring 'stray'"),
+    ];
+    for (args, said) in cases {
+        let output = latencyd()
+            .args([
+                "measure",
+                "-l",
+                "3",
+                "-i",
+                "1ms",
+                "-a",
+                "0",
+                "--allow-non-rt",
+            ])
+            .args(*args)
+            .output()
+            .unwrap();
+        let stderr = stderr_of(&output);
+        assert_eq!(output.status.code(), Some(0), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains(said),
+            "{args:?} should say {said:?}: {stderr}"
+        );
     }
 }
 

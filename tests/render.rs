@@ -33,6 +33,7 @@ fn thread(
         interval_ns: 1_000_000,
         realtime: true,
         stats,
+        smi_count: None,
     }
 }
 
@@ -60,6 +61,7 @@ fn run(nsecs: bool, bins: Option<usize>, histofall: bool) -> RunReport {
             thread(3, &b, 2, nsecs, bins),
             thread(5, &[], 0, nsecs, bins),
         ],
+        notes: vec!["-n: accepted from cyclictest 1.x; clock_nanosleep is always used".to_string()],
     }
 }
 

@@ -30,7 +30,7 @@ fn a_late_restart_is_stopped_and_joined_before_the_cpu_gets_another() {
     use std::time::{Duration, Instant};
 
     use latencyd::host::HostInfo;
-    use latencyd::rt::engine::{Engine, EngineSpec, RestartOutcome};
+    use latencyd::rt::engine::{Engine, EngineSpec, RestartOutcome, ThreadSetup};
     use latencyd::rt::sampler::LoopPlan;
     use latencyd::rt::sys::Policy;
     use latencyd::stats::LatencyStats;
@@ -45,19 +45,18 @@ fn a_late_restart_is_stopped_and_joined_before_the_cpu_gets_another() {
             format!("displace:{cpu}:200,slowstart:{cpu}:1000"),
         );
     }
+    let plan = LoopPlan {
+        interval_ns: 1_000_000,
+        warmup_periods: 0,
+        measure_periods: None,
+        max_samples: None,
+        publish_period_ns: 10_000_000,
+    };
     let spec = EngineSpec {
-        cpus: vec![cpu],
+        threads: ThreadSetup::one_per_cpu(&[cpu], 0, plan),
         // The start-up protocol is the same for every policy; `other` runs
         // without privileges too.
         policy: Policy::Other,
-        priority: 0,
-        plan: LoopPlan {
-            interval_ns: 1_000_000,
-            warmup_periods: 0,
-            measure_periods: None,
-            max_samples: None,
-            publish_period_ns: 10_000_000,
-        },
         allow_non_rt: true,
         template: LatencyStats::new(u64::MAX, None),
         start_timeout: Duration::from_millis(300),

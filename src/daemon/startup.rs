@@ -25,7 +25,7 @@ use crate::cpulist::format_cpu_list;
 use crate::forensics::Recorder;
 use crate::host::HostInfo;
 use crate::record::{Accumulator, Context, Keeper};
-use crate::rt::engine::{DEFAULT_START_TIMEOUT, Engine, EngineSpec, StartError};
+use crate::rt::engine::{DEFAULT_START_TIMEOUT, Engine, EngineSpec, StartError, ThreadSetup};
 use crate::rt::sampler::LoopPlan;
 use crate::rt::sys::{self, CpuDmaLatencyHold};
 use crate::sampling::{CpuSelection, Unmeasured, unmeasured_cpus};
@@ -150,17 +150,16 @@ async fn serve(
         None
     };
 
+    let plan = LoopPlan {
+        interval_ns: measure.interval_ns,
+        warmup_periods: measure.warmup_ns.div_ceil(measure.interval_ns),
+        measure_periods: None,
+        max_samples: None,
+        publish_period_ns: PUBLISH_PERIOD_NS,
+    };
     let spec = EngineSpec {
-        cpus: measure.cpu_list(&host),
+        threads: ThreadSetup::one_per_cpu(&measure.cpu_list(&host), measure.priority, plan),
         policy: measure.policy,
-        priority: measure.priority,
-        plan: LoopPlan {
-            interval_ns: measure.interval_ns,
-            warmup_periods: measure.warmup_ns.div_ceil(measure.interval_ns),
-            measure_periods: None,
-            max_samples: None,
-            publish_period_ns: PUBLISH_PERIOD_NS,
-        },
         allow_non_rt: !config.realtime.required,
         template: LatencyStats::new(measure.spike_threshold_ns, None),
         start_timeout: DEFAULT_START_TIMEOUT,

@@ -30,7 +30,7 @@ struct JsonRun<'a> {
     num_threads: usize,
     resolution_in_ns: u8,
     thread: BTreeMap<usize, JsonThread>,
-    latencyd: JsonLatencyd,
+    latencyd: JsonLatencyd<'a>,
 }
 
 #[derive(Serialize)]
@@ -59,11 +59,14 @@ struct JsonThread {
     quantiles: BTreeMap<&'static str, u64>,
     tid: i32,
     priority: i32,
+    interval_ns: u64,
     realtime: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    smi: Option<u64>,
 }
 
 #[derive(Serialize)]
-struct JsonLatencyd {
+struct JsonLatencyd<'a> {
     version: &'static str,
     realtime: bool,
     policy: &'static str,
@@ -72,6 +75,8 @@ struct JsonLatencyd {
     spike_threshold_ns: u64,
     pm_qos_us: Option<i32>,
     host: HostFacts,
+    /// Options accepted but not exactly as typed, or meaning nothing here.
+    notes: &'a [String],
 }
 
 /// What decides whether the numbers can be trusted, as detected at start;
@@ -146,7 +151,9 @@ pub fn json_document(report: &RunReport) -> String {
                 quantiles,
                 tid: t.tid,
                 priority: t.priority,
+                interval_ns: t.interval_ns,
                 realtime: t.realtime,
+                smi: t.smi_count,
             };
             (i, thread)
         })
@@ -181,6 +188,7 @@ pub fn json_document(report: &RunReport) -> String {
             spike_threshold_ns: first.map_or(0, |t| t.stats.spike_threshold_ns()),
             pm_qos_us: report.pm_qos_us,
             host: HostFacts::of(host),
+            notes: &report.notes,
         },
     };
     let mut text = serde_json::to_string_pretty(&doc).expect("the JSON DTOs always serialize");

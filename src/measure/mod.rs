@@ -1,20 +1,28 @@
 //! `latencyd measure`: a one-shot, cyclictest-compatible measurement.
 //!
 //! - `options`: stage two of the command line (`MeasureOptions`).
-//! - `run`: the measurement itself, through the engine.
+//! - `run`: the measurement itself, through the engine; `tuning` what it
+//!   changes on the host meanwhile, `live` what it prints while running,
+//!   `breaks` `-b` and `--forensics`, `log` the `--log` file.
 //! - `report`: a finished run as plain data; `text` and `json` render it
 //!   in cyclictest's formats.
 
+mod breaks;
 mod json;
+mod live;
+mod log;
 mod options;
 mod report;
 mod run;
 pub mod text;
+mod tuning;
 
 use std::process::ExitCode;
 
 pub use json::{format_rfc2822_utc, json_document};
-pub use options::{HistogramOption, JsonTarget, MeasureOptions, PmQos, UsageError};
+pub use options::{
+    HistogramOption, JsonTarget, MeasureOptions, Note, PmQos, ThreadPlan, UsageError,
+};
 pub use report::{RunReport, ThreadReport};
 pub use run::run;
 pub use text::{format_summary_line, histogram_block, summary_line, summary_lines};
@@ -33,6 +41,9 @@ pub fn main(args: &MeasureArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    for note in &options.notes {
+        eprintln!("latencyd measure: note: {note}");
+    }
     let cmdline = std::env::args().collect::<Vec<_>>().join(" ");
     match run(&options, &host, cmdline) {
         Ok(code) => code,

@@ -20,6 +20,8 @@ pub struct ThreadReport {
     pub interval_ns: u64,
     pub realtime: bool,
     pub stats: LatencyStats,
+    /// SMIs on its CPU during the run (`--smi`).
+    pub smi_count: Option<u64>,
 }
 
 /// A whole run's results and what the JSON file says about the host.
@@ -38,6 +40,9 @@ pub struct RunReport {
     /// Add the all-threads column to the `-h` block (cyclictest's `-H`).
     pub histofall: bool,
     pub threads: Vec<ThreadReport>,
+    /// Options accepted but not exactly as typed, or meaning nothing here
+    /// (`options::Note`, as printed on stderr).
+    pub notes: Vec<String>,
 }
 
 impl RunReport {

@@ -1,72 +1,134 @@
-//! Running a measurement: hold `/dev/cpu_dma_latency` if asked, start one
-//! sampler per CPU through the engine, drain their handoffs on the main
-//! thread every 10 ms (live lines on a terminal), stop on Ctrl-C/SIGTERM or
-//! at the end of the plan, and render the results as cyclictest does.
+//! Running a measurement as cyclictest runs one: tune the host for the
+//! run (`tuning`), start the samplers through the engine, drain their
+//! handoffs on the main thread every 10 ms (live lines on a terminal, `-v`
+//! samples, the `-F` pipe), stop on SIGINT, SIGTERM or SIGALRM (rteval and
+//! `timeout` stop cyclictest so) or at the end of the plan, and render the
+//! results as cyclictest does.
 
 use std::fs;
 use std::io::{self, IsTerminal, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{Context, bail};
 
-use super::options::{JsonTarget, MeasureOptions, PUBLISH_PERIOD_NS, PmQos};
+use super::breaks::{TraceMark, forensics_block, start_forensics};
+use super::live::{Fifo, Live, sample_log};
+use super::log::MeasureLog;
+use super::options::{Alignment, JsonTarget, MeasureOptions, PUBLISH_PERIOD_NS};
 use super::report::{RunReport, ThreadReport};
+use super::tuning::{IdleStates, check_resolution, hold_pm_qos, smi_counters};
 use super::{json, text};
-use crate::forensics::attribution::human;
-use crate::forensics::tracefs::DEFAULT_TRACEFS;
-use crate::forensics::{Recorder, Settings, Spike};
+use crate::forensics::Spike;
 use crate::host::HostInfo;
-use crate::record::{Accumulator, Context as RecordContext, LogWriter, Target};
-use crate::rt::engine::{DEFAULT_START_TIMEOUT, Engine, EngineSpec};
+use crate::rt::clock::Timing;
+use crate::rt::engine::{DEFAULT_START_TIMEOUT, Engine, EngineSpec, ThreadSetup};
 use crate::rt::sampler::LoopEndReason;
-use crate::rt::sys::{self, CpuDmaLatencyHold, Policy};
+use crate::rt::sys::{self, ClockSource, Policy};
 use crate::stats::{LatencyStats, LinearHistogram};
-use crate::units::{NS_PER_MS, unix_now_ns};
+use crate::units::NS_PER_SEC;
+
+/// The signals that end a run with its results printed: Ctrl-C, `kill`,
+/// and SIGALRM (cyclictest ends `-D` with `alarm`, and scripts send it).
+const STOP_SIGNALS: [i32; 3] = [
+    signal_hook::consts::SIGINT,
+    signal_hook::consts::SIGTERM,
+    signal_hook::consts::SIGALRM,
+];
 
 pub fn run(options: &MeasureOptions, host: &HostInfo, cmdline: String) -> anyhow::Result<ExitCode> {
     let stop = Arc::new(AtomicBool::new(false));
-    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+    for signal in STOP_SIGNALS {
         // The first signal stops the run gracefully (samplers notice it at
         // their next wake-up); a second one, while the first is pending,
         // exits at once, for intervals too long to wait for.
         signal_hook::flag::register_conditional_shutdown(signal, 130, Arc::clone(&stop))
             .and_then(|_| signal_hook::flag::register(signal, Arc::clone(&stop)))
-            .context("cannot install the SIGINT/SIGTERM handler")?;
+            .context("cannot install the SIGINT/SIGTERM/SIGALRM handlers")?;
     }
     let text_to_stdout = options.json != Some(JsonTarget::Stdout);
     let mut stdout = io::stdout().lock();
+    let cpus = options.cpus();
 
-    let pm_qos_hold = match options.pm_qos {
-        PmQos::Off => None,
-        PmQos::Hold(us) => Some(CpuDmaLatencyHold::acquire(us).with_context(|| {
-            format!(
-                "cannot hold {} at {us}us (it needs root or write access to the device); \
-                 drop --latency to run without it",
-                sys::CPU_DMA_LATENCY_PATH
-            )
-        })?),
-    };
-    if let (Some(hold), true) = (&pm_qos_hold, text_to_stdout) {
-        writeln!(
-            stdout,
-            "# /dev/cpu_dma_latency set to {}us",
-            hold.latency_us
-        )?;
+    // Before anything changes on the host: what cyclictest refuses to run
+    // without.
+    let smi = options.smi.then(|| smi_counters(&cpus)).transpose()?;
+    // What cyclictest prints before the run goes to stdout, or to stderr
+    // when stdout carries the JSON only.
+    let mut header = Vec::new();
+    let verbose = options.verbose.is_some() || options.debug;
+    if verbose {
+        let online = sys::online_cpus().map_or(0, |c| c.len());
+        writeln!(header, "Max CPUs = {}", host.usable_cpus.len().max(online))?;
+        writeln!(header, "Online CPUs = {online}")?;
+    }
+    let pm_qos_hold = hold_pm_qos(options.pm_qos, &mut header)?;
+    if verbose {
+        for (idx, thread) in options.threads.iter().enumerate() {
+            writeln!(
+                header,
+                "Thread {idx} Interval: {} CPU: {} Priority: {}",
+                thread.interval_ns / 1_000,
+                thread.cpu,
+                thread.priority
+            )?;
+        }
+    }
+    if text_to_stdout {
+        stdout.write_all(&header)?;
+    } else {
+        io::stderr().write_all(&header)?;
+    }
+    let idle_states = options
+        .deepest_idle_state
+        .map(|deepest| IdleStates::limit(Path::new("/sys/devices/system/cpu"), &cpus, deepest))
+        .transpose()?;
+    if let Some(states) = &idle_states {
+        eprintln!(
+            "latencyd measure: {} idle states deeper than {} disabled on CPUs {} until the end",
+            states.count(),
+            options.deepest_idle_state.unwrap_or_default(),
+            crate::cpulist::format_cpu_list(&cpus)
+        );
+    }
+    let mut tracemark =
+        (options.tracemark && options.breaktrace_ns.is_some()).then(TraceMark::open);
+    if options.resolution_check {
+        check_resolution(options.clock, options.verbose.is_some());
     }
 
     let linear = options
         .histogram
         .map(|h| LinearHistogram::new(h.bins, options.unit_ns()));
-    let template = LatencyStats::new(options.spike_threshold_ns, linear);
+    let shortest_interval_ns = options
+        .threads
+        .iter()
+        .map(|t| t.interval_ns)
+        .min()
+        .unwrap_or(NS_PER_SEC);
+    let template = LatencyStats::new(options.spike_threshold_ns, linear)
+        .with_sample_log(sample_log(options, shortest_interval_ns));
+    let grid = start_grid(options.alignment, options.clock);
     let spec = EngineSpec {
-        cpus: options.cpus.clone(),
+        threads: options
+            .threads
+            .iter()
+            .enumerate()
+            .map(|(idx, thread)| ThreadSetup {
+                cpu: thread.cpu,
+                priority: thread.priority,
+                plan: options.loop_plan(thread.interval_ns),
+                timing: Timing {
+                    clock: options.clock,
+                    sleep: options.sleep,
+                    start_grid_ns: grid.map(|(base, step)| base + step * idx as u64),
+                },
+            })
+            .collect(),
         policy: options.policy,
-        priority: options.priority,
-        plan: options.loop_plan(),
         allow_non_rt: options.allow_non_rt,
         template: template.clone(),
         start_timeout: DEFAULT_START_TIMEOUT,
@@ -78,14 +140,28 @@ pub fn run(options: &MeasureOptions, host: &HostInfo, cmdline: String) -> anyhow
         Some((path, interval_ns)) => Some(MeasureLog::create(path, *interval_ns, options, host)?),
         None => None,
     };
+    let fifo = options
+        .fifo
+        .as_deref()
+        .map(|path| {
+            Fifo::start(path)
+                .with_context(|| format!("-F: cannot create the named pipe {}", path.display()))
+        })
+        .transpose()?;
     // Recording before the samplers start: a spike in the first moments
     // finds its events there.
     let recorder = start_forensics(options);
+    let smi_before = smi.as_ref().map(|s| s.read());
     let mut engine = Engine::start(spec, Arc::clone(&stop))?;
     for reason in &engine.non_rt_reasons {
         eprintln!(
             "latencyd measure: warning: not real-time: {reason}; results do not show real-time latency"
         );
+    }
+    if let Some(main_cpus) = &options.main_affinity
+        && let Err(err) = sys::set_current_thread_affinity(main_cpus)
+    {
+        eprintln!("latencyd measure: warning: --mainaffinity: cannot move the main thread ({err})");
     }
 
     // `-b`: the sampler's TID and the latency that stopped the run.
@@ -96,10 +172,13 @@ pub fn run(options: &MeasureOptions, host: &HostInfo, cmdline: String) -> anyhow
         .min();
 
     let mut totals = vec![template; engine.slots.len()];
-    let cpus: Vec<usize> = engine.slots.iter().map(|slot| slot.cpu).collect();
+    let slot_cpus: Vec<usize> = engine.slots.iter().map(|slot| slot.cpu).collect();
+    let mut live = Live::new(options);
     let start_time = SystemTime::now();
-    let live = !options.quiet && text_to_stdout && io::stdout().is_terminal();
+    let live_lines =
+        !options.quiet && options.verbose.is_none() && text_to_stdout && io::stdout().is_terminal();
     let mut next_refresh = Instant::now();
+    let mut samples_out = Vec::new();
     // Samplers see a raised stop flag after their next wake-up; the loop
     // keeps draining until every one has returned.
     while !engine.all_finished() {
@@ -113,11 +192,15 @@ pub fn run(options: &MeasureOptions, host: &HostInfo, cmdline: String) -> anyhow
                     spikes.push((idx, interval.max_ns, at));
                 }
                 if let Some(log) = &mut log {
-                    log.accumulator.add(cpus[idx], interval);
+                    log.add(slot_cpus[idx], interval);
                 }
+                // Into memory: the closure cannot return an I/O error.
+                let _ = live.on_interval(idx, interval, &mut samples_out);
                 totals[idx].merge(interval)
             })
             .context("merging a sampler's interval")?;
+        stdout.write_all(&samples_out)?;
+        samples_out.clear();
         if let Some(log) = &mut log {
             log.write_due(false);
         }
@@ -127,7 +210,10 @@ pub fn run(options: &MeasureOptions, host: &HostInfo, cmdline: String) -> anyhow
             let breaks = options.breaktrace_ns.is_some_and(|b| latency_ns >= b);
             if breaks && break_hit.is_none() {
                 break_hit = Some((tid, latency_ns));
-                stop.store(true, std::sync::atomic::Ordering::Relaxed);
+                stop.store(true, Ordering::Relaxed);
+                if let (Some(mark), Some(limit_ns)) = (&mut tracemark, options.breaktrace_ns) {
+                    mark.hit(latency_ns / options.unit_ns(), limit_ns / options.unit_ns());
+                }
             }
             if breaks || options.forensics_ns.is_some_and(|f| latency_ns >= f) {
                 recorder.notice(Spike {
@@ -138,8 +224,8 @@ pub fn run(options: &MeasureOptions, host: &HostInfo, cmdline: String) -> anyhow
                 });
             }
         }
-        if live && Instant::now() >= next_refresh {
-            let lines = engine
+        if Instant::now() >= next_refresh {
+            let lines: Vec<String> = engine
                 .slots
                 .iter()
                 .zip(&totals)
@@ -148,37 +234,58 @@ pub fn run(options: &MeasureOptions, host: &HostInfo, cmdline: String) -> anyhow
                     text::format_summary_line(
                         i,
                         slot.shared().tid(),
-                        options.priority,
-                        options.interval_ns,
+                        slot.priority,
+                        options.threads[i].interval_ns,
                         total,
                         options.nsecs,
                     )
-                });
-            write!(stdout, "{}", live_block(options.policy, lines, true))?;
-            stdout.flush()?;
+                })
+                .collect();
+            if let Some(fifo) = &fifo {
+                fifo.publish(lines.iter().map(|l| format!("{l}\n")).collect());
+            }
+            if live_lines && live.refresh_due(&totals) {
+                write!(
+                    stdout,
+                    "{}",
+                    live_block(options.policy, lines.into_iter(), true)
+                )?;
+                stdout.flush()?;
+            }
             next_refresh += Duration::from_nanos(PUBLISH_PERIOD_NS);
         }
         std::thread::sleep(Duration::from_millis(10));
     }
     let non_rt_reasons = std::mem::take(&mut engine.non_rt_reasons);
     // Samplers stop at their next wake-up: one interval, plus slack.
-    let timeout = Duration::from_nanos(options.interval_ns) + Duration::from_secs(2);
+    let longest_interval_ns = options
+        .threads
+        .iter()
+        .map(|t| t.interval_ns)
+        .max()
+        .unwrap_or(0);
+    let timeout = Duration::from_nanos(longest_interval_ns) + Duration::from_secs(2);
     let outcome = engine.finish(timeout, |idx, interval| {
         if let Some(log) = &mut log {
-            log.accumulator.add(cpus[idx], interval);
+            log.add(slot_cpus[idx], interval);
         }
+        let _ = live.on_interval(idx, interval, &mut samples_out);
         totals[idx].merge(interval)
     })?;
+    stdout.write_all(&samples_out)?;
     if let Some(log) = &mut log {
         log.write_due(true);
     }
+    let smi_after = smi.as_ref().map(|s| s.read());
+    drop(fifo);
+    drop(idle_states);
     let finished = outcome.finished;
 
     let mut sampler_errors: Vec<String> = finished
         .iter()
         .filter_map(|f| match f.end.map(|end| end.reason) {
             Some(LoopEndReason::SleepFailed(errno)) => Some(format!(
-                "the sampler on CPU {} stopped: clock_nanosleep failed ({})",
+                "the sampler on CPU {} stopped: its sleep failed ({})",
                 f.cpu,
                 io::Error::from_raw_os_error(errno)
             )),
@@ -193,6 +300,16 @@ pub fn run(options: &MeasureOptions, host: &HostInfo, cmdline: String) -> anyhow
     sampler_errors.extend(outcome.stuck.iter().map(|cpu| {
         format!("the sampler on CPU {cpu} did not stop; it is left out of the results")
     }));
+    let smi_of = |cpu: usize| -> Option<u64> {
+        let count = |readings: &Option<Vec<(usize, Option<u64>)>>| {
+            readings
+                .as_ref()?
+                .iter()
+                .find(|(c, _)| *c == cpu)
+                .and_then(|(_, n)| *n)
+        };
+        Some(count(&smi_after)?.wrapping_sub(count(&smi_before)?) & 0xffff_ffff)
+    };
     let report = RunReport {
         cmdline,
         start_time,
@@ -205,19 +322,28 @@ pub fn run(options: &MeasureOptions, host: &HostInfo, cmdline: String) -> anyhow
         histofall: options.histogram.is_some_and(|h| h.all_column),
         threads: finished
             .iter()
-            .map(|f| (f, totals[f.idx].clone()))
-            .map(|(f, stats)| ThreadReport {
+            .map(|f| ThreadReport {
                 cpu: f.cpu,
                 numa_node: numa_node_of(f.cpu),
                 tid: f.shared.tid(),
                 priority: f.spec.priority,
                 interval_ns: f.spec.plan.interval_ns,
                 realtime: f.realtime,
-                stats,
+                stats: totals[f.idx].clone(),
+                smi_count: smi_of(f.cpu),
             })
             .collect(),
+        notes: options.notes.iter().map(ToString::to_string).collect(),
     };
+    drop(pm_qos_hold);
 
+    if live.dropped() > 0 {
+        eprintln!(
+            "latencyd measure: warning: {} samples were not printed (-v/--spike): the output \
+             could not keep up",
+            live.dropped()
+        );
+    }
     if text_to_stdout {
         if !report.realtime() {
             writeln!(
@@ -226,19 +352,29 @@ pub fn run(options: &MeasureOptions, host: &HostInfo, cmdline: String) -> anyhow
                 non_rt_reasons.join("; ")
             )?;
         }
-        if !(options.quiet && options.histogram.is_some()) {
-            if options.quiet {
+        // cyclictest's closing lines: with -q the summary (unless a
+        // histogram replaces it), else the live screen's last state; with
+        // -v only the samples, and the summary with -q.
+        if options.quiet {
+            if options.histogram.is_none() {
                 write!(stdout, "{}", text::summary_lines(&report))?;
-            } else {
-                let lines = (0..report.threads.len()).map(|i| text::summary_line(&report, i));
-                write!(stdout, "{}", live_block(options.policy, lines, false))?;
             }
+        } else if options.verbose.is_none() {
+            let lines = (0..report.threads.len()).map(|i| text::summary_line(&report, i));
+            write!(stdout, "{}", live_block(options.policy, lines, false))?;
         }
-        write!(stdout, "{}", text::histogram_block(&report))?;
+        write!(stdout, "{}", live.spike_block())?;
+        let histogram = text::histogram_block(&report);
+        match &options.histfile {
+            Some(path) => fs::write(path, histogram)
+                .with_context(|| format!("--histfile: cannot write {}", path.display()))?,
+            None => write!(stdout, "{histogram}")?,
+        }
     }
     if capture_from.is_some() {
         recorder.flush();
-        let forensics = forensics_block(options, &recorder, break_hit);
+        let tids: Vec<i32> = report.threads.iter().map(|t| t.tid).collect();
+        let forensics = forensics_block(options, &recorder, &tids, break_hit);
         if text_to_stdout {
             write!(stdout, "{forensics}")?;
         } else {
@@ -252,6 +388,7 @@ pub fn run(options: &MeasureOptions, host: &HostInfo, cmdline: String) -> anyhow
         None => {}
     }
     if let Some(path) = &options.plot {
+        let shared_cpu = report.threads.len() != options.cpus().len();
         let data = crate::plot::PlotData {
             title: "Wake-up latency (latencyd)".to_string(),
             subtitle: crate::plot::subtitle(
@@ -262,7 +399,15 @@ pub fn run(options: &MeasureOptions, host: &HostInfo, cmdline: String) -> anyhow
             series: report
                 .threads
                 .iter()
-                .map(|t| crate::plot::series_from_stats(format!("CPU {}", t.cpu), &t.stats))
+                .enumerate()
+                .map(|(i, t)| {
+                    let label = if shared_cpu {
+                        format!("T{i} CPU {}", t.cpu)
+                    } else {
+                        format!("CPU {}", t.cpu)
+                    };
+                    crate::plot::series_from_stats(label, &t.stats)
+                })
                 .collect(),
         };
         crate::plot::write(&data, path)
@@ -275,162 +420,25 @@ pub fn run(options: &MeasureOptions, host: &HostInfo, cmdline: String) -> anyhow
     Ok(ExitCode::SUCCESS)
 }
 
-/// `measure --log`: the record's format for a one-shot run, one file.
-struct MeasureLog {
-    accumulator: Accumulator,
-    writer: LogWriter,
-    path: PathBuf,
-    failed: bool,
-}
-
-impl MeasureLog {
-    fn create(
-        path: &Path,
-        interval_ns: u64,
-        options: &MeasureOptions,
-        host: &HostInfo,
-    ) -> anyhow::Result<MeasureLog> {
-        std::fs::File::create(path)
-            .with_context(|| format!("--log: cannot create {}", path.display()))?;
-        let context = RecordContext::of(
-            host,
-            options.interval_ns,
-            options.policy.name(),
-            options.priority,
-        );
-        Ok(MeasureLog {
-            accumulator: Accumulator::new(interval_ns, options.spike_threshold_ns, unix_now_ns()),
-            writer: LogWriter::new(Target::File(path.to_path_buf())).with_context(context),
-            path: path.to_path_buf(),
-            failed: false,
-        })
-    }
-
-    /// Writes the finished interval (every interval, or the part in
-    /// progress at the end). A failure is said once; the run goes on.
-    fn write_due(&mut self, end: bool) {
-        let Some(batch) = self.accumulator.take(unix_now_ns(), end) else {
-            return;
-        };
-        if let Err(err) = self.writer.write(&batch, unix_now_ns())
-            && !self.failed
-        {
-            self.failed = true;
-            eprintln!(
-                "latencyd measure: warning: --log {}: {err}; the run goes on, the log is \
-                 incomplete",
-                self.path.display()
-            );
-        }
-    }
-}
-
-/// Starts the flight recorder for `-b` or `--forensics` (a disabled one
-/// otherwise); says on stderr why it cannot run.
-fn start_forensics(options: &MeasureOptions) -> Recorder {
-    let threshold_ns = match [options.breaktrace_ns, options.forensics_ns]
-        .into_iter()
-        .flatten()
-        .min()
-    {
-        Some(ns) => ns,
-        None => return Recorder::disabled(),
-    };
-    let recorder = Recorder::start(
-        Settings {
-            threshold_ns,
-            dir: None,
-            max_captures: MEASURE_MAX_CAPTURES,
-            max_bytes: u64::MAX,
-            buffer_size_kb: MEASURE_BUFFER_KB,
-            tracefs: PathBuf::from(DEFAULT_TRACEFS),
-            per_cpu_gap_ns: MEASURE_PER_CPU_GAP_NS,
-            max_per_minute: 60,
-        },
-        &options.cpus,
-    );
-    let journal = recorder.journal();
-    let data = journal.lock();
-    if !data.available {
-        eprintln!(
-            "latencyd measure: warning: no spike forensics: {}",
-            data.reason.as_deref().unwrap_or("unknown reason")
-        );
-    }
-    drop(data);
-    recorder
-}
-
-/// Causes printed per capture, largest first.
-const MEASURE_CAUSES_SHOWN: usize = 8;
-/// Captures `measure` keeps (in memory; oldest dropped).
-const MEASURE_MAX_CAPTURES: usize = 100;
-/// At most one capture per CPU within this long in `measure`.
-const MEASURE_PER_CPU_GAP_NS: u64 = 200 * NS_PER_MS;
-/// Each CPU's ring buffer for `measure`, KiB.
-const MEASURE_BUFFER_KB: u64 = 1024;
-
-/// `-b`'s lines as cyclictest prints them, then each capture: its verdict
-/// and causes, oldest first.
-fn forensics_block(
-    options: &MeasureOptions,
-    recorder: &Recorder,
-    break_hit: Option<(i32, u64)>,
-) -> String {
-    let mut out = String::new();
-    if let Some((tid, latency_ns)) = break_hit {
-        let value = if options.nsecs {
-            latency_ns
-        } else {
-            latency_ns / 1_000
-        };
-        out.push_str(&format!("# Break thread: {tid}\n# Break value: {value}\n"));
-    }
-    let journal = recorder.journal();
-    let data = journal.lock();
-    if !data.available && data.in_memory.is_empty() {
-        if let Some(reason) = &data.reason {
-            out.push_str(&format!("# No spike forensics: {reason}\n"));
-        }
-        return out;
-    }
-    for capture in data.in_memory.iter().rev() {
-        let s = &capture.summary;
-        out.push_str(&format!("# Spike at {}: {}\n", s.at, s.verdict));
-        for cause in s.causes.iter().take(MEASURE_CAUSES_SHOWN) {
-            let who = match (cause.pid, &cause.policy, cause.priority) {
-                (Some(pid), Some(policy), Some(prio)) => format!(" (pid {pid}, {policy} {prio})"),
-                (Some(pid), None, Some(prio)) => format!(" (pid {pid}, priority {prio})"),
-                (Some(pid), _, None) => format!(" (pid {pid})"),
-                (None, ..) => String::new(),
+/// The time grid aligned threads share, on `clock`, and how much later
+/// each thread starts than the one before: `-A` aligns them to one time
+/// (now), `--secaligned` to the next full second at least 100 ms away,
+/// each plus the offset as cyclictest adds it.
+fn start_grid(alignment: Alignment, clock: ClockSource) -> Option<(u64, u64)> {
+    let now = sys::clock_now_ns(clock);
+    match alignment {
+        Alignment::None => None,
+        Alignment::Aligned { offset_ns } => Some((now, offset_ns)),
+        Alignment::SecondAligned { offset_ns } => {
+            let next_second = (now / NS_PER_SEC + 1) * NS_PER_SEC;
+            let base = if next_second - now < NS_PER_SEC / 10 {
+                next_second + NS_PER_SEC
+            } else {
+                next_second
             };
-            out.push_str(&format!(
-                "#   {:>9}  {:<11} {}{who}\n",
-                human(cause.duration_ns),
-                cause.kind,
-                cause.name
-            ));
-        }
-        if s.causes.len() > MEASURE_CAUSES_SHOWN {
-            let rest = &s.causes[MEASURE_CAUSES_SHOWN..];
-            let ns: u64 = rest.iter().map(|c| c.duration_ns).sum();
-            out.push_str(&format!(
-                "#   {:>9}  ({} more causes)\n",
-                human(ns),
-                rest.len()
-            ));
-        }
-        if !s.complete {
-            out.push_str(&format!("#   incomplete trace: {}\n", s.gaps.join("; ")));
+            Some((base + offset_ns, 0))
         }
     }
-    let skipped: u64 = data.uncaptured.values().sum();
-    if skipped > 0 {
-        out.push_str(&format!(
-            "# {skipped} more spikes not captured (at most one per CPU in 200 ms, 60 a minute)\n"
-        ));
-    }
-    out
 }
 
 /// cyclictest's screen: a `policy: … loadavg: …` line, a blank line and a

@@ -160,6 +160,10 @@ pub fn histogram_block(report: &RunReport) -> String {
         }
         out.push('\n');
     }
+    let smis: Vec<u64> = report.threads.iter().filter_map(|t| t.smi_count).collect();
+    if smis.len() == report.threads.len() {
+        footer(&mut out, "# SMIs:", &smis, None, 5);
+    }
     out.push('\n');
     out
 }

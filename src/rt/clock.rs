@@ -1,10 +1,50 @@
 //! Where a sampler's time comes from: the `Clock` trait the hot loop is
 //! generic over, the real clocks (`CLOCK_MONOTONIC` with an absolute
 //! `clock_nanosleep`, and the same pinned to a CPU so it notices being
-//! moved off it), and, only with the test-only `fault-injection` feature,
-//! a clock that breaks on purpose.
+//! moved off it), the other ways cyclictest can wait (`Timing`: another
+//! clock, relative sleeps, a POSIX interval timer), and, only with the
+//! test-only `fault-injection` feature, a clock that breaks on purpose.
 
-use super::sys;
+use super::sys::{self, IntervalTimer};
+
+pub use super::sys::ClockSource;
+
+/// How a sampler waits for its next period.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SleepMode {
+    /// `clock_nanosleep` to the absolute deadline (cyclictest's default).
+    #[default]
+    Absolute,
+    /// `clock_nanosleep` for one interval from just before the call
+    /// (cyclictest's `-r` and `-s`): the latency is counted from there, so
+    /// the time between the wake-up and the next call drifts the grid.
+    Relative,
+    /// The signal of a POSIX interval timer armed once (cyclictest's `-x`).
+    PosixTimer,
+}
+
+/// The clock, the way of waiting, and where the deadlines' grid starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Timing {
+    pub clock: ClockSource,
+    pub sleep: SleepMode,
+    /// A time on `clock` the deadlines are aligned to (`start + k ·
+    /// interval`), so that several samplers wake together (cyclictest's
+    /// `-A`, `--secaligned`); `None`: one interval after the sampler starts.
+    pub start_grid_ns: Option<u64>,
+}
+
+impl Timing {
+    /// The first deadline of a sampler starting at `now_ns`: one interval
+    /// later, or the first point of the aligned grid after now.
+    pub fn first_deadline_ns(&self, now_ns: u64, interval_ns: u64) -> u64 {
+        match self.start_grid_ns {
+            None => now_ns + interval_ns,
+            Some(base) if base > now_ns => base,
+            Some(base) => base + ((now_ns - base) / interval_ns + 1) * interval_ns,
+        }
+    }
+}
 
 /// A source of time and sleep; the real one is `MonotonicClock`, tests use
 /// a scripted one.
@@ -40,22 +80,123 @@ impl Clock for MonotonicClock {
 /// CPU it runs on (no system call) with the one it was pinned to.
 pub struct PinnedClock {
     pub cpu: usize,
+    pub source: ClockSource,
+}
+
+impl PinnedClock {
+    pub fn monotonic(cpu: usize) -> PinnedClock {
+        PinnedClock {
+            cpu,
+            source: ClockSource::Monotonic,
+        }
+    }
 }
 
 impl Clock for PinnedClock {
     #[inline]
     fn now_ns(&mut self) -> u64 {
-        MonotonicClock.now_ns()
+        sys::clock_now_ns(self.source)
     }
 
     #[inline]
     fn sleep_until_ns(&mut self, deadline_ns: u64) -> Result<(), i32> {
-        MonotonicClock.sleep_until_ns(deadline_ns)
+        sys::clock_sleep_ns(self.source, true, deadline_ns)
     }
 
     #[inline]
     fn displaced(&mut self) -> bool {
         sys::current_cpu().is_some_and(|cpu| cpu != self.cpu)
+    }
+}
+
+/// cyclictest's relative sleeps (`-r`, `-s`) on the hot loop's absolute
+/// grid: each sleep is one interval from just before the call, and the
+/// time it reports is shifted so that `now − deadline` is the lateness
+/// against that sleep's own end (`wake-up − (call + interval)`), as
+/// cyclictest counts it. The shift is the grid's drift so far.
+pub struct RelativeClock {
+    pub pinned: PinnedClock,
+    pub interval_ns: u64,
+    shift_ns: u64,
+}
+
+impl RelativeClock {
+    pub fn new(pinned: PinnedClock, interval_ns: u64) -> RelativeClock {
+        RelativeClock {
+            pinned,
+            interval_ns,
+            shift_ns: 0,
+        }
+    }
+}
+
+impl Clock for RelativeClock {
+    #[inline]
+    fn now_ns(&mut self) -> u64 {
+        self.pinned.now_ns().wrapping_add(self.shift_ns)
+    }
+
+    #[inline]
+    fn sleep_until_ns(&mut self, deadline_ns: u64) -> Result<(), i32> {
+        let before = self.pinned.now_ns();
+        sys::clock_sleep_ns(self.pinned.source, false, self.interval_ns)?;
+        // Wrapping: the shift is negative when the loop ran behind.
+        self.shift_ns = deadline_ns.wrapping_sub(before + self.interval_ns);
+        Ok(())
+    }
+
+    #[inline]
+    fn displaced(&mut self) -> bool {
+        self.pinned.displaced()
+    }
+}
+
+/// cyclictest's `-x`: a POSIX interval timer armed at the first deadline
+/// with the interval as its period, each wake-up its signal. Arming is
+/// the only call besides the wait, made once at the first sleep. A signal
+/// that was pending from an expiry the loop skipped (a wake-up later than
+/// the next deadline) is waited past, so no sample is taken early.
+pub struct TimerClock {
+    pub pinned: PinnedClock,
+    timer: IntervalTimer,
+    interval_ns: u64,
+    armed: bool,
+}
+
+impl TimerClock {
+    pub fn new(pinned: PinnedClock, timer: IntervalTimer, interval_ns: u64) -> TimerClock {
+        TimerClock {
+            pinned,
+            timer,
+            interval_ns,
+            armed: false,
+        }
+    }
+}
+
+impl Clock for TimerClock {
+    #[inline]
+    fn now_ns(&mut self) -> u64 {
+        self.pinned.now_ns()
+    }
+
+    #[inline]
+    fn sleep_until_ns(&mut self, deadline_ns: u64) -> Result<(), i32> {
+        if !self.armed {
+            self.timer.arm(deadline_ns, self.interval_ns)?;
+            self.armed = true;
+        }
+        loop {
+            self.timer.wait()?;
+            if self.pinned.now_ns() >= deadline_ns {
+                return Ok(());
+            }
+        }
+    }
+
+    #[inline]
+    fn displaced(&mut self) -> bool {
+        self.pinned.displaced()
     }
 }
 
@@ -158,7 +299,7 @@ pub mod fault {
             FaultyClock {
                 faults,
                 armed_at_ns: MonotonicClock.now_ns(),
-                pinned: PinnedClock { cpu },
+                pinned: PinnedClock::monotonic(cpu),
                 spiked: false,
             }
         }

@@ -23,20 +23,25 @@ pub enum Policy {
     Fifo,
     RoundRobin,
     Other,
+    /// `SCHED_BATCH` and `SCHED_IDLE`: cyclictest's `--policy` offers them.
+    Batch,
+    Idle,
 }
 
 impl Policy {
-    /// The name cyclictest uses (`fifo`, `rr`, `other`).
+    /// The name cyclictest uses (`fifo`, `rr`, `other`, `batch`, `idle`).
     pub fn name(self) -> &'static str {
         match self {
             Policy::Fifo => "fifo",
             Policy::RoundRobin => "rr",
             Policy::Other => "other",
+            Policy::Batch => "batch",
+            Policy::Idle => "idle",
         }
     }
 
     pub fn is_realtime(self) -> bool {
-        !matches!(self, Policy::Other)
+        matches!(self, Policy::Fifo | Policy::RoundRobin)
     }
 
     fn to_libc(self) -> libc::c_int {
@@ -44,6 +49,8 @@ impl Policy {
             Policy::Fifo => libc::SCHED_FIFO,
             Policy::RoundRobin => libc::SCHED_RR,
             Policy::Other => libc::SCHED_OTHER,
+            Policy::Batch => libc::SCHED_BATCH,
+            Policy::Idle => libc::SCHED_IDLE,
         }
     }
 
@@ -72,6 +79,176 @@ pub fn monotonic_now_ns() -> u64 {
     };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
+
+/// The clocks a sampler can sleep on and read (cyclictest's `-c`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ClockSource {
+    #[default]
+    Monotonic,
+    Realtime,
+}
+
+impl ClockSource {
+    fn to_libc(self) -> libc::clockid_t {
+        match self {
+            ClockSource::Monotonic => libc::CLOCK_MONOTONIC,
+            ClockSource::Realtime => libc::CLOCK_REALTIME,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ClockSource::Monotonic => "CLOCK_MONOTONIC",
+            ClockSource::Realtime => "CLOCK_REALTIME",
+        }
+    }
+}
+
+/// Reads `clock` in nanoseconds (the vDSO serves both clocks: no system
+/// call).
+#[inline]
+pub fn clock_now_ns(clock: ClockSource) -> u64 {
+    let mut ts = MaybeUninit::<libc::timespec>::uninit();
+    // SAFETY: `ts` is a valid out-pointer; both clocks always exist on
+    // Linux, so the call cannot fail and fully initialises `ts`.
+    let ts = unsafe {
+        libc::clock_gettime(clock.to_libc(), ts.as_mut_ptr());
+        ts.assume_init()
+    };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+fn timespec_of(ns: u64) -> libc::timespec {
+    libc::timespec {
+        tv_sec: (ns / 1_000_000_000) as libc::time_t,
+        tv_nsec: (ns % 1_000_000_000) as libc::c_long,
+    }
+}
+
+/// Sleeps on `clock` until the absolute `deadline_ns` (with `absolute`),
+/// or for `deadline_ns` from now (without: cyclictest's `-r`). An
+/// interrupted absolute sleep is resumed to the same deadline, a relative
+/// one for what remains. Returns the error number on failure.
+#[inline]
+pub fn clock_sleep_ns(clock: ClockSource, absolute: bool, ns: u64) -> Result<(), i32> {
+    let mut ts = timespec_of(ns);
+    let flags = if absolute { libc::TIMER_ABSTIME } else { 0 };
+    loop {
+        let mut remaining = MaybeUninit::<libc::timespec>::uninit();
+        // SAFETY: `ts` is a valid timespec and `remaining` a valid
+        // out-pointer, written only when the sleep is interrupted.
+        let rc =
+            unsafe { libc::clock_nanosleep(clock.to_libc(), flags, &ts, remaining.as_mut_ptr()) };
+        match rc {
+            0 => return Ok(()),
+            libc::EINTR if absolute => continue,
+            libc::EINTR => {
+                // SAFETY: an interrupted relative sleep wrote the remainder.
+                ts = unsafe { remaining.assume_init() };
+            }
+            err => return Err(err),
+        }
+    }
+}
+
+/// A POSIX interval timer that signals the thread that made it (cyclictest's
+/// `-x`): armed once to an absolute first expiry and a period, then waited
+/// for with `sigwaitinfo`. The signal is blocked in that thread, so it is
+/// only ever taken by the wait. Deleted when dropped.
+#[derive(Debug)]
+pub struct IntervalTimer {
+    timer: libc::timer_t,
+    signals: libc::sigset_t,
+}
+
+/// The signal an `IntervalTimer` sends (the first real-time signal glibc
+/// leaves to programs).
+fn interval_timer_signal() -> libc::c_int {
+    libc::SIGRTMIN()
+}
+
+impl IntervalTimer {
+    /// Makes a timer on `clock` that signals the calling thread. The signal
+    /// must be blocked in it (`block_signals_in_current_thread`).
+    pub fn for_current_thread(clock: ClockSource) -> io::Result<IntervalTimer> {
+        // SAFETY: sigevent is plain data; all-zeroes is a valid start.
+        let mut event: libc::sigevent = unsafe { std::mem::zeroed() };
+        event.sigev_notify = libc::SIGEV_THREAD_ID;
+        event.sigev_signo = interval_timer_signal();
+        event.sigev_notify_thread_id = current_tid();
+        let mut timer = MaybeUninit::<libc::timer_t>::uninit();
+        // SAFETY: `event` is initialised and `timer` is a valid out-pointer,
+        // written on success.
+        let rc = unsafe { libc::timer_create(clock.to_libc(), &mut event, timer.as_mut_ptr()) };
+        if rc != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let mut signals = MaybeUninit::<libc::sigset_t>::uninit();
+        // SAFETY: sigemptyset initialises the set, sigaddset adds a valid
+        // signal number to it.
+        let signals = unsafe {
+            libc::sigemptyset(signals.as_mut_ptr());
+            libc::sigaddset(signals.as_mut_ptr(), interval_timer_signal());
+            signals.assume_init()
+        };
+        Ok(IntervalTimer {
+            // SAFETY: timer_create returned 0, so `timer` was written.
+            timer: unsafe { timer.assume_init() },
+            signals,
+        })
+    }
+
+    /// Arms the timer: first expiry at the absolute `first_ns`, then every
+    /// `interval_ns`.
+    pub fn arm(&self, first_ns: u64, interval_ns: u64) -> Result<(), i32> {
+        let spec = libc::itimerspec {
+            it_interval: timespec_of(interval_ns),
+            it_value: timespec_of(first_ns),
+        };
+        // SAFETY: `self.timer` is a live timer and `spec` a valid itimerspec;
+        // the old-value pointer may be null.
+        let rc = unsafe {
+            libc::timer_settime(self.timer, libc::TIMER_ABSTIME, &spec, std::ptr::null_mut())
+        };
+        if rc != 0 {
+            return Err(io::Error::last_os_error()
+                .raw_os_error()
+                .unwrap_or(libc::EIO));
+        }
+        Ok(())
+    }
+
+    /// Waits for the next expiry (expiries missed meanwhile are merged into
+    /// one signal by the kernel).
+    #[inline]
+    pub fn wait(&self) -> Result<(), i32> {
+        loop {
+            // SAFETY: `self.signals` is an initialised set; the info pointer
+            // may be null.
+            let rc = unsafe { libc::sigwaitinfo(&self.signals, std::ptr::null_mut()) };
+            if rc >= 0 {
+                return Ok(());
+            }
+            match io::Error::last_os_error().raw_os_error() {
+                Some(libc::EINTR) => continue,
+                err => return Err(err.unwrap_or(libc::EIO)),
+            }
+        }
+    }
+}
+
+impl Drop for IntervalTimer {
+    fn drop(&mut self) {
+        // SAFETY: `self.timer` was made by timer_create and is deleted once.
+        unsafe {
+            libc::timer_delete(self.timer);
+        }
+    }
+}
+
+// SAFETY: a timer_t is a kernel id; the timer signals the thread named at
+// creation whichever thread holds the handle.
+unsafe impl Send for IntervalTimer {}
 
 /// Sleeps until `deadline_ns` on `CLOCK_MONOTONIC` (absolute time, so a
 /// late start of the call does not shift the deadline). Interrupted sleeps
@@ -103,9 +280,14 @@ pub fn sleep_until_ns(deadline_ns: u64) -> Result<(), i32> {
 
 /// The resolution of `CLOCK_MONOTONIC` in nanoseconds.
 pub fn clock_resolution_ns() -> io::Result<u64> {
+    reported_resolution_ns(ClockSource::Monotonic)
+}
+
+/// The resolution the kernel reports for `clock` (`clock_getres`).
+pub fn reported_resolution_ns(clock: ClockSource) -> io::Result<u64> {
     let mut ts = MaybeUninit::<libc::timespec>::uninit();
     // SAFETY: `ts` is a valid out-pointer; it is read only on success.
-    let rc = unsafe { libc::clock_getres(libc::CLOCK_MONOTONIC, ts.as_mut_ptr()) };
+    let rc = unsafe { libc::clock_getres(clock.to_libc(), ts.as_mut_ptr()) };
     if rc != 0 {
         return Err(io::Error::last_os_error());
     }
@@ -378,6 +560,24 @@ pub fn uname() -> io::Result<Uname> {
         version: field(&raw.version),
         machine: field(&raw.machine),
     })
+}
+
+/// `O_NONBLOCK`, for opening a named pipe's writing end without waiting
+/// for a reader (`measure -F`).
+pub const O_NONBLOCK: i32 = libc::O_NONBLOCK;
+
+/// Creates a named pipe at `path` (mode 0666 less the umask, as cyclictest
+/// makes its `-F` pipe).
+pub fn make_fifo(path: &std::path::Path) -> io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a path with a NUL byte"))?;
+    // SAFETY: `path` is a valid NUL-terminated string for the call's length.
+    let rc = unsafe { libc::mkfifo(path.as_ptr(), 0o666) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// A hold on `/dev/cpu_dma_latency`: while the file stays open the kernel

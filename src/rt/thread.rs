@@ -15,9 +15,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU8, AtomicU64, Ordering};
 use std::thread::{self, JoinHandle};
 
-use super::clock::Clock;
-#[cfg(not(feature = "fault-injection"))]
-use super::clock::PinnedClock;
+use super::clock::{Clock, PinnedClock, RelativeClock, SleepMode, TimerClock, Timing};
 use super::handoff::Publisher;
 use super::sampler::{LoopEnd, LoopEndReason, LoopPlan, hot_loop};
 use super::sys::{self, Policy};
@@ -171,6 +169,7 @@ pub struct SamplerSpec {
     pub policy: Policy,
     pub priority: i32,
     pub plan: LoopPlan,
+    pub timing: Timing,
     /// Keep running (non-real-time) if the policy is refused.
     pub allow_non_rt: bool,
 }
@@ -281,20 +280,45 @@ pub fn spawn(
                 // another sampler on this CPU once this one is joined.
                 return unstarted(publisher);
             }
+            let pinned = PinnedClock {
+                cpu: spec.cpu,
+                source: spec.timing.clock,
+            };
+            let interval_ns = spec.plan.interval_ns;
+            // Made before the loop: creating the timer is a system call.
+            let timer = match spec.timing.sleep {
+                SleepMode::PosixTimer => {
+                    match sys::IntervalTimer::for_current_thread(spec.timing.clock) {
+                        Ok(timer) => Some(timer),
+                        Err(err) => {
+                            shared.fail(FailedStep::Sleep, err.raw_os_error().unwrap_or(0));
+                            return unstarted(publisher);
+                        }
+                    }
+                }
+                _ => None,
+            };
             // From here on: the hot loop only.
-            #[cfg(not(feature = "fault-injection"))]
-            let mut clock = PinnedClock { cpu: spec.cpu };
-            #[cfg(feature = "fault-injection")]
-            let mut clock = super::clock::fault::FaultyClock::new(faults, spec.cpu);
-            let start_ns = clock.now_ns() + spec.plan.interval_ns;
-            let end = hot_loop(
-                &mut clock,
-                &spec.plan,
-                start_ns,
-                &mut publisher,
-                &stop,
-                &shared.heartbeat_ns,
-            );
+            let end = match (spec.timing.sleep, timer) {
+                (SleepMode::PosixTimer, Some(timer)) => {
+                    let mut clock = TimerClock::new(pinned, timer, interval_ns);
+                    sample(&mut clock, &spec, &mut publisher, &stop, &shared)
+                }
+                (SleepMode::Relative, _) => {
+                    let mut clock = RelativeClock::new(pinned, interval_ns);
+                    sample(&mut clock, &spec, &mut publisher, &stop, &shared)
+                }
+                // Test builds break the default clock on purpose.
+                #[cfg(feature = "fault-injection")]
+                _ if pinned.source == super::clock::ClockSource::Monotonic => {
+                    let mut clock = super::clock::fault::FaultyClock::new(faults, spec.cpu);
+                    sample(&mut clock, &spec, &mut publisher, &stop, &shared)
+                }
+                _ => {
+                    let mut clock = pinned;
+                    sample(&mut clock, &spec, &mut publisher, &stop, &shared)
+                }
+            };
             match end.reason {
                 LoopEndReason::SleepFailed(errno) => shared.fail(FailedStep::Sleep, errno),
                 LoopEndReason::Displaced => shared.set_state(SamplerState::Displaced),
@@ -306,6 +330,27 @@ pub fn spawn(
             }
         })?;
     Ok(SamplerHandle { spec, shared, join })
+}
+
+/// The hot loop on `clock`, its first deadline as `spec.timing` places it.
+fn sample<C: Clock>(
+    clock: &mut C,
+    spec: &SamplerSpec,
+    publisher: &mut Publisher,
+    stop: &AtomicBool,
+    shared: &SamplerShared,
+) -> LoopEnd {
+    let start_ns = spec
+        .timing
+        .first_deadline_ns(clock.now_ns(), spec.plan.interval_ns);
+    hot_loop(
+        clock,
+        &spec.plan,
+        start_ns,
+        publisher,
+        stop,
+        &shared.heartbeat_ns,
+    )
 }
 
 #[cfg(test)]

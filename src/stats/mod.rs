@@ -14,10 +14,12 @@ use std::fmt;
 mod bins;
 pub mod hdr;
 mod linear;
+mod sample_log;
 
 pub use bins::{add_bins_us, for_each_bin_us};
 pub use hdr::Hdr;
 pub use linear::LinearHistogram;
+pub use sample_log::{LoggedSample, SampleLog};
 
 /// The HDR histogram tracks 0 ns to 2^34 ns (17.2 s, so at least 10 s) at
 /// 2 significant digits: every recorded value is within 1/128 (0.78 %) of
@@ -87,6 +89,9 @@ pub struct LatencyStats {
     spike_threshold_ns: u64,
     hdr: Hdr,
     linear: Option<LinearHistogram>,
+    /// Single samples for `measure -v` and `--spike`; never merged (each
+    /// interval's is read as it arrives).
+    samples: Option<SampleLog>,
 }
 
 impl LatencyStats {
@@ -109,7 +114,22 @@ impl LatencyStats {
         if let Some(linear) = &mut linear {
             linear.reset();
         }
-        LatencyStats::for_sampler(self.spike_threshold_ns, linear)
+        let mut samples = self.samples.clone();
+        if let Some(samples) = &mut samples {
+            samples.reset();
+        }
+        LatencyStats::for_sampler(self.spike_threshold_ns, linear).with_sample_log(samples)
+    }
+
+    /// The same statistics keeping single samples in `log` too.
+    pub fn with_sample_log(mut self, log: Option<SampleLog>) -> LatencyStats {
+        self.samples = log;
+        self
+    }
+
+    /// The single samples kept since the last reset, if any are kept.
+    pub fn sample_log(&self) -> Option<&SampleLog> {
+        self.samples.as_ref()
     }
 
     fn with_hdr(
@@ -132,6 +152,7 @@ impl LatencyStats {
             spike_threshold_ns,
             hdr,
             linear,
+            samples: None,
         }
     }
 
@@ -207,6 +228,9 @@ impl LatencyStats {
         if let Some(linear) = &mut self.linear {
             linear.record(latency_ns, sample_idx);
         }
+        if let Some(samples) = &mut self.samples {
+            samples.record(sample_idx, latency_ns, at_ns);
+        }
     }
 
     /// Adds `other` into `self`. Allocates only for a cumulative
@@ -259,6 +283,9 @@ impl LatencyStats {
         self.hdr.reset();
         if let Some(linear) = &mut self.linear {
             linear.reset();
+        }
+        if let Some(samples) = &mut self.samples {
+            samples.reset();
         }
     }
 

@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 mod restart;
 mod start;
 
+use super::clock::Timing;
 use super::handoff::{self, Collector};
 use super::sampler::{LoopEnd, LoopPlan};
 use super::sys::Policy;
@@ -33,13 +34,13 @@ pub use restart::{Candidate, RestartJob, RestartOutcome};
 pub use start::{DEFAULT_START_TIMEOUT, RtLimits, StartError};
 use start::{lock_memory, wait_for_start};
 
-/// What to run: one sampler per CPU, all alike.
+/// What to run: a sampler per entry of `threads` (the daemon's one per
+/// CPU, all alike; `measure`'s as cyclictest lays them out), all under one
+/// policy.
 #[derive(Debug, Clone)]
 pub struct EngineSpec {
-    pub cpus: Vec<usize>,
+    pub threads: Vec<ThreadSetup>,
     pub policy: Policy,
-    pub priority: i32,
-    pub plan: LoopPlan,
     /// Run degraded (not real-time) instead of failing when the policy or
     /// memory locking is refused.
     pub allow_non_rt: bool,
@@ -50,6 +51,30 @@ pub struct EngineSpec {
     pub start_timeout: Duration,
     /// What the process may do (memory locking, RT priority).
     pub limits: RtLimits,
+}
+
+/// One sampler of an engine: where it runs and what it does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ThreadSetup {
+    pub cpu: usize,
+    pub priority: i32,
+    pub plan: LoopPlan,
+    pub timing: Timing,
+}
+
+impl ThreadSetup {
+    /// One sampler per CPU of `cpus`, all alike, on `CLOCK_MONOTONIC` with
+    /// absolute sleeps (the daemon's layout).
+    pub fn one_per_cpu(cpus: &[usize], priority: i32, plan: LoopPlan) -> Vec<ThreadSetup> {
+        cpus.iter()
+            .map(|&cpu| ThreadSetup {
+                cpu,
+                priority,
+                plan,
+                timing: Timing::default(),
+            })
+            .collect()
+    }
 }
 
 /// What runs in a slot.
@@ -78,6 +103,8 @@ enum Run {
 /// new one.
 pub struct Slot {
     pub cpu: usize,
+    /// The priority its sampler asks for.
+    pub priority: i32,
     run: Run,
     /// The current (or last) running sampler's shared state.
     shared: Arc<SamplerShared>,
@@ -90,6 +117,7 @@ impl Slot {
     fn new(cpu: usize, handle: SamplerHandle, collector: Collector) -> Slot {
         Slot {
             cpu,
+            priority: handle.spec.priority,
             shared: Arc::clone(&handle.shared),
             run: Run::Sampler(handle),
             collector,
@@ -161,10 +189,12 @@ impl Engine {
     pub fn start(spec: EngineSpec, stop: Arc<AtomicBool>) -> Result<Engine, StartError> {
         let mut non_rt_reasons = Vec::new();
         let memory_locked = lock_memory(&spec, &mut non_rt_reasons)?;
-        let mut slots = Vec::with_capacity(spec.cpus.len());
-        for &cpu in &spec.cpus {
-            match spawn_sampler(spec.sampler_spec(cpu), &spec.template, &stop) {
-                Ok((handle, collector)) => slots.push(Slot::new(cpu, handle, collector)),
+        let mut slots = Vec::with_capacity(spec.threads.len());
+        for idx in 0..spec.threads.len() {
+            match spawn_sampler(spec.sampler_spec(idx), &spec.template, &stop) {
+                Ok((handle, collector)) => {
+                    slots.push(Slot::new(spec.threads[idx].cpu, handle, collector))
+                }
                 Err(err) => {
                     stop_all(slots, &stop);
                     return Err(err);
@@ -184,12 +214,16 @@ impl Engine {
                     "CPU {}: SCHED_{} priority {} refused ({err})",
                     slot.cpu,
                     spec.policy.name().to_uppercase(),
-                    spec.priority
+                    slot.priority
                 ));
             }
         }
         if !spec.policy.is_realtime() {
-            non_rt_reasons.push("the policy is 'other' (SCHED_OTHER)".to_string());
+            non_rt_reasons.push(format!(
+                "the policy is '{}' (SCHED_{})",
+                spec.policy.name(),
+                spec.policy.name().to_uppercase()
+            ));
         }
         Ok(Engine {
             slots,
@@ -278,6 +312,7 @@ impl Engine {
         for (idx, slot) in self.slots.into_iter().enumerate() {
             let Slot {
                 cpu,
+                priority: _,
                 run,
                 shared,
                 mut collector,
@@ -329,12 +364,15 @@ impl Engine {
 }
 
 impl EngineSpec {
-    fn sampler_spec(&self, cpu: usize) -> SamplerSpec {
+    /// What slot `idx`'s sampler is told.
+    fn sampler_spec(&self, idx: usize) -> SamplerSpec {
+        let thread = &self.threads[idx];
         SamplerSpec {
-            cpu,
+            cpu: thread.cpu,
             policy: self.policy,
-            priority: self.priority,
-            plan: self.plan,
+            priority: thread.priority,
+            plan: thread.plan,
+            timing: thread.timing,
             allow_non_rt: self.allow_non_rt,
         }
     }

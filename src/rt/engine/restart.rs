@@ -39,7 +39,7 @@ impl RestartJob {
         if !online.contains(&self.cpu) {
             return Ok(None);
         }
-        let sampler = self.spec.sampler_spec(self.cpu);
+        let sampler = self.spec.sampler_spec(self.idx);
         let (handle, collector) = spawn_sampler(sampler, &self.spec.template, &self.stop)?;
         Ok(Some(Candidate { handle, collector }))
     }
@@ -129,7 +129,8 @@ impl Engine {
                         outcomes.push(RestartOutcome::Resumed { cpu: slot.cpu });
                     } else if state == SamplerState::Failed {
                         let (step, err) = handle.shared.failure();
-                        let why = explain_start_failure(slot.cpu, step, &err, &self.spec);
+                        let why =
+                            explain_start_failure(slot.cpu, slot.priority, step, &err, &self.spec);
                         slot.run = Run::Retiring(handle);
                         outcomes.push(RestartOutcome::NotResumed {
                             cpu: slot.cpu,

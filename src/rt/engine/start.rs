@@ -95,7 +95,13 @@ pub(super) fn wait_for_start(slots: &[Slot], spec: &EngineSpec) -> Result<(), St
                 SamplerState::Starting => starting = true,
                 SamplerState::Failed => {
                     let (step, err) = slot.shared.failure();
-                    return Err(explain_start_failure(slot.cpu, step, &err, spec));
+                    return Err(explain_start_failure(
+                        slot.cpu,
+                        slot.priority,
+                        step,
+                        &err,
+                        spec,
+                    ));
                 }
                 _ => {}
             }
@@ -115,6 +121,7 @@ pub(super) fn wait_for_start(slots: &[Slot], spec: &EngineSpec) -> Result<(), St
 
 pub(super) fn explain_start_failure(
     cpu: usize,
+    prio: i32,
     step: FailedStep,
     err: &io::Error,
     spec: &EngineSpec,
@@ -129,7 +136,6 @@ pub(super) fn explain_start_failure(
                 .limits
                 .rtprio_limit
                 .map_or_else(|| "unlimited".to_string(), |n| n.to_string());
-            let prio = spec.priority;
             StartError::Permission(format!(
                 "cannot switch the sampler on CPU {cpu} to SCHED_{} priority {prio} ({err}). \
                      Real-time scheduling needs root, CAP_SYS_NICE, or RLIMIT_RTPRIO of at least \
@@ -140,8 +146,8 @@ pub(super) fn explain_start_failure(
             ))
         }
         FailedStep::Sleep => StartError::Failed(format!(
-            "the sampler on CPU {cpu} could not sleep: clock_nanosleep(CLOCK_MONOTONIC) \
-                 failed ({err}); the kernel's monotonic clock is unusable here"
+            "the sampler on CPU {cpu} could not sleep or set up its timer ({err}); the \
+                 kernel's clock or timer is unusable here"
         )),
         FailedStep::None => {
             StartError::Failed(format!("the sampler on CPU {cpu} failed to start ({err})"))

@@ -1,13 +1,20 @@
 //! Command-line flags as the user typed them (stage one of two: `measure`
 //! turns these into validated options).
 //!
-//! `measure` takes cyclictest's option names where they overlap, so that
-//! existing command lines keep working; that is why `-h` means
-//! `--histogram` here and help is only `--help`.
+//! - `measure`: `measure`'s flags, which are cyclictest's (`-h` means
+//!   `--histogram` there, and help is only `--help`).
+//! - `getopt`: reads `measure`'s command line as cyclictest's getopt_long
+//!   does (joined short options, optional arguments, abbreviations)
+//!   before clap sees it.
 
 use std::path::PathBuf;
 
 use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
+
+pub mod getopt;
+mod measure;
+
+pub use measure::MeasureArgs;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -30,7 +37,7 @@ pub enum Command {
     /// (the default).
     Run(RunArgs),
     /// One-shot measurement with cyclictest-compatible options and output.
-    Measure(MeasureArgs),
+    Measure(Box<MeasureArgs>),
     /// Draw an OSADL-style latency plot (log-scale counts over µs, one line
     /// per CPU, maxima marked) from a latencyd or cyclictest --json file
     /// (recorded with -h), a jitterdebugger results file, or the record's
@@ -185,173 +192,4 @@ impl RunArgs {
             .filter_map(|(key, value, flag)| value.clone().map(|v| (key, v, flag)))
             .collect()
     }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum PolicyArg {
-    Fifo,
-    Rr,
-    #[value(alias = "normal")]
-    Other,
-}
-
-#[derive(Debug, Default, Args)]
-#[command(disable_help_flag = true)]
-pub struct MeasureArgs {
-    /// Run for this long, then stop (a bare number is seconds; units ns,
-    /// us, ms, s, m, h, d). Default: until Ctrl-C or --loops.
-    #[arg(short = 'D', long, value_name = "TIME", allow_hyphen_values = true)]
-    pub duration: Option<String>,
-
-    /// Stop each thread after this many samples.
-    #[arg(short = 'l', long, value_name = "N")]
-    pub loops: Option<u64>,
-
-    /// Sampling interval (a bare number is microseconds).
-    #[arg(
-        short = 'i',
-        long,
-        value_name = "INTV",
-        default_value = "1000",
-        allow_hyphen_values = true
-    )]
-    pub interval: String,
-
-    /// Real-time priority of the sampler threads [default: 80 for fifo/rr].
-    #[arg(short = 'p', long, value_name = "PRIO", allow_negative_numbers = true)]
-    pub priority: Option<i32>,
-
-    /// Scheduling policy of the sampler threads [default: fifo, or other
-    /// with -p 0].
-    #[arg(long, value_enum)]
-    pub policy: Option<PolicyArg>,
-
-    /// CPUs to measure, one thread each: a list such as 0-3,8 or "all"
-    /// [default: all CPUs this process may use].
-    #[arg(
-        short = 'a',
-        long = "cpus",
-        visible_alias = "affinity",
-        value_name = "LIST",
-        num_args = 0..=1,
-        default_missing_value = "all"
-    )]
-    pub cpus: Option<String>,
-
-    /// Print cyclictest's latency histogram with this many 1 µs bins (1 ns
-    /// with -N) after the run.
-    #[arg(short = 'h', long = "histogram", value_name = "MAX")]
-    pub histogram: Option<usize>,
-
-    /// Like --histogram, with an extra column summing all threads.
-    #[arg(
-        short = 'H',
-        long = "histofall",
-        value_name = "MAX",
-        conflicts_with = "histogram"
-    )]
-    pub histofall: Option<usize>,
-
-    /// Report in nanoseconds instead of microseconds.
-    #[arg(short = 'N', long)]
-    pub nsecs: bool,
-
-    /// Print only the summary at exit, no live lines.
-    #[arg(short = 'q', long)]
-    pub quiet: bool,
-
-    /// Write the results as cyclictest-compatible JSON to FILE ("-" for
-    /// standard output, which then carries only the JSON).
-    #[arg(long, value_name = "FILE|-")]
-    pub json: Option<PathBuf>,
-
-    /// Draw the OSADL-style latency plot of the run into this .svg or .png.
-    #[arg(long, value_name = "OUT.svg|OUT.png")]
-    pub plot: Option<PathBuf>,
-
-    /// Run even if real-time scheduling or memory locking is refused; every
-    /// result is then marked as not real-time.
-    #[arg(long)]
-    pub allow_non_rt: bool,
-
-    /// Discard the samples of this first stretch of the run (e.g. 1s).
-    #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
-    pub warmup: Option<String>,
-
-    /// Count samples above this latency as spikes (a bare number is
-    /// microseconds).
-    #[arg(
-        long = "spike-threshold",
-        visible_alias = "spike",
-        value_name = "TIME",
-        default_value = "100us",
-        allow_hyphen_values = true
-    )]
-    pub spike_threshold: String,
-
-    /// Stop at the first wake-up at least this late (a bare number is
-    /// microseconds), as cyclictest -b does, and print what delayed it
-    /// (from tracefs, when it can be used).
-    #[arg(
-        short = 'b',
-        long = "breaktrace",
-        value_name = "TIME",
-        allow_hyphen_values = true
-    )]
-    pub breaktrace: Option<String>,
-
-    /// Capture what delayed every wake-up at least --forensics-threshold
-    /// late (rate-limited) and go on measuring; the captures are printed
-    /// at the end. Needs root or write access to tracefs.
-    #[arg(long)]
-    pub forensics: bool,
-
-    /// The lateness --forensics captures (a bare number is microseconds).
-    #[arg(
-        long = "forensics-threshold",
-        value_name = "TIME",
-        default_value = "500us",
-        allow_hyphen_values = true
-    )]
-    pub forensics_threshold: String,
-
-    /// Also write every CPU's histogram of every --log-interval to FILE in
-    /// HdrHistogram's interval log format (.hlog), as the daemon's record
-    /// does; `latencyd report` and `latencyd plot` read it.
-    #[arg(long, value_name = "FILE")]
-    pub log: Option<PathBuf>,
-
-    /// The --log interval: whole seconds, 1s to 1h (a bare number is
-    /// seconds).
-    #[arg(long = "log-interval", value_name = "TIME", default_value = "1s")]
-    pub log_interval: String,
-
-    /// Hold /dev/cpu_dma_latency at this many microseconds while running,
-    /// keeping CPUs out of deeper idle states (cyclictest holds 0 unless
-    /// given --default-system; latencyd holds nothing unless asked).
-    #[arg(
-        long,
-        value_name = "US",
-        conflicts_with = "default_system",
-        allow_negative_numbers = true
-    )]
-    pub latency: Option<i32>,
-
-    /// Accepted for cyclictest compatibility: power management is left
-    /// alone unless --latency is given.
-    #[arg(long)]
-    pub default_system: bool,
-
-    /// Accepted for cyclictest compatibility: memory is always locked.
-    #[arg(short = 'm', long)]
-    pub mlockall: bool,
-
-    /// Accepted for cyclictest compatibility: one thread always runs per
-    /// selected CPU.
-    #[arg(short = 'S', long)]
-    pub smp: bool,
-
-    /// Print help.
-    #[arg(long, action = ArgAction::Help)]
-    pub help: Option<bool>,
 }

@@ -1,0 +1,71 @@
+//! `measure --log`: the record's format for a one-shot run, one file of
+//! HdrHistogram interval logs that `latencyd report` and `plot` read.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+
+use super::options::MeasureOptions;
+use crate::host::HostInfo;
+use crate::record::{Accumulator, Context as RecordContext, LogWriter, Target};
+use crate::stats::LatencyStats;
+use crate::units::unix_now_ns;
+
+/// `measure --log`: the record's format for a one-shot run, one file.
+pub(super) struct MeasureLog {
+    accumulator: Accumulator,
+    writer: LogWriter,
+    path: PathBuf,
+    failed: bool,
+}
+
+impl MeasureLog {
+    /// Created before the run, so a path that cannot be written stops it
+    /// before it starts. The header names the first thread's interval and
+    /// priority (the others differ only with -t, -d or --priospread).
+    pub(super) fn create(
+        path: &Path,
+        interval_ns: u64,
+        options: &MeasureOptions,
+        host: &HostInfo,
+    ) -> anyhow::Result<MeasureLog> {
+        std::fs::File::create(path)
+            .with_context(|| format!("--log: cannot create {}", path.display()))?;
+        let first = &options.threads[0];
+        let context = RecordContext::of(
+            host,
+            first.interval_ns,
+            options.policy.name(),
+            first.priority,
+        );
+        Ok(MeasureLog {
+            accumulator: Accumulator::new(interval_ns, options.spike_threshold_ns, unix_now_ns()),
+            writer: LogWriter::new(Target::File(path.to_path_buf())).with_context(context),
+            path: path.to_path_buf(),
+            failed: false,
+        })
+    }
+
+    /// Adds a sampler's interval to its CPU's histogram.
+    pub(super) fn add(&mut self, cpu: usize, interval: &LatencyStats) {
+        self.accumulator.add(cpu, interval);
+    }
+
+    /// Writes the finished interval (every interval, or the part in
+    /// progress at the end). A failure is said once; the run goes on.
+    pub(super) fn write_due(&mut self, end: bool) {
+        let Some(batch) = self.accumulator.take(unix_now_ns(), end) else {
+            return;
+        };
+        if let Err(err) = self.writer.write(&batch, unix_now_ns())
+            && !self.failed
+        {
+            self.failed = true;
+            eprintln!(
+                "latencyd measure: warning: --log {}: {err}; the run goes on, the log is \
+                 incomplete",
+                self.path.display()
+            );
+        }
+    }
+}

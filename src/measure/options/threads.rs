@@ -1,0 +1,293 @@
+//! Which threads run where, at what priority and interval: cyclictest's
+//! rules for `-a`, `-t`, `-S`, `-d`, `--priospread`, and `measure`'s own
+//! default of one pinned thread per CPU.
+//!
+//! cyclictest pins thread N to the N-th CPU of the mask, round-robin
+//! (`-a 3-5,0 -t 5`: CPUs 0, 3, 4, 5, 0), gives thread N the interval
+//! `interval + N·distance` (distance 500 µs unless `-d`, 0 with a
+//! histogram), and with `--priospread` the priority `priority − N`.
+
+use super::values::{Notes, UsageError, usage};
+use crate::cpulist::{format_cpu_list, parse_cpu_list};
+use crate::host::HostInfo;
+use crate::rt::sys::Policy;
+use crate::sampling::check_priority;
+use crate::units::NS_PER_US;
+
+/// One sampler thread of the run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ThreadPlan {
+    pub cpu: usize,
+    pub priority: i32,
+    pub interval_ns: u64,
+}
+
+/// The affinity options as typed (`-a`, `-t`, `-S`).
+pub struct Placement<'a> {
+    /// `-a`: `Some(None)` without a list.
+    pub cpus: Option<Option<&'a str>>,
+    /// `-t`: `Some(None)` without a number.
+    pub threads: Option<Option<i64>>,
+    pub smp: bool,
+}
+
+/// The CPUs threads are placed on, in order, and how many threads.
+pub fn place(
+    placement: &Placement<'_>,
+    host: &HostInfo,
+    notes: &mut Notes,
+) -> Result<(Vec<usize>, usize), UsageError> {
+    let usable = &host.usable_cpus;
+    if usable.is_empty() {
+        return Err(usage(
+            "--cpus",
+            "no usable CPU found (none is both online and in this process's affinity mask)",
+        ));
+    }
+    let mask = match placement.cpus {
+        Some(_) if placement.smp => {
+            notes.add(
+                "-a",
+                "ignored with -S (-S runs a thread on every usable CPU)",
+            );
+            usable.clone()
+        }
+        Some(Some(list)) => cpu_mask(list.trim(), usable)?,
+        Some(None) | None => usable.clone(),
+    };
+    let count = match placement.threads {
+        Some(_) if placement.smp => {
+            notes.add(
+                "-t",
+                "ignored with -S (-S runs a thread on every usable CPU)",
+            );
+            mask.len()
+        }
+        Some(Some(n)) if n < 1 => {
+            return Err(usage("--threads", format!("{n}: run at least one thread")));
+        }
+        Some(Some(n)) => usize::try_from(n).map_err(|_| usage("--threads", "too many"))?,
+        // `-t` alone: one per CPU; without -t, `measure` runs one per CPU
+        // too (cyclictest would run one thread, unpinned).
+        Some(None) | None => mask.len(),
+    };
+    if count > 4 * usable.len().max(1024) {
+        return Err(usage(
+            "--threads",
+            format!("{count} threads is more than this host can sample"),
+        ));
+    }
+    Ok((mask, count))
+}
+
+/// `-a LIST`: a CPU list, `all`, or `!LIST` (every usable CPU but those),
+/// each CPU usable.
+fn cpu_mask(text: &str, usable: &[usize]) -> Result<Vec<usize>, UsageError> {
+    if text == "all" {
+        return Ok(usable.to_vec());
+    }
+    let (inverted, list) = match text.strip_prefix('!') {
+        Some(rest) => (true, rest),
+        None => (false, text),
+    };
+    let listed = parse_cpu_list(list).map_err(|e| {
+        usage(
+            "--cpus",
+            format!("{e} (write a list such as 0-3,8, \"all\", or !LIST for all but LIST)"),
+        )
+    })?;
+    let cpus: Vec<usize> = if inverted {
+        usable
+            .iter()
+            .copied()
+            .filter(|c| !listed.contains(c))
+            .collect()
+    } else {
+        if let Some(bad) = listed.iter().find(|c| !usable.contains(c)) {
+            return Err(usage(
+                "--cpus",
+                format!(
+                    "CPU {bad} is offline, absent or outside this process's affinity; usable \
+                     CPUs are {}",
+                    format_cpu_list(usable)
+                ),
+            ));
+        }
+        listed
+    };
+    if cpus.is_empty() {
+        return Err(usage(
+            "--cpus",
+            format!("'{text}' leaves no CPU to measure"),
+        ));
+    }
+    Ok(cpus)
+}
+
+/// How thread N's priority and interval follow from the first thread's.
+#[derive(Debug, Clone, Copy)]
+pub struct Spacing {
+    pub priority: i32,
+    /// `--priospread`: each thread one priority lower than the one before.
+    pub priospread: bool,
+    pub interval_ns: u64,
+    /// `-d`: each thread's interval this much longer than the one before.
+    pub distance_ns: i64,
+    pub max_interval_ns: u64,
+}
+
+/// Each thread's CPU, priority and interval.
+pub fn plan_threads(
+    mask: &[usize],
+    count: usize,
+    policy: Policy,
+    spacing: Spacing,
+) -> Result<Vec<ThreadPlan>, UsageError> {
+    let Spacing {
+        priority,
+        priospread,
+        interval_ns,
+        distance_ns,
+        max_interval_ns,
+    } = spacing;
+    (0..count)
+        .map(|idx| {
+            let step = i64::try_from(idx).unwrap_or(i64::MAX);
+            let thread_priority = if priospread {
+                i64::from(priority) - step
+            } else {
+                i64::from(priority)
+            };
+            let thread_priority = check_priority(policy, thread_priority).map_err(|e| {
+                usage(
+                    if priospread {
+                        "--priospread"
+                    } else {
+                        "--priority"
+                    },
+                    format!("thread {idx}: {e}"),
+                )
+            })?;
+            let interval = i128::from(interval_ns) + i128::from(distance_ns) * i128::from(step);
+            if interval < i128::from(NS_PER_US) || interval > i128::from(max_interval_ns) {
+                return Err(usage(
+                    "--distance",
+                    format!(
+                        "thread {idx}'s interval would be {}us; keep every thread's interval \
+                         between 1us and 1h",
+                        interval / i128::from(NS_PER_US)
+                    ),
+                ));
+            }
+            Ok(ThreadPlan {
+                cpu: mask[idx % mask.len()],
+                priority: thread_priority,
+                interval_ns: interval as u64,
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spacing(priority: i32, priospread: bool, interval_ns: u64, distance_ns: i64) -> Spacing {
+        Spacing {
+            priority,
+            priospread,
+            interval_ns,
+            distance_ns,
+            max_interval_ns: u64::MAX,
+        }
+    }
+
+    fn host(cpus: &[usize]) -> HostInfo {
+        let mut host = HostInfo::detect();
+        host.usable_cpus = cpus.to_vec();
+        host
+    }
+
+    fn placed(
+        cpus: Option<Option<&str>>,
+        threads: Option<Option<i64>>,
+        smp: bool,
+    ) -> (Vec<usize>, usize) {
+        let mut notes = Notes::default();
+        place(
+            &Placement { cpus, threads, smp },
+            &host(&[0, 1, 2, 3, 4, 5]),
+            &mut notes,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn threads_go_round_robin_over_the_mask_as_cyclictest_places_them() {
+        let (mask, count) = placed(Some(Some("3-5,0")), Some(Some(5)), false);
+        let threads =
+            plan_threads(&mask, count, Policy::Fifo, spacing(80, false, 1_000_000, 0)).unwrap();
+        let cpus: Vec<usize> = threads.iter().map(|t| t.cpu).collect();
+        assert_eq!(cpus, [0, 3, 4, 5, 0], "the mask is in CPU order");
+        assert_eq!(
+            placed(Some(None), Some(None), false),
+            (vec![0, 1, 2, 3, 4, 5], 6)
+        );
+        assert_eq!(
+            placed(None, None, false).1,
+            6,
+            "measure's default: one per CPU"
+        );
+        assert_eq!(placed(Some(Some("!0-3")), None, false).0, [4, 5]);
+        assert_eq!(placed(Some(Some("1")), Some(Some(2)), true).1, 6, "-S wins");
+    }
+
+    #[test]
+    fn intervals_step_by_the_distance_and_priorities_by_priospread() {
+        let threads = plan_threads(
+            &[0, 1],
+            3,
+            Policy::Fifo,
+            spacing(80, true, 1_000_000, 500_000),
+        )
+        .unwrap();
+        let shape: Vec<(i32, u64)> = threads
+            .iter()
+            .map(|t| (t.priority, t.interval_ns))
+            .collect();
+        assert_eq!(shape, [(80, 1_000_000), (79, 1_500_000), (78, 2_000_000)]);
+        let err = plan_threads(&[0], 3, Policy::Fifo, spacing(2, true, 1_000, 0)).unwrap_err();
+        assert!(err.to_string().contains("thread 2"), "{err}");
+        let err =
+            plan_threads(&[0], 2, Policy::Fifo, spacing(80, false, 1_000, -5_000)).unwrap_err();
+        assert!(err.to_string().contains("thread 1's interval"), "{err}");
+    }
+
+    #[test]
+    fn a_mask_outside_the_usable_cpus_is_refused_by_name() {
+        let mut notes = Notes::default();
+        let err = place(
+            &Placement {
+                cpus: Some(Some("7")),
+                threads: None,
+                smp: false,
+            },
+            &host(&[0, 1]),
+            &mut notes,
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("CPU 7"), "{err}");
+        assert!(
+            place(
+                &Placement {
+                    cpus: None,
+                    threads: Some(Some(0)),
+                    smp: false
+                },
+                &host(&[0, 1]),
+                &mut notes
+            )
+            .is_err()
+        );
+    }
+}
