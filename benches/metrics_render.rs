@@ -61,6 +61,7 @@ fn synthetic_state(n_cpus: usize) -> MonitorState {
         listen: vec!["127.0.0.1:9479".parse().unwrap()],
         forensics: Default::default(),
         record: Default::default(),
+        pm_qos_held_us: None,
     }
 }
 

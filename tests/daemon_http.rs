@@ -101,6 +101,7 @@ fn state(per_cpu_histograms: bool) -> MonitorState {
         listen: vec!["127.0.0.1:9479".parse().unwrap()],
         forensics: journal(),
         record: Default::default(),
+        pm_qos_held_us: Some(0),
         config,
     }
 }

@@ -152,6 +152,7 @@ fn router() -> axum::Router {
         listen: vec!["127.0.0.1:9479".parse().unwrap()],
         forensics: Default::default(),
         record: Default::default(),
+        pm_qos_held_us: None,
         config,
     };
     latencyd::daemon::http::router(latencyd::daemon::http::AppState::new(

@@ -48,13 +48,13 @@ pub struct MeasureArgs {
     #[arg(short = 'd', long, value_name = "DIST")]
     pub distance: Option<String>,
 
-    /// Real-time priority of the first thread [default: 80, SCHED_FIFO;
-    /// 0 means SCHED_OTHER].
+    /// Real-time priority of the first thread, SCHED_FIFO (0: the number of
+    /// threads + 1, as cyclictest picks it) [default: 80].
     #[arg(short = 'p', long, value_name = "PRIO")]
     pub priority: Option<String>,
 
     /// Scheduling policy: fifo, rr, other (or normal), batch, idle
-    /// [default: fifo, or other with -p 0].
+    /// [default: fifo].
     #[arg(long, value_name = "NAME")]
     pub policy: Option<String>,
 

@@ -247,6 +247,7 @@ async fn serve(
     let started_ns = sys::monotonic_now_ns();
     let state = Arc::new(Mutex::new(MonitorState {
         started_ns,
+        pm_qos_held_us: pm_qos_hold.as_ref().map(|hold| hold.latency_us),
         cpus: engine
             .slots
             .iter()

@@ -85,7 +85,9 @@ pub(super) fn forensics_block(
     let journal = recorder.journal();
     let data = journal.lock();
     if !data.available && data.in_memory.is_empty() {
-        if let Some(reason) = &data.reason {
+        // With plain -b the warning at the start said it; cyclictest's
+        // lines stay alone on stdout.
+        if let (Some(reason), Some(_)) = (&data.reason, options.forensics_ns) {
             out.push_str(&format!("# No spike forensics: {reason}\n"));
         }
         return out;

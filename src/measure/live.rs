@@ -95,7 +95,14 @@ impl Live {
         let Some(log) = interval.sample_log() else {
             return Ok(());
         };
-        self.dropped += log.dropped();
+        if self.verbose.is_some() {
+            self.dropped += log.dropped();
+        } else {
+            // A spike-only log keeps spikes alone: what had no room is a
+            // spike counted in `spikes = N`, as cyclictest counts past its
+            // nodes.
+            self.spikes.total += log.dropped();
+        }
         for sample in log.entries() {
             let latency = sample.latency_ns / self.unit_ns;
             if let Some(reduction) = self.verbose {
@@ -149,8 +156,8 @@ impl Live {
         out
     }
 
-    /// Samples that `-v` or `--spike` could not show because the main
-    /// thread fell behind.
+    /// Samples that `-v` could not show because the main thread fell
+    /// behind.
     pub(super) fn dropped(&self) -> u64 {
         self.dropped
     }

@@ -339,8 +339,8 @@ pub fn run(options: &MeasureOptions, host: &HostInfo, cmdline: String) -> anyhow
 
     if live.dropped() > 0 {
         eprintln!(
-            "latencyd measure: warning: {} samples were not printed (-v/--spike): the output \
-             could not keep up",
+            "latencyd measure: warning: {} samples were not printed (-v): the output could not \
+             keep up",
             live.dropped()
         );
     }

@@ -49,6 +49,8 @@ pub struct StatusBody {
     non_rt_reasons: Vec<String>,
     listen: String,
     reload_failures: u64,
+    /// What latencyd holds on `/dev/cpu_dma_latency`, in ns (`null`: none).
+    pm_qos_held_ns: Option<u64>,
     host: HostBody,
     config: ConfigBody,
     samplers: Vec<SamplerBody>,
@@ -252,6 +254,9 @@ pub fn status(s: &MonitorState, now_ns: u64) -> StatusBody {
         non_rt_reasons: s.non_rt_reasons.clone(),
         listen: join_addrs(&s.listen),
         reload_failures: s.reload.failures,
+        pm_qos_held_ns: s
+            .pm_qos_held_us
+            .map(|us| u64::try_from(us).unwrap_or(0) * 1_000),
         host: HostBody {
             nodename: host.uname.nodename.clone(),
             kernel: host.uname.release.clone(),

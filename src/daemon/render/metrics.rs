@@ -91,6 +91,12 @@ const FAMILIES: &[(&str, &str, MetricType, &[&str])] = &[
         &[],
     ),
     (
+        "latencyd_pm_qos_held_seconds",
+        "The value latencyd holds on /dev/cpu_dma_latency (measure.pm_qos); absent when it holds none. Latencies measured under a PM QoS request are not comparable with latencies measured without one.",
+        MetricType::GAUGE,
+        &[],
+    ),
+    (
         "latencyd_config_reload_failures_total",
         "SIGHUP reloads refused because the new configuration was invalid.",
         MetricType::COUNTER,
@@ -451,6 +457,11 @@ pub fn families(state: &MonitorState, now: Now) -> Vec<MetricFamily> {
                 vec![],
                 state.config.measure.spike_threshold_ns as f64 / NS,
             )],
+            "latencyd_pm_qos_held_seconds" => state
+                .pm_qos_held_us
+                .map(|us| gauge(vec![], f64::from(us) / 1e6))
+                .into_iter()
+                .collect(),
             "latencyd_config_reload_failures_total" => {
                 vec![counter(vec![], state.reload.failures as f64)]
             }

@@ -136,6 +136,10 @@ pub struct MonitorState {
     pub forensics: std::sync::Arc<crate::forensics::Journal>,
     /// What the record's writer thread is doing (locked on its own).
     pub record: std::sync::Arc<std::sync::Mutex<crate::record::Status>>,
+    /// The value held on `/dev/cpu_dma_latency` since start (µs), if any
+    /// (`measure.pm_qos`): numbers measured under a PM QoS request are not
+    /// comparable with numbers measured without one.
+    pub pm_qos_held_us: Option<i32>,
 }
 
 impl MonitorState {

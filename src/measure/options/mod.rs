@@ -461,8 +461,8 @@ fn histogram_option(
 }
 
 /// The policy and the first thread's priority, as cyclictest settles
-/// them; `measure`'s default is SCHED_FIFO at 80 where cyclictest's is
-/// SCHED_OTHER.
+/// them; `measure`'s default (neither -p nor --policy) is SCHED_FIFO at 80
+/// where cyclictest's is SCHED_OTHER.
 fn policy_and_priority(
     args: &MeasureArgs,
     n_threads: usize,
@@ -492,15 +492,26 @@ fn policy_and_priority(
     let fallback = (n_threads + 1).min(99) as i32;
     Ok(match (named, priority) {
         (None, None) => (Policy::Fifo, default_priority(Policy::Fifo)),
-        (None, Some(0)) if args.priospread => {
+        // cyclictest's -p always means SCHED_FIFO, and priority 0 there
+        // becomes the number of threads + 1.
+        (None, Some(0)) => {
             notes.add(
-                "--priospread",
-                format!("priority 0: defaulting to {fallback}"),
+                "--priority",
+                format!("0: SCHED_FIFO at {fallback}, as cyclictest defaults it (--policy other for SCHED_OTHER)"),
             );
             (Policy::Fifo, fallback)
         }
-        (None, Some(0)) => (Policy::Other, 0),
         (None, Some(p)) => (Policy::Fifo, p),
+        (Some(policy), None) if policy.is_realtime() => {
+            notes.add(
+                "--policy",
+                format!(
+                    "{} without -p: priority {fallback}, as cyclictest defaults it",
+                    policy.name()
+                ),
+            );
+            (policy, fallback)
+        }
         (Some(policy), None) => (policy, default_priority(policy)),
         (Some(policy), Some(p)) if p > 0 && !policy.is_realtime() => {
             notes.add(

@@ -146,8 +146,8 @@ pub(super) fn explain_start_failure(
             ))
         }
         FailedStep::Sleep => StartError::Failed(format!(
-            "the sampler on CPU {cpu} could not sleep or set up its timer ({err}); the \
-                 kernel's clock or timer is unusable here"
+            "the sampler on CPU {cpu} could not sleep: clock_nanosleep (or, with -x, its \
+                 POSIX timer) failed ({err}); the kernel's clock is unusable here"
         )),
         FailedStep::None => {
             StartError::Failed(format!("the sampler on CPU {cpu} failed to start ({err})"))
