@@ -44,7 +44,9 @@
 # (80), HIST_US (20000), SCENARIOS ("idle stress"), STRESS (stress-ng's
 # load options; default every CPU, two 256 MB memory hogs and context
 # switches), ORDER (alternate, or fixed: cyclictest first in every pair),
-# CONTROL (0; 1: cyclictest on both sides), KEEP (a directory to keep the
+# CONTROL (0; 1: cyclictest on both sides), DEFAULTS (0; 1: no --latency
+# on either side, each tool on its own PM QoS default, which for both is
+# holding 0; MODE=measure only), KEEP (a directory to keep the
 # runs' JSON files in, for benches/compare_cyclictest.py to read again;
 # by default they go to a temporary directory that is removed).
 # Needs root, cyclictest (rt-tests), stress-ng and python3.
@@ -61,6 +63,7 @@ hist_us=${HIST_US:-20000}
 scenarios=${SCENARIOS:-idle stress}
 order=${ORDER:-alternate}
 control=${CONTROL:-0}
+defaults=${DEFAULTS:-0}
 
 [ "$(id -u)" = 0 ] || { echo "run as root: both tools need SCHED_FIFO and mlockall" >&2; exit 2; }
 for tool in cyclictest stress-ng python3; do
@@ -82,7 +85,8 @@ else
     out=$(mktemp -d)
     trap 'rm -rf "$out"; [ -n "${stress_pid:-}" ] && kill "$stress_pid" 2>/dev/null; true' EXIT
 fi
-common=(-q -m -S -p "$priority" -i "$interval_us" -D "$duration" -h "$hist_us" --latency 0)
+common=(-q -m -S -p "$priority" -i "$interval_us" -D "$duration" -h "$hist_us")
+[ "$defaults" = 1 ] || common+=(--latency 0)
 
 # The daemon for its warm-up and DURATION, its histograms written as
 # cyclictest's JSON.
