@@ -1,9 +1,9 @@
 //! The kernel-facing module: every `unsafe` block and every libc call of
-//! latencyd lives here.
+//! latencyd lives here (and in `timer`, its POSIX interval timer).
 //!
 //! It owns thread affinity, scheduling policy and priority, memory locking,
-//! the absolute-deadline sleep and the monotonic clock, signal masks,
-//! resource limits and the `/dev/cpu_dma_latency` hold. Functions are thin:
+//! the sleeps and the clocks, signal masks, resource limits, named pipes
+//! and the `/dev/cpu_dma_latency` hold. Functions are thin:
 //! they translate between Rust types and the C API and report failures as
 //! `io::Error` so callers can say what failed and how to fix it.
 
@@ -12,6 +12,13 @@ use std::io::{self, Write};
 use std::mem::MaybeUninit;
 
 use crate::cpulist::{MAX_CPUS, parse_cpu_list};
+
+mod time;
+mod timer;
+
+use time::timespec_of;
+pub use time::{ClockSource, clock_now_ns, clock_sleep_ns};
+pub use timer::IntervalTimer;
 
 /// The error number of an I/O error, for the test-only faulty clock
 /// (`clock::fault`), so that libc stays in this module.
@@ -79,176 +86,6 @@ pub fn monotonic_now_ns() -> u64 {
     };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
-
-/// The clocks a sampler can sleep on and read (cyclictest's `-c`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum ClockSource {
-    #[default]
-    Monotonic,
-    Realtime,
-}
-
-impl ClockSource {
-    fn to_libc(self) -> libc::clockid_t {
-        match self {
-            ClockSource::Monotonic => libc::CLOCK_MONOTONIC,
-            ClockSource::Realtime => libc::CLOCK_REALTIME,
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            ClockSource::Monotonic => "CLOCK_MONOTONIC",
-            ClockSource::Realtime => "CLOCK_REALTIME",
-        }
-    }
-}
-
-/// Reads `clock` in nanoseconds (the vDSO serves both clocks: no system
-/// call).
-#[inline]
-pub fn clock_now_ns(clock: ClockSource) -> u64 {
-    let mut ts = MaybeUninit::<libc::timespec>::uninit();
-    // SAFETY: `ts` is a valid out-pointer; both clocks always exist on
-    // Linux, so the call cannot fail and fully initialises `ts`.
-    let ts = unsafe {
-        libc::clock_gettime(clock.to_libc(), ts.as_mut_ptr());
-        ts.assume_init()
-    };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
-fn timespec_of(ns: u64) -> libc::timespec {
-    libc::timespec {
-        tv_sec: (ns / 1_000_000_000) as libc::time_t,
-        tv_nsec: (ns % 1_000_000_000) as libc::c_long,
-    }
-}
-
-/// Sleeps on `clock` until the absolute `deadline_ns` (with `absolute`),
-/// or for `deadline_ns` from now (without: cyclictest's `-r`). An
-/// interrupted absolute sleep is resumed to the same deadline, a relative
-/// one for what remains. Returns the error number on failure.
-#[inline]
-pub fn clock_sleep_ns(clock: ClockSource, absolute: bool, ns: u64) -> Result<(), i32> {
-    let mut ts = timespec_of(ns);
-    let flags = if absolute { libc::TIMER_ABSTIME } else { 0 };
-    loop {
-        let mut remaining = MaybeUninit::<libc::timespec>::uninit();
-        // SAFETY: `ts` is a valid timespec and `remaining` a valid
-        // out-pointer, written only when the sleep is interrupted.
-        let rc =
-            unsafe { libc::clock_nanosleep(clock.to_libc(), flags, &ts, remaining.as_mut_ptr()) };
-        match rc {
-            0 => return Ok(()),
-            libc::EINTR if absolute => continue,
-            libc::EINTR => {
-                // SAFETY: an interrupted relative sleep wrote the remainder.
-                ts = unsafe { remaining.assume_init() };
-            }
-            err => return Err(err),
-        }
-    }
-}
-
-/// A POSIX interval timer that signals the thread that made it (cyclictest's
-/// `-x`): armed once to an absolute first expiry and a period, then waited
-/// for with `sigwaitinfo`. The signal is blocked in that thread, so it is
-/// only ever taken by the wait. Deleted when dropped.
-#[derive(Debug)]
-pub struct IntervalTimer {
-    timer: libc::timer_t,
-    signals: libc::sigset_t,
-}
-
-/// The signal an `IntervalTimer` sends (the first real-time signal glibc
-/// leaves to programs).
-fn interval_timer_signal() -> libc::c_int {
-    libc::SIGRTMIN()
-}
-
-impl IntervalTimer {
-    /// Makes a timer on `clock` that signals the calling thread. The signal
-    /// must be blocked in it (`block_signals_in_current_thread`).
-    pub fn for_current_thread(clock: ClockSource) -> io::Result<IntervalTimer> {
-        // SAFETY: sigevent is plain data; all-zeroes is a valid start.
-        let mut event: libc::sigevent = unsafe { std::mem::zeroed() };
-        event.sigev_notify = libc::SIGEV_THREAD_ID;
-        event.sigev_signo = interval_timer_signal();
-        event.sigev_notify_thread_id = current_tid();
-        let mut timer = MaybeUninit::<libc::timer_t>::uninit();
-        // SAFETY: `event` is initialised and `timer` is a valid out-pointer,
-        // written on success.
-        let rc = unsafe { libc::timer_create(clock.to_libc(), &mut event, timer.as_mut_ptr()) };
-        if rc != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        let mut signals = MaybeUninit::<libc::sigset_t>::uninit();
-        // SAFETY: sigemptyset initialises the set, sigaddset adds a valid
-        // signal number to it.
-        let signals = unsafe {
-            libc::sigemptyset(signals.as_mut_ptr());
-            libc::sigaddset(signals.as_mut_ptr(), interval_timer_signal());
-            signals.assume_init()
-        };
-        Ok(IntervalTimer {
-            // SAFETY: timer_create returned 0, so `timer` was written.
-            timer: unsafe { timer.assume_init() },
-            signals,
-        })
-    }
-
-    /// Arms the timer: first expiry at the absolute `first_ns`, then every
-    /// `interval_ns`.
-    pub fn arm(&self, first_ns: u64, interval_ns: u64) -> Result<(), i32> {
-        let spec = libc::itimerspec {
-            it_interval: timespec_of(interval_ns),
-            it_value: timespec_of(first_ns),
-        };
-        // SAFETY: `self.timer` is a live timer and `spec` a valid itimerspec;
-        // the old-value pointer may be null.
-        let rc = unsafe {
-            libc::timer_settime(self.timer, libc::TIMER_ABSTIME, &spec, std::ptr::null_mut())
-        };
-        if rc != 0 {
-            return Err(io::Error::last_os_error()
-                .raw_os_error()
-                .unwrap_or(libc::EIO));
-        }
-        Ok(())
-    }
-
-    /// Waits for the next expiry (expiries missed meanwhile are merged into
-    /// one signal by the kernel).
-    #[inline]
-    pub fn wait(&self) -> Result<(), i32> {
-        loop {
-            // SAFETY: `self.signals` is an initialised set; the info pointer
-            // may be null.
-            let rc = unsafe { libc::sigwaitinfo(&self.signals, std::ptr::null_mut()) };
-            if rc >= 0 {
-                return Ok(());
-            }
-            match io::Error::last_os_error().raw_os_error() {
-                Some(libc::EINTR) => continue,
-                err => return Err(err.unwrap_or(libc::EIO)),
-            }
-        }
-    }
-}
-
-impl Drop for IntervalTimer {
-    fn drop(&mut self) {
-        // SAFETY: `self.timer` was made by timer_create and is deleted once.
-        unsafe {
-            libc::timer_delete(self.timer);
-        }
-    }
-}
-
-// SAFETY: a timer_t is a kernel id; the timer signals the thread named at
-// creation whichever thread holds the handle.
-unsafe impl Send for IntervalTimer {}
 
 /// Sleeps until `deadline_ns` on `CLOCK_MONOTONIC` (absolute time, so a
 /// late start of the call does not shift the deadline). Interrupted sleeps
