@@ -5,8 +5,11 @@
 //!
 //! - `values`: one value, `atoi`-style, and the `Note`s that say what was
 //!   not taken exactly as typed.
-//! - `threads`: which threads run where, at what priority and interval.
+//! - `threads`: which threads run where, at what policy, priority and
+//!   interval.
+//! - `power`: the PM QoS request cyclictest makes by default.
 
+mod power;
 mod threads;
 mod values;
 
@@ -15,7 +18,8 @@ use std::path::PathBuf;
 pub use threads::ThreadPlan;
 pub use values::{Note, UsageError};
 
-use self::threads::{Placement, Spacing, place, plan_threads};
+use self::power::pm_qos;
+use self::threads::{Placement, Spacing, place, plan_threads, policy_and_priority};
 use self::values::{Notes, duration, integer, integer_in, signed_duration, usage};
 use crate::cli::MeasureArgs;
 use crate::cpulist::parse_cpu_list;
@@ -23,7 +27,6 @@ use crate::host::HostInfo;
 use crate::rt::clock::{ClockSource, SleepMode};
 use crate::rt::sampler::LoopPlan;
 use crate::rt::sys::Policy;
-use crate::sampling::default_priority;
 use crate::units::{NS_PER_MS, NS_PER_SEC, NS_PER_US, format_duration_ns};
 
 /// How often samplers hand their interval to the main thread, and how
@@ -458,119 +461,4 @@ fn histogram_option(
         bins: bins as usize,
         all_column: all_column || args.histofall.is_some(),
     }))
-}
-
-/// The policy and the first thread's priority, as cyclictest settles
-/// them; `measure`'s default (neither -p nor --policy) is SCHED_FIFO at 80
-/// where cyclictest's is SCHED_OTHER.
-fn policy_and_priority(
-    args: &MeasureArgs,
-    n_threads: usize,
-    notes: &mut Notes,
-) -> Result<(Policy, i32), UsageError> {
-    let named = match args.policy.as_deref().map(str::trim) {
-        None => None,
-        Some("fifo") => Some(Policy::Fifo),
-        Some("rr") => Some(Policy::RoundRobin),
-        Some("other" | "normal") => Some(Policy::Other),
-        Some("batch") => Some(Policy::Batch),
-        Some("idle") => Some(Policy::Idle),
-        Some(other) => {
-            notes.add(
-                "--policy",
-                format!("'{other}' is not a policy; SCHED_OTHER, as cyclictest falls back"),
-            );
-            Some(Policy::Other)
-        }
-    };
-    let priority = args
-        .priority
-        .as_deref()
-        .map(|text| integer_in("--priority", text, 0..=99, notes))
-        .transpose()?
-        .map(|p| p as i32);
-    let fallback = (n_threads + 1).min(99) as i32;
-    Ok(match (named, priority) {
-        (None, None) => (Policy::Fifo, default_priority(Policy::Fifo)),
-        // cyclictest's -p always means SCHED_FIFO, and priority 0 there
-        // becomes the number of threads + 1.
-        (None, Some(0)) => {
-            notes.add(
-                "--priority",
-                format!("0: SCHED_FIFO at {fallback}, as cyclictest defaults it (--policy other for SCHED_OTHER)"),
-            );
-            (Policy::Fifo, fallback)
-        }
-        (None, Some(p)) => (Policy::Fifo, p),
-        (Some(policy), None) if policy.is_realtime() => {
-            notes.add(
-                "--policy",
-                format!(
-                    "{} without -p: priority {fallback}, as cyclictest defaults it",
-                    policy.name()
-                ),
-            );
-            (policy, fallback)
-        }
-        (Some(policy), None) => (policy, default_priority(policy)),
-        (Some(policy), Some(p)) if p > 0 && !policy.is_realtime() => {
-            notes.add(
-                "--policy",
-                format!(
-                    "{} takes no priority; SCHED_FIFO at {p}, as cyclictest does",
-                    policy.name()
-                ),
-            );
-            (Policy::Fifo, p)
-        }
-        (Some(policy), Some(0)) if policy.is_realtime() => {
-            notes.add(
-                "--priority",
-                format!(
-                    "0 with {}: defaulting to {fallback}, as cyclictest does",
-                    policy.name()
-                ),
-            );
-            (policy, fallback)
-        }
-        (Some(policy), Some(p)) => (policy, p),
-    })
-}
-
-/// cyclictest holds `/dev/cpu_dma_latency` at `--latency` (default 0)
-/// unless `--default-system` or `--laptop`.
-fn pm_qos(args: &MeasureArgs, notes: &mut Notes) -> Result<PmQos, UsageError> {
-    let latency = args
-        .latency
-        .as_deref()
-        .map(|text| integer("--latency", text, notes))
-        .transpose()?;
-    if args.laptop {
-        notes.add(
-            "--laptop",
-            "not holding /dev/cpu_dma_latency, to save battery power",
-        );
-    }
-    if args.laptop || args.default_system {
-        let option = if args.laptop {
-            "--laptop"
-        } else {
-            "--default-system"
-        };
-        if latency.is_some() {
-            notes.add(
-                "--latency",
-                format!("not held: {option} leaves power management alone"),
-            );
-        }
-        return Ok(PmQos::Off);
-    }
-    Ok(match latency {
-        Some(us) if us < 0 => {
-            notes.add("--latency", format!("{us} held as 0, as cyclictest does"));
-            PmQos::Hold(0)
-        }
-        Some(us) => PmQos::Hold(i32::try_from(us).map_err(|_| usage("--latency", "too large"))?),
-        None => PmQos::Hold(0),
-    })
 }

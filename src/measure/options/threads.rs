@@ -7,11 +7,12 @@
 //! `interval + N·distance` (distance 500 µs unless `-d`, 0 with a
 //! histogram), and with `--priospread` the priority `priority − N`.
 
-use super::values::{Notes, UsageError, usage};
+use super::values::{Notes, UsageError, integer_in, usage};
+use crate::cli::MeasureArgs;
 use crate::cpulist::{format_cpu_list, parse_cpu_list};
 use crate::host::HostInfo;
 use crate::rt::sys::Policy;
-use crate::sampling::check_priority;
+use crate::sampling::{check_priority, default_priority};
 use crate::units::NS_PER_US;
 
 /// One sampler thread of the run.
@@ -186,6 +187,83 @@ pub fn plan_threads(
             })
         })
         .collect()
+}
+
+/// The policy and the first thread's priority, as cyclictest settles
+/// them; `measure`'s default (neither -p nor --policy) is SCHED_FIFO at 80
+/// where cyclictest's is SCHED_OTHER.
+pub fn policy_and_priority(
+    args: &MeasureArgs,
+    n_threads: usize,
+    notes: &mut Notes,
+) -> Result<(Policy, i32), UsageError> {
+    let named = match args.policy.as_deref().map(str::trim) {
+        None => None,
+        Some("fifo") => Some(Policy::Fifo),
+        Some("rr") => Some(Policy::RoundRobin),
+        Some("other" | "normal") => Some(Policy::Other),
+        Some("batch") => Some(Policy::Batch),
+        Some("idle") => Some(Policy::Idle),
+        Some(other) => {
+            notes.add(
+                "--policy",
+                format!("'{other}' is not a policy; SCHED_OTHER, as cyclictest falls back"),
+            );
+            Some(Policy::Other)
+        }
+    };
+    let priority = args
+        .priority
+        .as_deref()
+        .map(|text| integer_in("--priority", text, 0..=99, notes))
+        .transpose()?
+        .map(|p| p as i32);
+    let fallback = (n_threads + 1).min(99) as i32;
+    Ok(match (named, priority) {
+        (None, None) => (Policy::Fifo, default_priority(Policy::Fifo)),
+        // cyclictest's -p always means SCHED_FIFO, and priority 0 there
+        // becomes the number of threads + 1.
+        (None, Some(0)) => {
+            notes.add(
+                "--priority",
+                format!("0: SCHED_FIFO at {fallback}, as cyclictest defaults it (--policy other for SCHED_OTHER)"),
+            );
+            (Policy::Fifo, fallback)
+        }
+        (None, Some(p)) => (Policy::Fifo, p),
+        (Some(policy), None) if policy.is_realtime() => {
+            notes.add(
+                "--policy",
+                format!(
+                    "{} without -p: priority {fallback}, as cyclictest defaults it",
+                    policy.name()
+                ),
+            );
+            (policy, fallback)
+        }
+        (Some(policy), None) => (policy, default_priority(policy)),
+        (Some(policy), Some(p)) if p > 0 && !policy.is_realtime() => {
+            notes.add(
+                "--policy",
+                format!(
+                    "{} takes no priority; SCHED_FIFO at {p}, as cyclictest does",
+                    policy.name()
+                ),
+            );
+            (Policy::Fifo, p)
+        }
+        (Some(policy), Some(0)) if policy.is_realtime() => {
+            notes.add(
+                "--priority",
+                format!(
+                    "0 with {}: defaulting to {fallback}, as cyclictest does",
+                    policy.name()
+                ),
+            );
+            (policy, fallback)
+        }
+        (Some(policy), Some(p)) => (policy, p),
+    })
 }
 
 #[cfg(test)]
