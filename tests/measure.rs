@@ -351,6 +351,37 @@ fn sigint_ends_the_run_and_still_prints_the_results() {
 }
 
 #[test]
+fn sigusr1_prints_the_current_status_on_stderr_and_the_run_goes_on() {
+    // cyclictest's status block: a harness that asks for it must not end
+    // the run (SIGUSR1's default action would).
+    let child = latencyd()
+        .args(["measure", "-q", "-i", "1ms", "-D", "2"])
+        .args(run_flags())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(900));
+    // SAFETY: kill with a valid pid and signal.
+    unsafe { libc::kill(child.id() as i32, libc::SIGUSR1) };
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success(), "{}", stderr_of(&output));
+    let stderr = stderr_of(&output);
+    let block = stderr
+        .split("# cyclictest current status:\n")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no status block on stderr:\n{stderr}"));
+    let status = cyclictest::parse(block.split("#---").next().unwrap()).unwrap();
+    let end = cyclictest::parse(&stdout_of(&output)).unwrap();
+    assert_eq!(status.threads.len(), usable_cpus(), "{stderr}");
+    for (idx, now) in &status.threads {
+        // Taken mid-run: some samples, fewer than the whole run's.
+        let total = end.threads[idx].cycles;
+        assert!(now.cycles > 0 && now.cycles < total, "{now:?} vs {total}");
+    }
+}
+
+#[test]
 fn threads_without_samples_still_give_valid_json() {
     // Stopped during the warm-up: every thread has zero samples, where
     // cyclictest would write "avg": -nan.

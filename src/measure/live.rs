@@ -4,7 +4,7 @@
 //! for when the live lines refresh, and the `-F` named pipe that hands the
 //! summary lines to whoever reads it.
 
-use std::fs::OpenOptions;
+use std::fs::{self, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
@@ -14,7 +14,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use super::options::{MeasureOptions, PUBLISH_PERIOD_NS, SpikeList};
-use crate::rt::sys;
+use crate::rt::sys::{self, Policy};
 use crate::stats::{LatencyStats, SampleLog};
 
 /// The most single samples a sampler's interval keeps for `-v`/`--spike`.
@@ -224,6 +224,32 @@ impl Drop for Fifo {
         }
         let _ = std::fs::remove_file(&self.path);
     }
+}
+
+/// cyclictest's screen: a `policy: … loadavg: …` line, a blank line and a
+/// summary line per thread; while `moving_up`, the cursor then goes back
+/// to the top so the next refresh overwrites it.
+pub(super) fn live_block(
+    policy: Policy,
+    lines: impl Iterator<Item = String>,
+    moving_up: bool,
+) -> String {
+    let loadavg = fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let mut block = format!(
+        "policy: {}: loadavg: {}          \n\n",
+        policy.name(),
+        loadavg.trim()
+    );
+    let mut n_lines = 0;
+    for line in lines {
+        block.push_str(&line);
+        block.push('\n');
+        n_lines += 1;
+    }
+    if moving_up {
+        block.push_str(&format!("\x1b[{}A", n_lines + 2));
+    }
+    block
 }
 
 #[cfg(test)]

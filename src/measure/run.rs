@@ -2,8 +2,9 @@
 //! run (`tuning`), start the samplers through the engine, drain their
 //! handoffs on the main thread every 10 ms (live lines on a terminal, `-v`
 //! samples, the `-F` pipe), stop on SIGINT, SIGTERM or SIGALRM (rteval and
-//! `timeout` stop cyclictest so) or at the end of the plan, and render the
-//! results as cyclictest does.
+//! `timeout` stop cyclictest so) or at the end of the plan, print the
+//! current status on stderr at SIGUSR1, and render the results as
+//! cyclictest does.
 
 use std::fs;
 use std::io::{self, IsTerminal, Write};
@@ -16,7 +17,7 @@ use std::time::{Duration, Instant, SystemTime};
 use anyhow::{Context, bail};
 
 use super::breaks::{TraceMark, forensics_block, start_forensics};
-use super::live::{Fifo, Live, sample_log};
+use super::live::{Fifo, Live, live_block, sample_log};
 use super::log::MeasureLog;
 use super::options::{Alignment, JsonTarget, MeasureOptions, PUBLISH_PERIOD_NS};
 use super::report::{RunReport, ThreadReport};
@@ -27,7 +28,7 @@ use crate::host::HostInfo;
 use crate::rt::clock::Timing;
 use crate::rt::engine::{DEFAULT_START_TIMEOUT, Engine, EngineSpec, ThreadSetup};
 use crate::rt::sampler::LoopEndReason;
-use crate::rt::sys::{self, ClockSource, Policy};
+use crate::rt::sys::{self, ClockSource};
 use crate::stats::{LatencyStats, LinearHistogram};
 use crate::units::NS_PER_SEC;
 
@@ -49,6 +50,11 @@ pub fn run(options: &MeasureOptions, host: &HostInfo, cmdline: String) -> anyhow
             .and_then(|_| signal_hook::flag::register(signal, Arc::clone(&stop)))
             .context("cannot install the SIGINT/SIGTERM/SIGALRM handlers")?;
     }
+    // SIGUSR1 asks for the current status on stderr, as cyclictest's does;
+    // its default action would end the run without results.
+    let status_asked = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGUSR1, Arc::clone(&status_asked))
+        .context("cannot install the SIGUSR1 handler")?;
     let text_to_stdout = options.json != Some(JsonTarget::Stdout);
     let mut stdout = io::stdout().lock();
     let cpus = options.cpus();
@@ -224,8 +230,8 @@ pub fn run(options: &MeasureOptions, host: &HostInfo, cmdline: String) -> anyhow
                 });
             }
         }
-        if Instant::now() >= next_refresh {
-            let lines: Vec<String> = engine
+        let summary_lines = || -> Vec<String> {
+            engine
                 .slots
                 .iter()
                 .zip(&totals)
@@ -240,7 +246,15 @@ pub fn run(options: &MeasureOptions, host: &HostInfo, cmdline: String) -> anyhow
                         options.nsecs,
                     )
                 })
-                .collect();
+                .collect()
+        };
+        if status_asked.swap(false, Ordering::Relaxed) {
+            let rule = "#---------------------------";
+            let lines = summary_lines().join("\n");
+            eprintln!("{rule}\n# cyclictest current status:\n{lines}\n{rule}");
+        }
+        if Instant::now() >= next_refresh {
+            let lines = summary_lines();
             if let Some(fifo) = &fifo {
                 fifo.publish(lines.iter().map(|l| format!("{l}\n")).collect());
             }
@@ -439,28 +453,6 @@ fn start_grid(alignment: Alignment, clock: ClockSource) -> Option<(u64, u64)> {
             Some((base + offset_ns, 0))
         }
     }
-}
-
-/// cyclictest's screen: a `policy: … loadavg: …` line, a blank line and a
-/// summary line per thread; while `moving_up`, the cursor then goes back
-/// to the top so the next refresh overwrites it.
-fn live_block(policy: Policy, lines: impl Iterator<Item = String>, moving_up: bool) -> String {
-    let loadavg = fs::read_to_string("/proc/loadavg").unwrap_or_default();
-    let mut block = format!(
-        "policy: {}: loadavg: {}          \n\n",
-        policy.name(),
-        loadavg.trim()
-    );
-    let mut n_lines = 0;
-    for line in lines {
-        block.push_str(&line);
-        block.push('\n');
-        n_lines += 1;
-    }
-    if moving_up {
-        block.push_str(&format!("\x1b[{}A", n_lines + 2));
-    }
-    block
 }
 
 /// The NUMA node of a CPU from sysfs (`cpuN/nodeM`), or -1 as cyclictest
