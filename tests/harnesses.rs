@@ -1,0 +1,76 @@
+//! The harnesses people already run, with `latencyd measure` standing in
+//! for cyclictest on `PATH`, beside the same harness on real cyclictest:
+//! rteval's cyclictest measurement module and Linaro's LAVA test
+//! definition `automated/linux/cyclictest`. The comparisons themselves are
+//! the scripts `scripts/check-rteval-cyclictest.py` and
+//! `scripts/check-linaro-cyclictest.sh` (same nodes or test cases, samples
+//! on every core, minima, medians and averages within the spread of
+//! cyclictest against itself).
+//!
+//! Neither harness is part of this project or of a Debian package, and CI
+//! reaches only the package registries: each test runs where its checkout
+//! is named (`LATENCYD_RTEVAL_DIR`, `LATENCYD_TEST_DEFINITIONS_DIR`) and
+//! the machine has real-time privileges, and otherwise says loudly what it
+//! skipped. docs/measure.md has the results of the last runs.
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use common::{privileged, report_skip, run_ok, stdout_of};
+
+/// Runs `script DIR DURATION` where the checkout named by `var` exists and
+/// real-time scheduling is allowed, and checks it reached its verdict.
+fn run_harness(test: &str, var: &str, script: &str, duration: &str, verdict: &str) {
+    let Some(dir) = std::env::var_os(var) else {
+        report_skip(
+            test,
+            &format!("{var} is not set: point it at a checkout of the harness to run it"),
+        );
+        return;
+    };
+    if !privileged() {
+        report_skip(
+            test,
+            "no real-time privileges: cyclictest itself cannot run here",
+        );
+        return;
+    }
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("scripts")
+        .join(script);
+    let output = run_ok(
+        Command::new(path)
+            .arg(PathBuf::from(dir))
+            .arg(duration)
+            .env("LATENCYD", env!("CARGO_BIN_EXE_latencyd")),
+    );
+    let text = stdout_of(&output);
+    assert!(
+        text.contains(verdict),
+        "{script} did not reach its verdict:\n{text}"
+    );
+}
+
+#[test]
+fn rteval_cyclictest_module_reads_measure_as_it_reads_cyclictest() {
+    run_harness(
+        "rteval_cyclictest_module_reads_measure_as_it_reads_cyclictest",
+        "LATENCYD_RTEVAL_DIR",
+        "check-rteval-cyclictest.py",
+        "5",
+        "samples on every core",
+    );
+}
+
+#[test]
+fn linaro_cyclictest_definition_records_the_same_test_cases() {
+    run_harness(
+        "linaro_cyclictest_definition_records_the_same_test_cases",
+        "LATENCYD_TEST_DEFINITIONS_DIR",
+        "check-linaro-cyclictest.sh",
+        "5s",
+        "same test cases and results",
+    );
+}
