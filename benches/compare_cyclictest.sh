@@ -53,6 +53,9 @@
 set -euo pipefail
 
 bin=${LATENCYD:-target/release/latencyd}
+case "$("$bin" --version 2>/dev/null)" in
+*fault-injection*) echo "warning: $bin is a fault-injection test build (its samplers' clock is wrapped): fine for a smoke test, not for numbers" >&2 ;;
+esac
 pairs=${PAIRS:-3}
 duration=${DURATION:-10s}
 mode=${MODE:-measure}

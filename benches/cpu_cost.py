@@ -137,6 +137,11 @@ def main():
     }
     if not os.access(cfg["latencyd"], os.X_OK):
         sys.exit(f"no latencyd binary at {cfg['latencyd']} (cargo build --release)")
+    version = subprocess.run([cfg["latencyd"], "--version"], capture_output=True,
+                             text=True, check=True).stdout.strip()
+    if "fault-injection" in version:
+        sys.exit(f"{cfg['latencyd']} is {version}: its samplers' clock is wrapped for the "
+                 "tests; measure a plain `cargo build --release`")
     print(f"# {os.uname().release}, {os.cpu_count()} CPUs, interval {cfg['interval_us']} us, "
           f"priority {cfg['priority']}, {cfg['warmup']:g} s settling + {cfg['duration']:g} s "
           f"measured per run, cpu_dma_latency 0: {cfg['pm_qos']}")

@@ -24,6 +24,9 @@
 set -euo pipefail
 
 bin=${LATENCYD:-target/release/latencyd}
+case "$("$bin" --version 2>/dev/null)" in
+*fault-injection*) echo "$bin is a fault-injection test build (its samplers' clock is wrapped); measure a plain cargo build --release" >&2; exit 2 ;;
+esac
 pairs=${PAIRS:-5}
 duration=${DURATION:-30}
 pm_qos=${PM_QOS:-1}

@@ -36,6 +36,25 @@ mod with_faults {
     use super::common::*;
 
     #[test]
+    fn a_fault_injection_build_says_so_in_its_version_and_the_benches_refuse_it() {
+        let out =
+            run_ok(std::process::Command::new(env!("CARGO_BIN_EXE_latencyd")).arg("--version"));
+        assert!(
+            stdout_of(&out).contains("(fault-injection test build)"),
+            "{}",
+            stdout_of(&out)
+        );
+        // footprint.sh reads the version before anything that needs root.
+        let bench = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/footprint.sh");
+        let out = std::process::Command::new(bench)
+            .env("LATENCYD", env!("CARGO_BIN_EXE_latencyd"))
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
+        assert!(stderr_of(&out).contains("fault-injection test build"));
+    }
+
+    #[test]
     fn a_dead_sampler_turns_healthz_to_503_and_the_daemon_exits_1() {
         let dir = tempfile::tempdir().unwrap();
         let config = daemon_config(dir.path(), "", "", "");
