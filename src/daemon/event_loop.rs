@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use tokio::io::unix::AsyncFd;
 use tokio::signal::unix::{Signal, SignalKind, signal};
 use tracing::{error, info, warn};
 
@@ -54,6 +55,40 @@ fn first_collect_after(now_ns: u64, interval_ns: u64) -> u64 {
     }
 }
 
+/// The collector's tick: a periodic timerfd that the runtime's reactor
+/// watches, so the runtime thread wakes once per tick (a tokio interval of
+/// 100 ms wakes it twice: its timer wheel first moves the deadline down a
+/// level). Ticks missed while the thread was busy come as one.
+struct CollectTick {
+    timer: AsyncFd<sys::PeriodicTimerFd>,
+}
+
+impl CollectTick {
+    fn new(first_ns: u64) -> std::io::Result<CollectTick> {
+        let timer = sys::PeriodicTimerFd::new(first_ns, COLLECT_PERIOD.as_nanos() as u64)?;
+        // Deprecated because it takes any AsRawFd, including a descriptor
+        // the value does not own (RUSTSEC-2026-0386). A PeriodicTimerFd
+        // owns its descriptor (an OwnedFd, closed only when it drops,
+        // never replaced), which is what the unsafe `AsyncFd::register`
+        // asks its caller to promise; `unsafe` stays in rt/sys/.
+        #[allow(deprecated)]
+        let timer = AsyncFd::new(timer)?;
+        Ok(CollectTick { timer })
+    }
+
+    async fn tick(&mut self) -> std::io::Result<()> {
+        loop {
+            let mut ready = self.timer.readable().await?;
+            match ready.try_io(|timer| timer.get_ref().expirations()) {
+                Ok(result) => return result.map(drop),
+                // Readable but nothing to read (a spurious wake-up): the
+                // readiness is cleared, wait again.
+                Err(_would_block) => continue,
+            }
+        }
+    }
+}
+
 /// The signals the daemon handles.
 pub(super) struct Signals {
     term: Signal,
@@ -80,11 +115,15 @@ pub(super) async fn run(
     mut signals: Signals,
 ) -> ExitCode {
     let interval_ns = lock(state).config.measure.interval_ns;
-    // std's and tokio's Instant are CLOCK_MONOTONIC, like the samplers.
+    // The timerfd runs on CLOCK_MONOTONIC, like the samplers' boundaries.
     let now_ns = sys::monotonic_now_ns();
-    let first = tokio::time::Instant::now()
-        + Duration::from_nanos(first_collect_after(now_ns, interval_ns) - now_ns);
-    let mut collect_tick = tokio::time::interval_at(first, COLLECT_PERIOD);
+    let mut collect_tick = match CollectTick::new(first_collect_after(now_ns, interval_ns)) {
+        Ok(tick) => tick,
+        Err(err) => {
+            error!("cannot make the collector's timer (timerfd): {err}");
+            return ExitCode::FAILURE;
+        }
+    };
     let mut status_tick = tokio::time::interval(STATUS_PERIOD);
     // systemd wants a ping within WatchdogSec; ping at half of it, and only
     // while every sampler's heartbeat advances.
@@ -95,7 +134,11 @@ pub(super) async fn run(
     let mut restart_errors: HashMap<usize, (Instant, bool)> = HashMap::new();
     loop {
         tokio::select! {
-            _ = collect_tick.tick() => {
+            ticked = collect_tick.tick() => {
+                if let Err(err) = ticked {
+                    error!("the collector's timer failed: {err}");
+                    return ExitCode::FAILURE;
+                }
                 match collector.tick(engine, state).await {
                     Ok(found) => {
                         for (cpu, why) in found.dead {

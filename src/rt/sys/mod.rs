@@ -15,10 +15,12 @@ use crate::cpulist::{MAX_CPUS, parse_cpu_list};
 
 mod time;
 mod timer;
+mod timerfd;
 
 use time::timespec_of;
 pub use time::{ClockSource, clock_now_ns, clock_sleep_ns};
 pub use timer::IntervalTimer;
+pub use timerfd::PeriodicTimerFd;
 
 /// The error number of an I/O error, for the test-only faulty clock
 /// (`clock::fault`), so that libc stays in this module.
