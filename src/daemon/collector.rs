@@ -14,13 +14,21 @@ use std::time::Instant;
 
 use tokio::task::JoinHandle;
 
-use super::startup::lock;
-use super::state::MonitorState;
+use super::state::{MonitorState, lock};
 use crate::forensics::{Recorder, Spike};
 use crate::record::{Accumulator, Keeper};
 use crate::rt::engine::{Candidate, Engine, RestartOutcome, StartError};
 use crate::rt::thread::{FailedStep, SamplerState};
 use crate::stats::LatencyStats;
+use crate::units::NS_PER_MS;
+
+/// Samplers hand over their interval at every multiple of 200 ms of
+/// `CLOCK_MONOTONIC`. With the collector's 100 ms tick just after those
+/// boundaries a wake-up reaches `/metrics` about 0 to 210 ms after it
+/// happened (`benches/lag.rs` measured p99 205 ms; ARCHITECTURE.md, "From
+/// a wake-up to an alert"), and 200 ms divides a second, so no interval
+/// straddles the windows' seconds.
+pub(super) const PUBLISH_PERIOD_NS: u64 = 200 * NS_PER_MS;
 
 /// What a collector tick found.
 #[derive(Debug, Default)]

@@ -15,15 +15,14 @@ use tracing::{error, info, warn};
 use super::collector::Collector;
 use super::notify;
 use super::reload::Reload;
-use super::startup::lock;
-use super::state::MonitorState;
+use super::render::status_line;
+use super::state::{MonitorState, lock};
 use crate::rt::engine::Engine;
 use crate::rt::sys;
-use crate::units::NS_PER_SEC;
 
 /// How often the collector drains the handoffs and copies heartbeats:
 /// half the samplers' publish period, so an interval waits at most 100 ms
-/// to be counted (see `startup::PUBLISH_PERIOD_NS`).
+/// to be counted (see `collector::PUBLISH_PERIOD_NS`).
 const COLLECT_PERIOD: Duration = Duration::from_millis(100);
 /// How long after a publish boundary the collector ticks, beyond one
 /// sampling interval: the samplers hand over at their first wake-up at or
@@ -195,26 +194,6 @@ pub(super) async fn run(
     }
 }
 
-/// One line for `systemctl status`.
-pub(super) fn status_line(s: &MonitorState) -> String {
-    let now = sys::monotonic_now_ns();
-    let max = s.cpus.iter().map(|v| v.lifetime.max_ns).max().unwrap_or(0);
-    let window = s.cpus.iter().filter_map(|v| v.window.max(now)).max();
-    let missed: u64 = s.cpus.iter().map(|v| v.lifetime.missed).sum();
-    format!(
-        "{} CPUs: max {}us, last {}s max {}, {missed} missed{}",
-        s.cpus.len(),
-        max / 1_000,
-        s.config.export.max_window_ns / NS_PER_SEC,
-        window.map_or_else(|| "-".to_string(), |w| format!("{}us", w / 1_000)),
-        if s.health(now).healthy {
-            ""
-        } else {
-            ", UNHEALTHY"
-        },
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -233,7 +212,7 @@ mod tests {
         // Ticks stay on the boundaries' phase (the publish period is a
         // multiple of the collect period).
         assert_eq!(
-            crate::daemon::startup::PUBLISH_PERIOD_NS % COLLECT_PERIOD.as_nanos() as u64,
+            crate::daemon::collector::PUBLISH_PERIOD_NS % COLLECT_PERIOD.as_nanos() as u64,
             0
         );
     }

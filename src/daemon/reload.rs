@@ -13,13 +13,12 @@ use std::sync::{Arc, Mutex};
 
 use tracing::{error, info, warn};
 
-use super::event_loop::status_line;
 use super::http::SharedSecurity;
-use super::http::webconfig::Security;
+use super::http::webconfig::{self, Security};
 use super::logging;
 use super::notify;
-use super::startup::{lock, web_security};
-use super::state::MonitorState;
+use super::render::status_line;
+use super::state::{MonitorState, lock};
 use crate::config::{Config, ConfigError, Sources};
 use crate::rt::sys;
 
@@ -45,7 +44,7 @@ impl Reload {
         let loaded = tokio::task::spawn_blocking(move || -> Result<_, ConfigError> {
             let new = Config::load(&sources)?;
             new.check_against(&host)?;
-            let web = web_security(&new)?;
+            let web = webconfig::for_config(&new)?;
             Ok((new, web))
         })
         .await;

@@ -6,7 +6,7 @@
 use std::net::TcpListener;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tracing::{error, info, warn};
@@ -18,9 +18,9 @@ use super::http::{self, server};
 use super::logging;
 use super::notify;
 use super::render::metrics::SYSTEM_CLOCKS;
-use super::state::{CpuView, MonitorState, ReloadRecord, SamplerView};
+use super::state::{CpuView, MonitorState, ReloadRecord, SamplerView, lock};
 use crate::cli::RunArgs;
-use crate::config::{self, Config, ConfigError, Sources};
+use crate::config::{self, Config, Sources};
 use crate::cpulist::format_cpu_list;
 use crate::forensics::Recorder;
 use crate::host::HostInfo;
@@ -30,15 +30,8 @@ use crate::rt::sampler::LoopPlan;
 use crate::rt::sys::{self, CpuDmaLatencyHold};
 use crate::sampling::{CpuSelection, Unmeasured, unmeasured_cpus};
 use crate::stats::LatencyStats;
-use crate::units::{NS_PER_MS, format_duration_ns, unix_now_ns};
+use crate::units::{format_duration_ns, unix_now_ns};
 
-/// Samplers hand over their interval at every multiple of 200 ms of
-/// `CLOCK_MONOTONIC`. With the collector's 100 ms tick just after those
-/// boundaries a wake-up reaches `/metrics` about 0 to 210 ms after it
-/// happened (`benches/lag.rs` measured p99 205 ms; ARCHITECTURE.md, "From
-/// a wake-up to an alert"), and 200 ms divides a second, so no interval
-/// straddles the windows' seconds.
-pub(super) const PUBLISH_PERIOD_NS: u64 = 200 * NS_PER_MS;
 /// How long past one interval shutdown waits for the samplers to return.
 const JOIN_SLACK: Duration = Duration::from_millis(300);
 
@@ -66,7 +59,7 @@ pub fn check_config(file: &std::path::Path) -> ExitCode {
     };
     let checked = Config::load(&sources).and_then(|config| {
         config.check_against(&HostInfo::detect())?;
-        web_security(&config)?;
+        webconfig::for_config(&config)?;
         Ok(config)
     });
     match checked {
@@ -82,18 +75,6 @@ pub fn check_config(file: &std::path::Path) -> ExitCode {
     }
 }
 
-/// Reads `export.web_config_file` and everything it names (certificates,
-/// key, client CA, password hashes); open HTTP when it is not set. Reads
-/// files and may run bcrypt: never on the runtime thread.
-pub(super) fn web_security(config: &Config) -> Result<Security, ConfigError> {
-    match &config.export.web_config_file {
-        None => Ok(Security::open()),
-        Some(path) => webconfig::load(path).map_err(|reason| {
-            config::key_error(&config.effective, "export.web_config_file", reason)
-        }),
-    }
-}
-
 fn run(args: &RunArgs) -> Result<ExitCode, StartupError> {
     let sources = Sources {
         file: args.config.clone(),
@@ -102,7 +83,7 @@ fn run(args: &RunArgs) -> Result<ExitCode, StartupError> {
     let config = Config::load(&sources)?;
     let host = HostInfo::detect();
     config.check_against(&host)?;
-    let security = web_security(&config)?;
+    let security = webconfig::for_config(&config)?;
     // Bound before any thread starts, so a port in use fails like any other
     // configuration error.
     let mut listeners = Vec::new();
@@ -155,7 +136,7 @@ async fn serve(
         warmup_periods: measure.warmup_ns.div_ceil(measure.interval_ns),
         measure_periods: None,
         max_samples: None,
-        publish_period_ns: PUBLISH_PERIOD_NS,
+        publish_period_ns: super::collector::PUBLISH_PERIOD_NS,
     };
     let spec = EngineSpec {
         threads: ThreadSetup::one_per_cpu(&measure.cpu_list(&host), measure.priority, plan),
@@ -431,10 +412,4 @@ fn start_forensics(config: &Config, engine: &Engine) -> Recorder {
     }
     drop(data);
     recorder
-}
-
-/// The state's lock. It stays consistent even if a holder panicked: every
-/// update is a whole merge done before the lock is released.
-pub(super) fn lock(state: &Mutex<MonitorState>) -> MutexGuard<'_, MonitorState> {
-    state.lock().unwrap_or_else(|e| e.into_inner())
 }

@@ -1,12 +1,18 @@
 //! Renderers: pure functions from the daemon's state to what is served.
 //! They read `state` and know nothing of HTTP (`tests/tidy.rs` checks).
 //!
-//! - `metrics`: the Prometheus families of `/metrics`.
+//! - `metrics`: the Prometheus families of `/metrics`; `catalog`: their
+//!   names, help, types and labels.
 //! - `json`: the JSON API's bodies.
 //! - `page`: the status page `/` and the plot's data.
+//! - `status_line`: the line `systemctl status` shows.
 
+pub mod catalog;
 pub mod json;
 pub mod metrics;
 pub mod native;
 pub mod page;
 pub mod protobuf;
+mod status_line;
+
+pub use status_line::status_line;

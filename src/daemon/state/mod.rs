@@ -15,11 +15,19 @@ pub use buckets::BucketCounts;
 pub use window_histogram::{MAX_HISTOGRAM_SLOTS, WindowHistogram};
 pub use window_max::WindowMax;
 
+use std::sync::{Mutex, MutexGuard};
+
 use crate::config::Config;
 use crate::host::HostInfo;
 use crate::rt::sys::Policy;
 use crate::stats::{LatencyStats, ShapeMismatch};
 use crate::units::NS_PER_SEC;
+
+/// The state's lock. It stays consistent even if a holder panicked: every
+/// update is a whole merge done before the lock is released.
+pub fn lock(state: &Mutex<MonitorState>) -> MutexGuard<'_, MonitorState> {
+    state.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 /// The condition of one sampler as last seen by the collector.
 #[derive(Debug, Clone, PartialEq, Eq)]

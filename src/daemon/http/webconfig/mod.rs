@@ -30,6 +30,8 @@ use std::sync::Arc;
 
 use rustls::ServerConfig;
 
+use crate::config::{self, Config, ConfigError};
+
 pub use auth::BasicAuth;
 pub use parse::{ClientAuth, TlsSettings, TlsVersion, WebConfig, parse};
 pub use tls::server_config;
@@ -92,4 +94,16 @@ pub fn load(path: &Path) -> Result<Security, String> {
         .transpose()?;
     let auth = (!config.users.is_empty()).then(|| BasicAuth::new(config.users));
     Ok(Security { tls, auth })
+}
+
+/// Reads `export.web_config_file` and everything it names (certificates,
+/// key, client CA, password hashes); open HTTP when it is not set. Reads
+/// files and may run bcrypt: never on the runtime thread.
+pub fn for_config(config: &Config) -> Result<Security, ConfigError> {
+    match &config.export.web_config_file {
+        None => Ok(Security::open()),
+        Some(path) => load(path).map_err(|reason| {
+            config::key_error(&config.effective, "export.web_config_file", reason)
+        }),
+    }
 }
