@@ -1,3 +1,4 @@
+use crate::sampling::CpuSelection;
 use std::io::Write;
 
 use super::*;

@@ -471,52 +471,10 @@ fn user_priority(prio: i32) -> i32 {
     }
 }
 
-/// A duration for people: microseconds below a millisecond, else
-/// milliseconds with two decimals.
-pub fn human(ns: u64) -> String {
-    if ns < 1_000_000 {
-        format!("{}us", ns / 1_000)
-    } else {
-        format!("{:.2}ms", ns as f64 / 1e6)
-    }
-}
-
-/// One line naming the main cause.
-pub fn verdict(cpu: usize, latency_ns: u64, causes: &[Cause]) -> String {
-    let late = format!("CPU {cpu} woke {} late", human(latency_ns));
-    let Some(main) = causes.first() else {
-        return format!("{late}: no cause could be named");
-    };
-    let share = main.duration_ns as f64 * 100.0 / latency_ns.max(1) as f64;
-    let took = format!("{} ({share:.0}%)", human(main.duration_ns));
-    match main.kind.as_str() {
-        "task" => {
-            let how = match (&main.policy, main.priority) {
-                (Some(policy), Some(prio)) => format!(", {policy} {prio}"),
-                (None, Some(prio)) => format!(", priority {prio}"),
-                _ => String::new(),
-            };
-            format!(
-                "{late}: task {} (pid {}{how}) ran {took} while the sampler waited",
-                main.name,
-                main.pid.unwrap_or(0)
-            )
-        }
-        "irq" => format!("{late}: interrupt handler {} took {took}", main.name),
-        "softirq" => format!("{late}: {} took {took}", main.name),
-        "nmi" => format!("{late}: {} took {took}", main.name),
-        "steal" => format!("{late}: the hypervisor did not run this CPU for {took}"),
-        "sampler" => format!(
-            "{late}: {took} in the sampler's own wake-up path ({})",
-            main.name
-        ),
-        _ => format!("{late}: {took} no event accounts for: {}", main.name),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::forensics::verdict::verdict;
 
     const US: u64 = 1_000;
     const TID: i32 = 500;

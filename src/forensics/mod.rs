@@ -7,7 +7,8 @@
 //! sees an interval whose maximum is over the threshold, it hands the
 //! spike to the recorder thread (`recorder`) without waiting; the thread
 //! reads that CPU's events from the missed deadline to the wake-up
-//! (`events`), splits the latency into what ran (`attribution`), adds
+//! (`events`), splits the latency into what ran (`attribution`) and names
+//! its main cause (`verdict`), adds
 //! what the kernel and hardware count behind the scheduler's back
 //! (`noise`: hypervisor steal, SMIs), and keeps the capture in a bounded
 //! directory (`store`). The samplers do nothing new: no system call, no
@@ -20,6 +21,7 @@ pub mod noise;
 pub mod recorder;
 pub mod store;
 pub mod tracefs;
+pub mod verdict;
 
 pub use attribution::{CAUSE_KINDS, Cause};
 pub use recorder::{Journal, JournalData, Recorder, Settings, Spike, UNCAPTURED_REASONS};

@@ -18,11 +18,12 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 
-use super::attribution::{Attributor, verdict};
+use super::attribution::Attributor;
 use super::events::{Line, parse_line};
 use super::noise::{SmiCounters, StealHistory};
 use super::store::{Capture, Store, Summary, make_id};
 use super::tracefs::{self, Capability, Instance};
+use super::verdict::verdict;
 use crate::rt::sys;
 use crate::units::{NS_PER_SEC, format_rfc3339_ms};
 

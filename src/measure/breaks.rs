@@ -7,8 +7,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use super::options::MeasureOptions;
-use crate::forensics::attribution::human;
 use crate::forensics::tracefs::{DEFAULT_TRACEFS, locate};
+use crate::forensics::verdict::human;
 use crate::forensics::{Recorder, Settings};
 use crate::units::NS_PER_MS;
 

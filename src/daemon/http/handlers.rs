@@ -1,0 +1,327 @@
+//! The endpoints' handlers: each turns a request into a response from one
+//! look at the state (routing, the guard and the shared state are in
+//! `mod.rs`).
+
+use std::sync::Arc;
+
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Path, Query, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use base64::Engine as _;
+use hdrhistogram::serialization::{Serializer, V2DeflateSerializer};
+
+use super::{ApiError, AppState, OPENAPI, ROUTES, encoding, parse_range, parse_window};
+
+use crate::cpulist::format_cpu_list;
+use crate::daemon::render::page::{self, Snapshot};
+use crate::daemon::render::{json, metrics, protobuf};
+use crate::forensics;
+use crate::plot;
+use crate::record;
+use crate::units::format_rfc3339_ms;
+
+pub(super) async fn not_found(uri: axum::http::Uri) -> ApiError {
+    ApiError::NotFound(format!(
+        "no such path: {}; the routes are {} (described in /api/v1/openapi.json)",
+        uri.path(),
+        ROUTES.join(", ")
+    ))
+}
+
+pub(super) async fn openapi() -> Response {
+    ([(header::CONTENT_TYPE, "application/json")], OPENAPI).into_response()
+}
+
+type QueryPairs = Result<Query<Vec<(String, String)>>, QueryRejection>;
+
+/// The plot's and the page's data, for `?window=` (lifetime without it).
+fn snapshot(app: &AppState, query: QueryPairs) -> Result<Snapshot, ApiError> {
+    let Query(pairs) = query.map_err(|e| {
+        ApiError::BadRequest(format!("the query string is not valid: {}", e.body_text()))
+    })?;
+    let now = app.now_ns();
+    let s = app.lock();
+    let window =
+        parse_window(&pairs, s.config.export.max_window_ns).map_err(ApiError::BadRequest)?;
+    Ok(Snapshot::take(&s, now, window))
+}
+
+/// A range of the on-disk record, summarized on the blocking pool (the
+/// files are read, streaming, off the runtime's thread). Without a
+/// record the answer says how to turn it on.
+pub(super) async fn read_record(
+    app: &AppState,
+    range: record::Range,
+) -> Result<(record::Summary, record::ReadReport), ApiError> {
+    let (enabled, dir) = {
+        let s = app.lock();
+        let enabled = s.record.lock().unwrap_or_else(|p| p.into_inner()).enabled;
+        (enabled, s.config.record.dir.clone())
+    };
+    if !enabled {
+        return Err(ApiError::NotFound(
+            "the on-disk record is off, so there is no range to read: set record.enabled = \
+             true (or run under systemd with StateDirectory=); /api/v1/status says more"
+                .to_string(),
+        ));
+    }
+    tokio::task::spawn_blocking(move || {
+        let files: Vec<std::path::PathBuf> = record::writer::list(&dir)
+            .map_err(|e| format!("cannot list {}: {e}", dir.display()))?
+            .into_iter()
+            .map(|f| f.0)
+            .collect();
+        record::summarize(&files, range, None)
+    })
+    .await
+    .map_err(|e| ApiError::Internal(format!("reading the record failed: {e}")))?
+    .map_err(ApiError::Internal)
+}
+
+fn query_pairs(query: QueryPairs) -> Result<Vec<(String, String)>, ApiError> {
+    let Query(pairs) = query.map_err(|e| {
+        ApiError::BadRequest(format!("the query string is not valid: {}", e.body_text()))
+    })?;
+    Ok(pairs)
+}
+
+/// The OSADL-style plot of every sampled CPU, drawn after the lock is
+/// released; with `?from=&to=`, of the record over that range.
+pub(super) async fn plot_svg(
+    State(app): State<AppState>,
+    query: QueryPairs,
+) -> Result<Response, ApiError> {
+    let pairs = query_pairs(query)?;
+    let range = parse_range(&pairs, app.clocks.read().unix_ns, &["window"])
+        .map_err(ApiError::BadRequest)?;
+    let data = match range {
+        None => snapshot(&app, Ok(Query(pairs)))?.plot,
+        Some(range) => {
+            if pairs.iter().any(|(k, _)| k == "window") {
+                return Err(ApiError::BadRequest(
+                    "give either window (the live window) or from/to (the record), not both"
+                        .to_string(),
+                ));
+            }
+            let (summary, _) = read_record(&app, range).await?;
+            let s = app.lock();
+            plot::PlotData {
+                title: format!(
+                    "Wake-up latency from {} to {}",
+                    format_rfc3339_ms(range.from_ns.max(summary.span_ns.map_or(0, |s| s.0))),
+                    format_rfc3339_ms(range.to_ns.min(summary.span_ns.map_or(u64::MAX, |s| s.1)))
+                ),
+                subtitle: plot::subtitle(
+                    Some(&s.host.uname.nodename),
+                    Some(&s.host.uname.release),
+                    s.host.preempt_rt,
+                ),
+                series: summary
+                    .cpus
+                    .iter()
+                    .map(|(cpu, stats)| plot::series_from_stats(format!("CPU {cpu}"), stats))
+                    .collect(),
+            }
+        }
+    };
+    let svg = plot::render_svg(&data).map_err(|e| ApiError::Internal(e.to_string()))?;
+    Ok((
+        [
+            (header::CONTENT_TYPE, "image/svg+xml"),
+            (header::CACHE_CONTROL, "no-store"),
+        ],
+        svg,
+    )
+        .into_response())
+}
+
+/// The status page. A plot that cannot be drawn (no font) leaves the
+/// rest of the page standing, with the reason in its place.
+pub(super) async fn status_page(
+    State(app): State<AppState>,
+    query: QueryPairs,
+) -> Result<Response, ApiError> {
+    let snap = snapshot(&app, query)?;
+    let svg = plot::render_svg(&snap.plot).map_err(|e| e.to_string());
+    let html = page::render_page(&snap, svg.as_deref().map_err(String::as_str));
+    Ok((
+        [
+            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+            (header::CACHE_CONTROL, "no-store"),
+        ],
+        html,
+    )
+        .into_response())
+}
+
+/// The exposition: Prometheus' protobuf format when the scraper asks for
+/// it (the only one that carries the native histogram), text otherwise;
+/// gzipped when the scraper accepts it. Compressing and encoding happen
+/// after the state's lock is released; the render-time histogram covers
+/// both.
+pub(super) async fn metrics_handler(
+    State(app): State<AppState>,
+    headers: axum::http::HeaderMap,
+) -> Result<Response, ApiError> {
+    let timer = app.counters.render_seconds.start_timer();
+    let header_text = |name| headers.get(name).and_then(|v| v.to_str().ok());
+    let (body, content_type) = if protobuf::wanted(header_text(header::ACCEPT)) {
+        let mut families = app.registry.gather();
+        // The latency histogram again, classic and native buckets from one
+        // look at the state, so its counts agree with each other.
+        let (histograms, natives) = {
+            let s = app.lock();
+            (
+                metrics::latency_histograms(&s),
+                metrics::latency_natives(&s),
+            )
+        };
+        for family in &mut families {
+            if family.name() == metrics::LATENCY_HISTOGRAM {
+                family.set_metric(histograms.clone());
+            }
+        }
+        let body = protobuf::encode(&families, metrics::LATENCY_HISTOGRAM, &natives);
+        (body, protobuf::CONTENT_TYPE)
+    } else {
+        let text = metrics::render(&app.registry).map_err(|e| ApiError::Internal(e.to_string()))?;
+        (
+            text.into_bytes(),
+            "text/plain; version=0.0.4; charset=utf-8",
+        )
+    };
+    let response = if encoding::accepts_gzip(header_text(header::ACCEPT_ENCODING)) {
+        let body = encoding::gzip(&body)
+            .map_err(|e| ApiError::Internal(format!("compressing the metrics failed: {e}")))?;
+        (
+            [
+                (header::CONTENT_TYPE, content_type),
+                (header::CONTENT_ENCODING, "gzip"),
+                (header::VARY, "Accept, Accept-Encoding"),
+            ],
+            body,
+        )
+            .into_response()
+    } else {
+        (
+            [
+                (header::CONTENT_TYPE, content_type),
+                (header::VARY, "Accept, Accept-Encoding"),
+            ],
+            body,
+        )
+            .into_response()
+    };
+    timer.observe_duration();
+    Ok(response)
+}
+
+pub(super) async fn healthz(State(app): State<AppState>) -> Response {
+    let health = app.lock().health(app.now_ns());
+    let status = if health.healthy {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (status, axum::Json(json::health(health))).into_response()
+}
+
+/// The liveness probe: answering at all is the answer. The samplers'
+/// condition is `/healthz`'s, and a starved sampler is what latencyd is
+/// there to measure, not a reason to restart it.
+pub(super) async fn livez() -> Response {
+    axum::Json(serde_json::json!({ "status": "alive" })).into_response()
+}
+
+pub(super) async fn status(State(app): State<AppState>) -> axum::Json<json::StatusBody> {
+    let now = app.now_ns();
+    axum::Json(json::status(&app.lock(), now))
+}
+
+/// Recent spike captures, newest first, with their verdicts.
+pub(super) async fn spikes(State(app): State<AppState>) -> axum::Json<json::SpikesBody> {
+    let journal = Arc::clone(&app.lock().forensics);
+    axum::Json(json::spikes(&journal))
+}
+
+/// One capture whole: its attribution and the raw events. It is read from
+/// the capture directory on the blocking pool.
+pub(super) async fn spike_one(
+    State(app): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    if !forensics::store::valid_id(&id) {
+        return Err(ApiError::BadRequest(format!(
+            "'{id}' is not a capture id: ids look like 1795315538123-cpu1 (see /api/v1/spikes)"
+        )));
+    }
+    let journal = Arc::clone(&app.lock().forensics);
+    let lookup = id.clone();
+    let text = tokio::task::spawn_blocking(move || journal.capture_json(&lookup))
+        .await
+        .map_err(|e| ApiError::Internal(format!("reading the capture failed: {e}")))?;
+    match text {
+        Some(text) => Ok(([(header::CONTENT_TYPE, "application/json")], text).into_response()),
+        None => Err(ApiError::NotFound(format!(
+            "no capture {id}: it may have been dropped to stay within forensics.max_captures \
+             and forensics.max_bytes; /api/v1/spikes lists those kept"
+        ))),
+    }
+}
+
+/// Every CPU now, or with `?from=&to=` over a range of the record.
+pub(super) async fn latency_all(
+    State(app): State<AppState>,
+    query: QueryPairs,
+) -> Result<Response, ApiError> {
+    let pairs = query_pairs(query)?;
+    match parse_range(&pairs, app.clocks.read().unix_ns, &[]).map_err(ApiError::BadRequest)? {
+        None => {
+            let now = app.now_ns();
+            Ok(axum::Json(json::latency_all(&app.lock(), now)).into_response())
+        }
+        Some(range) => {
+            let (summary, report) = read_record(&app, range).await?;
+            let window_ns = app.lock().config.export.max_window_ns;
+            Ok(
+                axum::Json(json::latency_range(window_ns, range, &summary, &report))
+                    .into_response(),
+            )
+        }
+    }
+}
+
+/// One CPU in detail. The body and a copy of the histogram are taken
+/// under the lock; the histogram is compressed after it is released
+/// (DEFLATE of 200 KiB takes long enough to hold up scrapes).
+pub(super) async fn latency_one(
+    State(app): State<AppState>,
+    Path(cpu): Path<String>,
+) -> Result<axum::Json<json::LatencyOneBody>, ApiError> {
+    let cpu: usize = cpu.parse().map_err(|_| {
+        ApiError::BadRequest(format!(
+            "'{cpu}' is not a CPU number: use e.g. /api/v1/latency/0"
+        ))
+    })?;
+    let now = app.now_ns();
+    let (body, hdr) = {
+        let s = app.lock();
+        let view = s.view(cpu).ok_or_else(|| {
+            let sampled: Vec<usize> = s.cpus.iter().map(|v| v.cpu).collect();
+            ApiError::NotFound(format!(
+                "no sampler runs on CPU {cpu}; sampled CPUs are {}",
+                format_cpu_list(&sampled)
+            ))
+        })?;
+        let body = json::latency_one(view, s.config.export.max_window_ns, now);
+        (body, view.lifetime.hdr().clone())
+    };
+    let hdr = hdr.to_hdrhistogram();
+    let mut encoded = Vec::new();
+    V2DeflateSerializer::new()
+        .serialize(&hdr, &mut encoded)
+        .map_err(|e| ApiError::Internal(format!("cannot encode the histogram: {e:?}")))?;
+    let encoded = base64::engine::general_purpose::STANDARD.encode(encoded);
+    Ok(axum::Json(body.with_hdr_histogram(encoded)))
+}
