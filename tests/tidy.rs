@@ -9,13 +9,18 @@
 //!   `RT_ORDER`;
 //! - inside the daemon, `state` imports none of the rooms that use it, and
 //!   the renderers (`render`) do not import the HTTP layer;
-//! - `unsafe` and `libc` appear only in `src/rt/sys/`.
+//! - `unsafe` and `libc` appear only in `src/rt/sys/`;
+//! - inside any room (a directory of `src/`), the files and sub-rooms do
+//!   not import one another round a circle: shared helpers live in the
+//!   room whose job they are, not in whichever file needed them first;
+//! - no file has more than `MAX_LINES` lines before its tests, except the
+//!   few in `LONG_FILES`, each with the reason it is one job.
 //!
 //! The second test plants one violation of each rule in a synthetic tree
 //! and checks that each is reported, so the checker cannot pass by seeing
 //! nothing.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 /// Top-level modules by layer, bottom first. A module may import from the
@@ -68,6 +73,13 @@ const DAEMON_FORBIDDEN: &[(&str, &[&str])] = &[
     ),
     ("http", &["startup", "event_loop", "collector", "reload"]),
 ];
+
+/// At most this many lines before a file's `#[cfg(test)]`.
+const MAX_LINES: usize = 500;
+
+/// Files allowed past `MAX_LINES` (module path, why it is one job). Keep
+/// it short: a long file is usually several jobs.
+const LONG_FILES: &[(&str, &str)] = &[];
 
 /// One source file: its module path (`src/daemon/http/mod.rs` is
 /// `daemon::http`) and its text.
@@ -351,12 +363,109 @@ fn violations(files: &[SourceFile]) -> Vec<String> {
     problems
 }
 
+/// Lines before the file's tests (its first `#[cfg(test)]` at the start
+/// of a line), or all of them.
+fn lines_before_tests(text: &str) -> usize {
+    text.lines()
+        .take_while(|line| !line.starts_with("#[cfg(test)]"))
+        .count()
+}
+
+/// Files over `MAX_LINES` lines before their tests and not in `LONG_FILES`.
+fn long_files(files: &[SourceFile]) -> Vec<String> {
+    files
+        .iter()
+        .filter_map(|file| {
+            let name = file.module.join("::");
+            let lines = lines_before_tests(&file.text);
+            (lines > MAX_LINES && !LONG_FILES.iter().any(|(allowed, _)| *allowed == name)).then(
+                || {
+                    format!(
+                        "{name} has {lines} lines before its tests: at most {MAX_LINES} (split it \
+                         along its jobs, or list it in LONG_FILES with why it is one)"
+                    )
+                },
+            )
+        })
+        .collect()
+}
+
+/// Circles of imports among the files and sub-rooms of each room below
+/// the top level (the top level has its layers). One line per circle: the
+/// members, which all reach one another.
+fn room_circles(files: &[SourceFile]) -> Vec<String> {
+    let modules: BTreeSet<&[String]> = files.iter().map(|f| f.module.as_slice()).collect();
+    let is_module = |path: &[String]| modules.iter().any(|m| m.starts_with(path));
+    // room -> member -> members it imports
+    let mut edges: BTreeMap<Vec<String>, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
+    for file in files {
+        let code = code_of(&file.text);
+        for target in references(file, &code) {
+            let common = file
+                .module
+                .iter()
+                .zip(&target)
+                .take_while(|(a, b)| a == b)
+                .count();
+            let (Some(from), Some(to)) = (file.module.get(common), target.get(common)) else {
+                continue;
+            };
+            if common == 0 || !is_module(&target[..=common]) {
+                continue;
+            }
+            edges
+                .entry(file.module[..common].to_vec())
+                .or_default()
+                .entry(from.clone())
+                .or_default()
+                .insert(to.clone());
+        }
+    }
+    let mut circles = Vec::new();
+    for (room, graph) in &edges {
+        let reach = |start: &String| {
+            let mut seen = BTreeSet::new();
+            let mut stack = vec![start.clone()];
+            while let Some(node) = stack.pop() {
+                for next in graph.get(&node).into_iter().flatten() {
+                    if seen.insert(next.clone()) {
+                        stack.push(next.clone());
+                    }
+                }
+            }
+            seen
+        };
+        let reaches: BTreeMap<&String, BTreeSet<String>> =
+            graph.keys().map(|node| (node, reach(node))).collect();
+        let mut reported = BTreeSet::new();
+        for (node, reached) in &reaches {
+            if !reached.contains(*node) || reported.contains(*node) {
+                continue;
+            }
+            let circle: BTreeSet<String> = reached
+                .iter()
+                .filter(|other| reaches.get(other).is_some_and(|r| r.contains(*node)))
+                .cloned()
+                .collect();
+            reported.extend(circle.iter().cloned());
+            circles.push(format!(
+                "a circle inside {}: {} import one another",
+                room.join("::"),
+                circle.into_iter().collect::<Vec<_>>().join(", ")
+            ));
+        }
+    }
+    circles
+}
+
 #[test]
 fn the_source_tree_keeps_its_layers() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let files = read_tree(&root);
     assert!(files.len() > 40, "read {} files under src/", files.len());
-    let problems = violations(&files);
+    let mut problems = violations(&files);
+    problems.extend(room_circles(&files));
+    problems.extend(long_files(&files));
     assert!(
         problems.is_empty(),
         "layering broken (see the rules at the top of tests/tidy.rs and ARCHITECTURE.md):\n{}",
@@ -398,8 +507,30 @@ fn each_kind_of_violation_is_reported() {
         synthetic("daemon/render/json.rs", "use super::super::http::ApiError;"),
         // unsafe outside rt/sys/.
         synthetic("host.rs", "fn f() { unsafe { g() } }"),
+        // A circle inside a room, through a sub-room; and a long file
+        // whose tests do not count.
+        synthetic("daemon/alpha.rs", "use super::beta::lock;"),
+        synthetic("daemon/beta.rs", "use crate::daemon::gamma::Thing;"),
+        synthetic("daemon/gamma/mod.rs", "use super::super::alpha::helper;"),
+        synthetic(
+            "plot/long.rs",
+            &format!(
+                "{}#[cfg(test)]\nmod tests {{}}\n",
+                "fn f() {}\n".repeat(501)
+            ),
+        ),
+        synthetic(
+            "plot/fits.rs",
+            &format!(
+                "{}#[cfg(test)]\n{}",
+                "fn f() {}\n".repeat(500),
+                "fn t() {}\n".repeat(99)
+            ),
+        ),
     ];
-    let problems = violations(&files);
+    let mut problems = violations(&files);
+    problems.extend(room_circles(&files));
+    problems.extend(long_files(&files));
     let expect = [
         "stats imports daemon::state: 'daemon' is not in a layer below 'stats'",
         "config imports plot::PlotData: 'plot' is not in a layer below 'config'",
@@ -407,6 +538,9 @@ fn each_kind_of_violation_is_reported() {
         "rt::handoff imports rt::engine: in rt/, handoff may import only sys",
         "daemon::render::json imports daemon::http: daemon::render must not import daemon::http",
         "host uses unsafe: only rt/sys/ may",
+        "a circle inside daemon: alpha, beta, gamma import one another",
+        "plot::long has 501 lines before its tests: at most 500 (split it along its jobs, or \
+         list it in LONG_FILES with why it is one)",
     ];
     for line in expect {
         assert!(
