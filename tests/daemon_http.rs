@@ -583,6 +583,26 @@ async fn status_page_shows_host_samplers_table_and_plot() {
     s.host.uname.nodename = "rig<7>&\"co\"".to_string();
     s.cpus[1].sampler.alive = false;
     s.non_rt_reasons = vec!["memory is not locked <mlockall refused>".to_string()];
+    // Before the record is set up the page says it is off.
+    let (_, _, off) = get(&app(state(true)), "/").await;
+    assert!(
+        off.contains("<p id=\"record\" class=\"sub\">The record is off"),
+        "{off}"
+    );
+    *s.record.lock().unwrap() = latencyd::record::Status {
+        enabled: true,
+        dir: "/var/lib/latencyd/<record>".to_string(),
+        interval_ns: 60 * 1_000_000_000,
+        error: Some("no space left <ENOSPC>".to_string()),
+        intervals_written: 42,
+        write_errors: 3,
+        intervals_dropped: 1,
+        backlog: 2,
+        files: 5,
+        bytes: 10_000,
+        oldest_ns: None,
+        last_written_ns: Some(1_764_000_000_000_000_000),
+    };
     let app = app(s);
     let (status, content_type, page) = get(&app, "/").await;
     assert_eq!(status, StatusCode::OK, "{page}");
@@ -608,6 +628,25 @@ async fn status_page_shows_host_samplers_table_and_plot() {
     assert!(page.contains("<ul id=\"unmeasured\""), "{page}");
     assert!(page.contains("Not measured: CPU 1 — not in measure.cpus"));
     assert!(page.contains("Not measured: CPU 3 — outside this process"));
+    // The record beside forensics: where, how much, the last write, errors.
+    let record = &page[page.find("<p id=\"record\"").expect("the record line")..];
+    let record = &record[..record.find("</p>").unwrap()];
+    assert!(
+        record.contains("/var/lib/latencyd/&lt;record&gt;, every 1m: 5 files, 10 KiB"),
+        "{record}"
+    );
+    assert!(
+        record.contains("last interval written 2025-11-24T16:00:00"),
+        "{record}"
+    );
+    assert!(
+        record.contains("42 written, 1 dropped, 3 write errors, 2 waiting"),
+        "{record}"
+    );
+    assert!(
+        record.contains("Failing: no space left &lt;ENOSPC&gt;"),
+        "{record}"
+    );
     // Recent spikes: the capture, linked, its cause named as text.
     assert!(page.contains("<h2>Recent spikes</h2>"), "{page}");
     assert!(page.contains(&format!("<a href=\"/api/v1/spikes/{SPIKE_ID}\">")));

@@ -251,6 +251,13 @@ fn an_unwritable_record_directory_is_said_and_measuring_goes_on() {
         "measuring goes on"
     );
     assert!(daemon.log_text().contains("measuring goes on"));
+    // The status page says it too, beside forensics.
+    let (_, page) = daemon.get("/");
+    assert!(page.contains("<h2>Record</h2>"), "{page}");
+    assert!(
+        page.contains("Failing: ") && page.contains("not-a-directory/record"),
+        "{page}"
+    );
 }
 
 #[test]

@@ -15,7 +15,7 @@ use crate::daemon::state::{MonitorState, SamplerView};
 use crate::forensics::Summary;
 use crate::plot::{self, CpuSeries, PlotData};
 use crate::stats::P99;
-use crate::units::{NS_PER_SEC, format_duration_ns};
+use crate::units::{NS_PER_SEC, format_duration_ns, format_rfc3339_ms};
 
 /// How often the page reloads itself, in seconds.
 pub const REFRESH_SECONDS: u32 = 5;
@@ -57,6 +57,8 @@ pub struct Snapshot {
     pub forensics_enabled: bool,
     pub forensics_reason: Option<String>,
     pub spikes: Vec<Summary>,
+    /// The on-disk record: whether it is written, where, and how it goes.
+    pub record: crate::record::Status,
 }
 
 /// Captures listed on the page.
@@ -102,6 +104,7 @@ impl Snapshot {
             forensics_enabled: s.config.forensics.enabled,
             forensics_reason: forensics.reason.clone(),
             spikes: forensics.recent.iter().take(PAGE_SPIKES).cloned().collect(),
+            record: s.record.lock().unwrap_or_else(|p| p.into_inner()).clone(),
             plot_window_ns,
             rows: s
                 .cpus
@@ -282,6 +285,7 @@ pub fn render_page(snap: &Snapshot, plot_svg: Result<&str, &str>) -> String {
     html.push_str("</tbody></table>\n");
     render_unmeasured(&mut html, snap);
     render_spikes(&mut html, snap);
+    render_record(&mut html, &snap.record);
     let scope = match snap.plot_window_ns {
         None => "since start".to_string(),
         Some(ns) => format!("over the last {}", format_duration_ns(ns)),
@@ -384,6 +388,40 @@ fn render_spikes(html: &mut String, snap: &Snapshot) {
         );
     }
     html.push_str("</tbody></table>\n");
+}
+
+/// The "Record" line: where the on-disk record goes and how it goes
+/// (files, bytes, the last interval written, errors), beside forensics.
+fn render_record(html: &mut String, record: &crate::record::Status) {
+    html.push_str("<h2>Record</h2>\n");
+    if !record.enabled {
+        html.push_str(
+            "<p id=\"record\" class=\"sub\">The record is off: no state directory, or \
+             <code>record.enabled = false</code>.</p>\n",
+        );
+        return;
+    }
+    let last = record
+        .last_written_ns
+        .map_or_else(|| "none yet".to_string(), format_rfc3339_ms);
+    let _ = write!(
+        html,
+        "<p id=\"record\" class=\"sub\">{dir}, every {every}: {files} files, {kib} KiB; \
+         last interval written {last}; {written} written, {dropped} dropped, \
+         {errors} write errors, {backlog} waiting",
+        dir = escape(&record.dir),
+        every = format_duration_ns(record.interval_ns),
+        files = record.files,
+        kib = record.bytes.div_ceil(1024),
+        written = record.intervals_written,
+        dropped = record.intervals_dropped,
+        errors = record.write_errors,
+        backlog = record.backlog,
+    );
+    if let Some(error) = &record.error {
+        let _ = write!(html, ". <strong>Failing: {}</strong>", escape(error));
+    }
+    html.push_str(".</p>\n");
 }
 
 /// An SVG document's root element, fit to go inline in HTML.
