@@ -990,6 +990,7 @@ async fn every_route_answers_as_the_openapi_document_says() {
             &app,
         ),
         ("/api/v1/openapi.json", "/api/v1/openapi.json", &app),
+        ("/runbooks", "/runbooks", &app),
     ] {
         let (status, content_type, body) = get(target, path).await;
         let code = status.as_u16().to_string();

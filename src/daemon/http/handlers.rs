@@ -138,6 +138,15 @@ pub(super) async fn plot_svg(
 
 /// The status page. A plot that cannot be drawn (no font) leaves the
 /// rest of the page standing, with the reason in its place.
+/// The runbooks every alert links to, as one page.
+pub(super) async fn runbooks() -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
+        crate::daemon::render::runbooks::page(),
+    )
+        .into_response()
+}
+
 pub(super) async fn status_page(
     State(app): State<AppState>,
     query: QueryPairs,

@@ -152,6 +152,7 @@ pub const ROUTES: &[&str] = &[
     "/api/v1/spikes",
     "/api/v1/spikes/{id}",
     "/api/v1/openapi.json",
+    "/runbooks",
 ];
 
 /// The OpenAPI 3.1 description of the routes.
@@ -173,6 +174,7 @@ pub fn router(app: AppState) -> Router {
         .route("/api/v1/spikes", get(spikes))
         .route("/api/v1/spikes/{id}", get(spike_one))
         .route("/api/v1/openapi.json", get(openapi))
+        .route("/runbooks", get(runbooks))
         .fallback(not_found)
         .layer(middleware::from_fn_with_state(app.clone(), guard))
         .with_state(app)

@@ -6,6 +6,7 @@
 //! - `json`: the JSON API's bodies.
 //! - `page`: the status page `/` and the plot's data.
 //! - `status_line`: the line `systemctl status` shows.
+//! - `runbooks`: docs/runbooks.md as the page `/runbooks`.
 
 pub mod catalog;
 pub mod json;
@@ -13,6 +14,7 @@ pub mod metrics;
 pub mod native;
 pub mod page;
 pub mod protobuf;
+pub mod runbooks;
 mod status_line;
 
 pub use status_line::status_line;
