@@ -85,28 +85,54 @@ fn github_anchor(heading: &str) -> String {
         .collect()
 }
 
+/// The shipped runbook links: the daemon that fired the alert, or the
+/// package's copy for the two alerts that fire when no daemon answers
+/// (deploy/prometheus/set-runbook-base.py writes both).
+const RUNBOOK_BASE: &str = "http://{{ $labels.instance }}/runbooks#";
+const RUNBOOK_FALLBACK: &str = "file:///usr/share/doc/latencyd/runbooks.md#";
+const NO_DAEMON_ANSWERS: &[&str] = &["LatencydTargetDown", "LatencydAbsent"];
+
+/// (alert, runbook_url) of every alert of a rule file, in order.
+fn runbook_links(rules: &str) -> Vec<(String, String)> {
+    rules
+        .split("- alert: ")
+        .skip(1)
+        .map(|chunk| {
+            let name = chunk.lines().next().unwrap().trim().to_string();
+            let url = chunk
+                .lines()
+                .find_map(|l| l.trim().strip_prefix("runbook_url: "))
+                .unwrap_or_else(|| panic!("{name} has no runbook_url"))
+                .trim_matches('"')
+                .to_string();
+            (name, url)
+        })
+        .collect()
+}
+
 #[test]
 fn every_alert_links_to_a_runbook_section_that_says_what_why_and_how() {
     let rules =
         std::fs::read_to_string(root().join("deploy/prometheus/latencyd.rules.yml")).unwrap();
     let runbooks = std::fs::read_to_string(root().join("docs/runbooks.md")).unwrap();
-    let base = "https://github.com/latencyd/latencyd/blob/main/docs/runbooks.md#";
     // The sections of the runbook, by anchor, with their text.
     let mut sections = std::collections::HashMap::new();
     for section in runbooks.split("\n## ").skip(1) {
         let (heading, body) = section.split_once('\n').unwrap_or((section, ""));
         sections.insert(github_anchor(heading), body.to_string());
     }
-    // Split into one chunk per alert; each must carry its own runbook_url.
-    let alerts: Vec<&str> = rules.split("- alert: ").skip(1).collect();
-    assert!(alerts.len() >= 9, "{} alerts", alerts.len());
-    for chunk in alerts {
-        let name = chunk.lines().next().unwrap().trim();
-        let url = chunk
-            .lines()
-            .find_map(|l| l.trim().strip_prefix("runbook_url: "))
-            .unwrap_or_else(|| panic!("{name} has no runbook_url"))
-            .trim_matches('"');
+    let links = runbook_links(&rules);
+    assert!(links.len() >= 9, "{} alerts", links.len());
+    // The PrometheusRule links exactly as the rule file does.
+    let operator_rules =
+        std::fs::read_to_string(root().join("deploy/kubernetes/base/prometheusrule.yaml")).unwrap();
+    assert_eq!(runbook_links(&operator_rules), links);
+    for (name, url) in &links {
+        let base = if NO_DAEMON_ANSWERS.contains(&name.as_str()) {
+            RUNBOOK_FALLBACK
+        } else {
+            RUNBOOK_BASE
+        };
         let anchor = url
             .strip_prefix(base)
             .unwrap_or_else(|| panic!("{name}: runbook_url {url} is not under {base}"));
@@ -121,6 +147,39 @@ fn every_alert_links_to_a_runbook_section_that_says_what_why_and_how() {
         ] {
             assert!(body.contains(part), "{name}'s runbook lacks {part}");
         }
+    }
+    // The fallback is where the package puts its copy.
+    let manifest = std::fs::read_to_string(root().join("Cargo.toml")).unwrap();
+    assert!(
+        manifest.contains("[\"docs/runbooks.md\", \"usr/share/doc/latencyd/\", \"644\"]"),
+        "the package installs docs/runbooks.md where LatencydTargetDown and LatencydAbsent link"
+    );
+}
+
+#[test]
+fn every_alert_link_opens_its_heading_on_a_running_daemon() {
+    let rules =
+        std::fs::read_to_string(root().join("deploy/prometheus/latencyd.rules.yml")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = Daemon::start_with_export(dir.path(), "");
+    for (name, url) in runbook_links(&rules) {
+        // As Prometheus renders it for an alert from this daemon; the two
+        // that fire when no daemon answers name the same section, which
+        // any daemon serves too.
+        let url = url
+            .replace("{{ $labels.instance }}", &daemon.addr.to_string())
+            .replace(
+                RUNBOOK_FALLBACK,
+                &format!("http://{}/runbooks#", daemon.addr),
+            );
+        let rest = url
+            .strip_prefix(&format!("http://{}", daemon.addr))
+            .unwrap_or_else(|| panic!("{name}: {url} does not lead to the daemon"));
+        let (path, anchor) = rest.split_once('#').unwrap();
+        let (status, page) = daemon.get(path);
+        assert_eq!(status, 200, "{name}: GET {path}: {page}");
+        let heading = format!("<h2 id=\"{anchor}\">{name}</h2>");
+        assert!(page.contains(&heading), "{name}: no {heading} at {path}");
     }
 }
 
