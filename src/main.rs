@@ -176,5 +176,5 @@ the record: every CPU's histogram of every interval
 /usr/share/latencyd
 dashboards, alert rules, systemd drop-ins and the udev rule
 .SH "SEE ALSO"
-cyclictest(8), systemd.exec(5), /usr/share/doc/latencyd/README.md
+cyclictest(8), systemd.exec(5), /usr/share/doc/latencyd/README.md, /usr/share/doc/latencyd/docs/
 "#;

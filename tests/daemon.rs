@@ -642,3 +642,138 @@ fn the_runtime_thread_wakes_once_per_collector_tick() {
     let (exit, log) = daemon.wait_with_log();
     assert!(exit.success(), "{exit}: {log:?}");
 }
+
+/// The rows of docs/metrics.md's "Every family" table: name -> (type,
+/// label names). The type is the cell's first word ("gauge (1)" is a
+/// gauge); labels are the backquoted identifiers of the labels cell.
+fn documented_families() -> std::collections::BTreeMap<String, (String, Vec<String>)> {
+    let doc = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/metrics.md"),
+    )
+    .unwrap();
+    let table = doc
+        .split("## Every family")
+        .nth(1)
+        .expect("docs/metrics.md has an \"Every family\" section");
+    let table = table.split("\n## ").next().unwrap();
+    let mut rows = std::collections::BTreeMap::new();
+    for line in table.lines().filter(|l| l.starts_with("| `")) {
+        let cells: Vec<&str> = line.split(" | ").collect();
+        let name = cells[0]
+            .trim_start_matches("| ")
+            .trim_matches('`')
+            .to_string();
+        let kind = cells[1].split_whitespace().next().unwrap_or("").to_string();
+        let labels = cells[2]
+            .split('`')
+            .skip(1)
+            .step_by(2)
+            .filter(|t| t.chars().all(|c| c.is_ascii_lowercase() || c == '_'))
+            .map(str::to_string)
+            .collect();
+        rows.insert(name, (kind, labels));
+    }
+    rows
+}
+
+#[test]
+fn docs_metrics_md_lists_every_family_the_daemon_can_serve_with_its_type_and_labels() {
+    let documented = documented_families();
+    let mut problems = Vec::new();
+    // Every family of the catalogue, also those that have no series yet
+    // (forensics, the record, a PM QoS hold), as it declares them.
+    for (name, _, kind, labels) in latencyd::daemon::render::catalog::FAMILIES {
+        let kind = format!("{kind:?}").to_lowercase();
+        match documented.get(*name) {
+            None => problems.push(format!("{name} ({kind}) is not in docs/metrics.md")),
+            Some((doc_kind, doc_labels)) => {
+                if *doc_kind != kind {
+                    problems.push(format!("{name}: documented as {doc_kind}, is {kind}"));
+                }
+                let labels: Vec<String> = labels.iter().map(|l| l.to_string()).collect();
+                if *doc_labels != labels {
+                    problems.push(format!(
+                        "{name}: documented labels {doc_labels:?}, has {labels:?}"
+                    ));
+                }
+            }
+        }
+    }
+    // And what a running daemon serves: every family it exposes, by its
+    // # TYPE line, with the label names its series carry.
+    let dir = tempfile::tempdir().unwrap();
+    let config = daemon_config(dir.path(), "", "", "");
+    let mut daemon = Daemon::start(&mut run_with(&config));
+    std::thread::sleep(Duration::from_millis(1500));
+    let (status, scrape) = daemon.get("/metrics");
+    assert_eq!(status, 200);
+    let mut served = std::collections::BTreeSet::new();
+    for line in scrape.lines() {
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (name, kind) = rest.split_once(' ').unwrap();
+            served.insert(name.to_string());
+            if name.starts_with("process_") {
+                if !documented.contains_key("process_*") {
+                    problems.push(format!(
+                        "{name} is served; docs/metrics.md has no process_* row"
+                    ));
+                }
+                continue;
+            }
+            match documented.get(name) {
+                None => problems.push(format!("{name} is served but not in docs/metrics.md")),
+                Some((doc_kind, _)) if doc_kind != kind => problems.push(format!(
+                    "{name}: documented as {doc_kind}, served as {kind}"
+                )),
+                Some(_) => {}
+            }
+        } else if !line.starts_with('#') && !line.starts_with("process_") {
+            let Some((series, _)) = line.split_once(' ') else {
+                continue;
+            };
+            let (name, labels) = series.split_once('{').unwrap_or((series, ""));
+            let family = ["_bucket", "_sum", "_count"]
+                .iter()
+                .find_map(|s| name.strip_suffix(s).filter(|f| documented.contains_key(*f)))
+                .unwrap_or(name);
+            let Some((_, doc_labels)) = documented.get(family) else {
+                continue;
+            };
+            for pair in labels
+                .trim_end_matches('}')
+                .split(',')
+                .filter(|p| !p.is_empty())
+            {
+                let label = pair.split('=').next().unwrap();
+                if label != "le" && !doc_labels.iter().any(|l| l == label) {
+                    problems.push(format!(
+                        "{family} is served with label {label}, not documented"
+                    ));
+                }
+            }
+        }
+    }
+    // No row for a family that does not exist.
+    for name in documented.keys() {
+        let known = name == "process_*"
+            || served.contains(name)
+            || latencyd::daemon::render::catalog::FAMILIES
+                .iter()
+                .any(|(n, ..)| n == name);
+        if !known {
+            problems.push(format!(
+                "docs/metrics.md documents {name}, which latencyd does not serve"
+            ));
+        }
+    }
+    problems.sort();
+    problems.dedup();
+    assert!(
+        problems.is_empty(),
+        "docs/metrics.md has drifted:\n{}",
+        problems.join("\n")
+    );
+    daemon.signal(libc::SIGTERM);
+    let (exit, log) = daemon.wait_with_log();
+    assert!(exit.success(), "{exit}: {log:?}");
+}

@@ -1028,3 +1028,57 @@ async fn every_route_answers_as_the_openapi_document_says() {
         }
     }
 }
+
+#[test]
+fn docs_api_md_lists_every_route_of_the_openapi_document_with_its_statuses() {
+    let doc: Value = serde_json::from_str(latencyd::daemon::http::OPENAPI).unwrap();
+    let text = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/api.md"),
+    )
+    .unwrap();
+    let table = text
+        .split("## Every route")
+        .nth(1)
+        .expect("docs/api.md has an \"Every route\" section");
+    let table = table.split("\n## ").next().unwrap();
+    let documented: Vec<(String, String)> = table
+        .lines()
+        .filter(|l| l.starts_with("| `"))
+        .map(|l| {
+            let cells: Vec<&str> = l.split(" | ").collect();
+            (
+                cells[0]
+                    .trim_start_matches("| ")
+                    .trim_matches('`')
+                    .to_string(),
+                cells[1].to_string(),
+            )
+        })
+        .collect();
+    let described: Vec<(String, String)> = doc["paths"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(route, item)| {
+            let mut codes: Vec<&String> = item["get"]["responses"]
+                .as_object()
+                .unwrap()
+                .keys()
+                .collect();
+            codes.sort();
+            let codes: Vec<&str> = codes.iter().map(|c| c.as_str()).collect();
+            (route.clone(), codes.join(", "))
+        })
+        .collect();
+    let mut documented = documented;
+    documented.sort();
+    assert_eq!(
+        documented, described,
+        "docs/api.md's route table (left) differs from /api/v1/openapi.json (right)"
+    );
+    assert_eq!(
+        documented.len(),
+        latencyd::daemon::http::ROUTES.len(),
+        "every route is described"
+    );
+}

@@ -82,7 +82,7 @@ fn prometheus_reads_the_native_histogram_and_agrees_on_the_p99() {
              {count_before} samples"
         );
         // What this Prometheus kept of the classic buckets (versions
-        // differ; README "Native histograms").
+        // differ; docs/metrics.md "Native histograms").
         eprintln!(
             "classic _bucket series kept by this Prometheus: {:?}",
             prometheus.value("count(latencyd_wakeup_latency_seconds_bucket)")

@@ -374,3 +374,75 @@ fn the_sysusers_entry_is_valid() {
     );
     assert!(ok, "{said}");
 }
+
+/// `section.key` -> default (as written) of every key in a TOML file laid
+/// out as config.example.toml is: `[section]` headers, `key = value`.
+fn example_keys(toml: &str) -> Vec<(String, String)> {
+    let mut section = String::new();
+    let mut keys = Vec::new();
+    for line in toml.lines() {
+        if let Some(name) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            section = name.to_string();
+        } else if let Some((key, value)) = line.split_once(" = ")
+            && !line.starts_with('#')
+            && !section.is_empty()
+        {
+            keys.push((format!("{section}.{key}"), value.to_string()));
+        }
+    }
+    keys
+}
+
+#[test]
+fn docs_configuration_md_has_every_key_of_the_example_with_its_default() {
+    let example = std::fs::read_to_string(root().join("config.example.toml")).unwrap();
+    let doc = std::fs::read_to_string(root().join("docs/configuration.md")).unwrap();
+    let keys = example_keys(&example);
+    assert!(
+        keys.len() >= 30,
+        "{} keys in config.example.toml",
+        keys.len()
+    );
+    let table = doc
+        .split("## Every key")
+        .nth(1)
+        .expect("docs/configuration.md has an \"Every key\" section");
+    let table = table.split("\n## ").next().unwrap();
+    let rows: Vec<(String, String)> = table
+        .lines()
+        .filter(|l| l.starts_with("| `"))
+        .map(|l| {
+            let cells: Vec<&str> = l.split(" | ").collect();
+            (
+                cells[0]
+                    .trim_start_matches("| ")
+                    .trim_matches('`')
+                    .to_string(),
+                cells[1].trim_matches('`').to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        rows, keys,
+        "docs/configuration.md's key table (left) differs from config.example.toml (right): \
+         every key, in the example's order, with the example's default"
+    );
+    // And the example is what the daemon reads: every key loads.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("latencyd.toml");
+    std::fs::write(&file, &example).unwrap();
+    let out = run_ok(
+        latencyd()
+            .args(["check-config"])
+            .arg(&file)
+            .env_remove("LATENCYD_MEASURE__CPUS"),
+    );
+    let effective = stdout_of(&out);
+    for (key, _) in &keys {
+        let leaf = key.split('.').nth(1).unwrap();
+        assert!(
+            effective.contains(leaf),
+            "{key} is not in check-config's output"
+        );
+    }
+}

@@ -408,7 +408,7 @@ fn prometheus_scrapes_over_tls_with_basic_auth() {
         .local_addr()
         .unwrap()
         .port();
-    // The scrape configuration the README documents.
+    // The scrape configuration docs/configuration.md documents.
     std::fs::write(
         dir.path().join("prometheus.yml"),
         format!(

@@ -73,6 +73,9 @@ for f in grafana/dashboards/latencyd-host.json grafana/dashboards/latencyd-fleet
     [ -f "/usr/share/latencyd/$f" ] || fail "missing /usr/share/latencyd/$f"
 done
 [ -f /usr/share/doc/latencyd/runbooks.md ] || fail "missing /usr/share/doc/latencyd/runbooks.md"
+for doc in README configuration metrics api operations runbooks forensics record measure benchmarks; do
+    [ -f "/usr/share/doc/latencyd/docs/$doc.md" ] || fail "missing /usr/share/doc/latencyd/docs/$doc.md (README links to it)"
+done
 dpkg-query -W -f='${Conffiles}\n' latencyd | grep -q /etc/latencyd/latencyd.toml || fail "the configuration is not a conffile"
 
 dpkg --purge latencyd >/dev/null
