@@ -647,22 +647,8 @@ fn the_runtime_thread_wakes_once_per_collector_tick() {
 /// label names). The type is the cell's first word ("gauge (1)" is a
 /// gauge); labels are the backquoted identifiers of the labels cell.
 fn documented_families() -> std::collections::BTreeMap<String, (String, Vec<String>)> {
-    let doc = std::fs::read_to_string(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/metrics.md"),
-    )
-    .unwrap();
-    let table = doc
-        .split("## Every family")
-        .nth(1)
-        .expect("docs/metrics.md has an \"Every family\" section");
-    let table = table.split("\n## ").next().unwrap();
     let mut rows = std::collections::BTreeMap::new();
-    for line in table.lines().filter(|l| l.starts_with("| `")) {
-        let cells: Vec<&str> = line.split(" | ").collect();
-        let name = cells[0]
-            .trim_start_matches("| ")
-            .trim_matches('`')
-            .to_string();
+    for cells in doc_table_rows("docs/metrics.md", "Every family") {
         let kind = cells[1].split_whitespace().next().unwrap_or("").to_string();
         let labels = cells[2]
             .split('`')
@@ -671,7 +657,7 @@ fn documented_families() -> std::collections::BTreeMap<String, (String, Vec<Stri
             .filter(|t| t.chars().all(|c| c.is_ascii_lowercase() || c == '_'))
             .map(str::to_string)
             .collect();
-        rows.insert(name, (kind, labels));
+        rows.insert(cells[0].clone(), (kind, labels));
     }
     rows
 }

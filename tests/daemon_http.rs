@@ -1032,28 +1032,9 @@ async fn every_route_answers_as_the_openapi_document_says() {
 #[test]
 fn docs_api_md_lists_every_route_of_the_openapi_document_with_its_statuses() {
     let doc: Value = serde_json::from_str(latencyd::daemon::http::OPENAPI).unwrap();
-    let text = std::fs::read_to_string(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/api.md"),
-    )
-    .unwrap();
-    let table = text
-        .split("## Every route")
-        .nth(1)
-        .expect("docs/api.md has an \"Every route\" section");
-    let table = table.split("\n## ").next().unwrap();
-    let documented: Vec<(String, String)> = table
-        .lines()
-        .filter(|l| l.starts_with("| `"))
-        .map(|l| {
-            let cells: Vec<&str> = l.split(" | ").collect();
-            (
-                cells[0]
-                    .trim_start_matches("| ")
-                    .trim_matches('`')
-                    .to_string(),
-                cells[1].to_string(),
-            )
-        })
+    let documented: Vec<(String, String)> = common::doc_table_rows("docs/api.md", "Every route")
+        .into_iter()
+        .map(|cells| (cells[0].clone(), cells[1].clone()))
         .collect();
     let described: Vec<(String, String)> = doc["paths"]
         .as_object()

@@ -70,21 +70,6 @@ fn rules_rule_tests_and_scrape_config_pass_promtool() {
     }
 }
 
-/// GitHub's anchor for a Markdown heading: lower case, spaces to dashes,
-/// punctuation other than `-` and `_` dropped.
-fn github_anchor(heading: &str) -> String {
-    heading
-        .trim()
-        .to_lowercase()
-        .chars()
-        .filter_map(|c| match c {
-            ' ' => Some('-'),
-            c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c),
-            _ => None,
-        })
-        .collect()
-}
-
 /// The shipped runbook links: the daemon that fired the alert, or the
 /// package's copy for the two alerts that fire when no daemon answers
 /// (deploy/prometheus/set-runbook-base.py writes both).
@@ -119,7 +104,10 @@ fn every_alert_links_to_a_runbook_section_that_says_what_why_and_how() {
     let mut sections = std::collections::HashMap::new();
     for section in runbooks.split("\n## ").skip(1) {
         let (heading, body) = section.split_once('\n').unwrap_or((section, ""));
-        sections.insert(github_anchor(heading), body.to_string());
+        sections.insert(
+            latencyd::daemon::render::runbooks::anchor(heading),
+            body.to_string(),
+        );
     }
     let links = runbook_links(&rules);
     assert!(links.len() >= 9, "{} alerts", links.len());
@@ -396,31 +384,15 @@ fn example_keys(toml: &str) -> Vec<(String, String)> {
 #[test]
 fn docs_configuration_md_has_every_key_of_the_example_with_its_default() {
     let example = std::fs::read_to_string(root().join("config.example.toml")).unwrap();
-    let doc = std::fs::read_to_string(root().join("docs/configuration.md")).unwrap();
     let keys = example_keys(&example);
     assert!(
         keys.len() >= 30,
         "{} keys in config.example.toml",
         keys.len()
     );
-    let table = doc
-        .split("## Every key")
-        .nth(1)
-        .expect("docs/configuration.md has an \"Every key\" section");
-    let table = table.split("\n## ").next().unwrap();
-    let rows: Vec<(String, String)> = table
-        .lines()
-        .filter(|l| l.starts_with("| `"))
-        .map(|l| {
-            let cells: Vec<&str> = l.split(" | ").collect();
-            (
-                cells[0]
-                    .trim_start_matches("| ")
-                    .trim_matches('`')
-                    .to_string(),
-                cells[1].trim_matches('`').to_string(),
-            )
-        })
+    let rows: Vec<(String, String)> = doc_table_rows("docs/configuration.md", "Every key")
+        .into_iter()
+        .map(|cells| (cells[0].clone(), cells[1].trim_matches('`').to_string()))
         .collect();
     assert_eq!(
         rows, keys,

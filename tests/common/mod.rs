@@ -487,3 +487,30 @@ pub fn ensure_tracefs() -> Result<(), String> {
         Err(format!("mounting tracefs failed ({status})"))
     }
 }
+
+/// The rows of the first table under `## {section}` in the project's
+/// Markdown file `doc` (relative to the checkout), one `Vec` of trimmed
+/// cells per row whose first cell is code (`` | `name` | … ``), with the
+/// first cell's backquotes removed. Panics naming what is missing.
+#[allow(dead_code)]
+pub fn doc_table_rows(doc: &str, section: &str) -> Vec<Vec<String>> {
+    let text = std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(doc))
+        .unwrap_or_else(|e| panic!("{doc}: {e}"));
+    let body = text
+        .split(&format!("\n## {section}\n"))
+        .nth(1)
+        .unwrap_or_else(|| panic!("{doc} has no \"{section}\" section"));
+    let body = body.split("\n## ").next().unwrap();
+    body.lines()
+        .filter(|l| l.starts_with("| `"))
+        .map(|l| {
+            let mut cells: Vec<String> = l
+                .trim_matches('|')
+                .split(" | ")
+                .map(|c| c.trim().to_string())
+                .collect();
+            cells[0] = cells[0].trim_matches('`').to_string();
+            cells
+        })
+        .collect()
+}
