@@ -332,8 +332,12 @@ async fn serve(
     if stopped_recorder.await.is_err() {
         error!("the forensics thread could not be stopped cleanly");
     }
-    // In-flight requests get a moment; then the server is dropped.
-    let _ = tokio::time::timeout(Duration::from_millis(300), server).await;
+    // In-flight requests get the server's grace, counted from the shutdown
+    // signal above (it closes what is still open then); dropping the
+    // server sooner would cut answers it is still writing.
+    let grace_left = (server::SHUTDOWN_GRACE + Duration::from_millis(100))
+        .saturating_sub(started.elapsed());
+    let _ = tokio::time::timeout(grace_left, server).await;
     drop(pm_qos_hold);
     info!("stopped in {:?}", started.elapsed());
     Ok(exit_code)

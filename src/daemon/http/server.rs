@@ -55,7 +55,7 @@ pub struct Limits {
 /// answered 431 by hyper.
 const MAX_HEAD_BYTES: usize = 16 * 1024;
 /// How long in-flight requests get to finish once shutdown starts.
-const SHUTDOWN_GRACE: Duration = Duration::from_millis(500);
+pub const SHUTDOWN_GRACE: Duration = Duration::from_millis(500);
 
 /// Accepts and serves connections until `shutdown` turns true, then lets
 /// in-flight requests finish (for at most `SHUTDOWN_GRACE`).
