@@ -335,8 +335,8 @@ async fn serve(
     // In-flight requests get the server's grace, counted from the shutdown
     // signal above (it closes what is still open then); dropping the
     // server sooner would cut answers it is still writing.
-    let grace_left = (server::SHUTDOWN_GRACE + Duration::from_millis(100))
-        .saturating_sub(started.elapsed());
+    let grace_left =
+        (server::SHUTDOWN_GRACE + Duration::from_millis(100)).saturating_sub(started.elapsed());
     let _ = tokio::time::timeout(grace_left, server).await;
     drop(pm_qos_hold);
     info!("stopped in {:?}", started.elapsed());
