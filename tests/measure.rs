@@ -79,6 +79,25 @@ fn check_thread(thread: &Value, histogram_expected: bool) -> u64 {
     cycles + u(thread, "missed")
 }
 
+/// `latencyd measure ARGS` with the run's flags, stdout and stderr piped,
+/// for a test that signals it while it runs.
+fn spawn_measure(args: &[&str]) -> std::process::Child {
+    latencyd()
+        .arg("measure")
+        .args(args)
+        .args(run_flags())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Sends `signal` to a child that is still running.
+fn send(child: &std::process::Child, signal: i32) {
+    // SAFETY: kill with a valid pid and signal.
+    unsafe { libc::kill(child.id() as i32, signal) };
+}
+
 #[test]
 fn json_follows_cyclictest_schema_and_accounts_for_every_period() {
     let dir = tempfile::tempdir().unwrap();
@@ -331,16 +350,9 @@ fn real_cyclictest_and_latencyd_agree_in_shape() {
 
 #[test]
 fn sigint_ends_the_run_and_still_prints_the_results() {
-    let child = latencyd()
-        .args(["measure", "-q", "-i", "1ms"])
-        .args(run_flags())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = spawn_measure(&["-q", "-i", "1ms"]);
     std::thread::sleep(Duration::from_millis(700));
-    // SAFETY: kill with a valid pid and signal.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    send(&child, libc::SIGINT);
     let started = Instant::now();
     let output = child.wait_with_output().unwrap();
     assert!(started.elapsed() < Duration::from_secs(5));
@@ -354,16 +366,9 @@ fn sigint_ends_the_run_and_still_prints_the_results() {
 fn sigusr1_prints_the_current_status_on_stderr_and_the_run_goes_on() {
     // cyclictest's status block: a harness that asks for it must not end
     // the run (SIGUSR1's default action would).
-    let child = latencyd()
-        .args(["measure", "-q", "-i", "1ms", "-D", "2"])
-        .args(run_flags())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = spawn_measure(&["-q", "-i", "1ms", "-D", "2"]);
     std::thread::sleep(Duration::from_millis(900));
-    // SAFETY: kill with a valid pid and signal.
-    unsafe { libc::kill(child.id() as i32, libc::SIGUSR1) };
+    send(&child, libc::SIGUSR1);
     let output = child.wait_with_output().unwrap();
     assert!(output.status.success(), "{}", stderr_of(&output));
     let stderr = stderr_of(&output);
@@ -385,18 +390,9 @@ fn sigusr1_prints_the_current_status_on_stderr_and_the_run_goes_on() {
 fn threads_without_samples_still_give_valid_json() {
     // Stopped during the warm-up: every thread has zero samples, where
     // cyclictest would write "avg": -nan.
-    let child = latencyd()
-        .args([
-            "measure", "-q", "--warmup", "30s", "-h", "10", "--json", "-",
-        ])
-        .args(run_flags())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = spawn_measure(&["-q", "--warmup", "30s", "-h", "10", "--json", "-"]);
     std::thread::sleep(Duration::from_millis(500));
-    // SAFETY: kill with a valid pid and signal.
-    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    send(&child, libc::SIGTERM);
     let output = child.wait_with_output().unwrap();
     assert!(output.status.success(), "{}", stderr_of(&output));
     let doc: Value = serde_json::from_slice(&output.stdout)
@@ -628,7 +624,6 @@ fn samplers_run_pinned_at_the_requested_policy_and_priority() {
         seen.push(cpu.to_string());
     }
     assert_eq!(seen.len(), usable_cpus(), "one sampler per CPU");
-    // SAFETY: kill with a valid pid and signal.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    send(&child, libc::SIGINT);
     assert!(child.wait().unwrap().success());
 }
