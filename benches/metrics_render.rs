@@ -62,6 +62,21 @@ fn synthetic_state(n_cpus: usize) -> MonitorState {
         forensics: Default::default(),
         record: Default::default(),
         pm_qos_held_us: None,
+        // This host's facts; every CPU's topology as if it had n_cpus.
+        fingerprint: latencyd::daemon::state::HostTrack::new(
+            latencyd::host::FactReader::live(&[0]).read(),
+            (0..n_cpus)
+                .map(|cpu| latencyd::host::CpuTopology {
+                    cpu,
+                    package: Some((cpu / 32) as i64),
+                    core: Some((cpu % 16) as i64),
+                    node: Some(cpu / 32),
+                    smt_siblings: Some(format!("{},{}", cpu - cpu % 2, cpu - cpu % 2 + 1)),
+                })
+                .collect(),
+            0,
+            0,
+        ),
     }
 }
 

@@ -94,10 +94,15 @@ fn write_day(dir: &Path, cpus: usize) -> u64 {
                 start_ns: start,
                 length_ns: INTERVAL_S * 1_000_000_000,
                 stats: pool[(k as usize * 7 + cpu * 13) % pool.len()].clone(),
+                fingerprint: Some("0123456789ab".to_string()),
             })
             .collect();
+        let batch = Batch {
+            entries,
+            fingerprint: None,
+        };
         writer
-            .write(&Batch { entries }, start + INTERVAL_S * 1_000_000_000)
+            .write(&batch, start + INTERVAL_S * 1_000_000_000)
             .unwrap();
     }
     writer::list(dir).unwrap().iter().map(|f| f.2).sum()

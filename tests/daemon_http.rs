@@ -102,6 +102,7 @@ fn state(per_cpu_histograms: bool) -> MonitorState {
         forensics: journal(),
         record: Default::default(),
         pm_qos_held_us: Some(0),
+        fingerprint: common::synthetic_fingerprint(NOW_UNIX_NS - 900 * S),
         config,
     }
 }
@@ -201,10 +202,15 @@ fn state_with_record(dir: &std::path::Path) -> MonitorState {
                     start_ns: start,
                     length_ns: 60 * S,
                     stats,
+                    fingerprint: None,
                 }
             })
             .collect();
-        writer.write(&Batch { entries }, start + 60 * S).unwrap();
+        let batch = Batch {
+            entries,
+            fingerprint: None,
+        };
+        writer.write(&batch, start + 60 * S).unwrap();
     }
     let mut s = state(true);
     s.config.record.dir = dir.to_path_buf();
@@ -326,6 +332,52 @@ async fn metrics_match_the_expected_exposition() {
         !body.contains("latencyd_wakeup_latency_seconds_count{"),
         "one summed histogram"
     );
+}
+
+#[tokio::test]
+async fn host_api_lists_every_fact_the_topology_and_the_changes() {
+    let app = app(state(true));
+    let (status, _, body) = get(&app, "/api/v1/host").await;
+    assert_eq!(status, StatusCode::OK);
+    let json: Value = serde_json::from_str(&body).unwrap();
+    common::check_expected(
+        "host.json",
+        &(serde_json::to_string_pretty(&json).unwrap() + "\n"),
+    );
+    let change = &json["changes"][0];
+    assert_eq!(change["seen"], "running");
+    assert_eq!(
+        change["facts"]["cpuidle.states[cpu2]"]["from"],
+        "POLL 0us, C1 2us, C6 133us"
+    );
+    assert_eq!(change["facts"]["irq[24]"]["to"], "eth0 on 2");
+    assert_eq!(change["to"], json["fingerprint"]);
+    assert_eq!(
+        json["facts"]["dmi.bios_version"]["absent"],
+        "/sys/class/dmi/id/bios_version: not present"
+    );
+    assert_eq!(json["cpus"][3]["smt_sibling"], "2,3");
+
+    // The same identifier and topology in the status, the info metric and
+    // the topology metric; the change counted and dated.
+    let (_, _, status) = get(&app, "/api/v1/status").await;
+    let status: Value = serde_json::from_str(&status).unwrap();
+    assert_eq!(status["fingerprint"], json["fingerprint"]);
+    assert_eq!(status["topology"], json["cpus"]);
+    let (_, _, metrics) = get(&app, "/metrics").await;
+    let id = json["fingerprint"].as_str().unwrap();
+    assert!(
+        metrics.contains(&format!("fingerprint=\"{id}\"")),
+        "{metrics}"
+    );
+    assert!(metrics.contains("latencyd_host_fingerprint_changes_total 1\n"));
+    assert!(metrics.contains(
+        "latencyd_cpu_info{core=\"0\",cpu=\"3\",node=\"1\",package=\"1\",smt_sibling=\"2,3\"} 1\n"
+    ));
+    assert!(
+        metrics.contains("latencyd_host_fact_changed_timestamp_seconds{fact=\"cpuidle.states\"}")
+    );
+    assert!(metrics.contains("latencyd_host_fact_changed_timestamp_seconds{fact=\"irq\"}"));
 }
 
 #[tokio::test]
@@ -968,6 +1020,7 @@ async fn every_route_answers_as_the_openapi_document_says() {
         ("/healthz", "/healthz", &unhealthy),
         ("/livez", "/livez", &unhealthy),
         ("/api/v1/status", "/api/v1/status", &app),
+        ("/api/v1/host", "/api/v1/host", &app),
         ("/api/v1/latency", "/api/v1/latency", &app),
         ("/api/v1/latency", "/api/v1/latency?from=-1h", &ranged),
         ("/api/v1/latency", "/api/v1/latency?from=yesterday", &app),

@@ -153,6 +153,7 @@ fn router() -> axum::Router {
         forensics: Default::default(),
         record: Default::default(),
         pm_qos_held_us: None,
+        fingerprint: common::synthetic_fingerprint(0),
         config,
     };
     latencyd::daemon::http::router(latencyd::daemon::http::AppState::new(

@@ -10,6 +10,7 @@
 
 mod export;
 mod forensics;
+mod host;
 mod log;
 mod measure;
 mod realtime;
@@ -24,6 +25,7 @@ use config::{Environment, File, FileFormat, Map, Source, Value, ValueKind};
 
 pub use export::ExportConfig;
 pub use forensics::ForensicsConfig;
+pub use host::HostConfig;
 pub use log::{LogConfig, LogFormat, LogLevel};
 pub use measure::MeasureConfig;
 pub use realtime::RealtimeConfig;
@@ -81,6 +83,7 @@ pub struct Config {
     pub log: LogConfig,
     pub forensics: ForensicsConfig,
     pub record: RecordConfig,
+    pub host: HostConfig,
     /// Each key's effective value (as TOML) and where it came from.
     pub effective: BTreeMap<String, Effective>,
 }
@@ -99,13 +102,14 @@ pub struct Sources {
     pub flags: Vec<(&'static str, String, &'static str)>,
 }
 
-const SECTIONS: [&str; 6] = [
+const SECTIONS: [&str; 7] = [
     "measure",
     "realtime",
     "export",
     "log",
     "forensics",
     "record",
+    "host",
 ];
 
 impl Config {
@@ -196,6 +200,7 @@ impl Config {
         let log = LogConfig::read(&mut reader("log")?.with(&mut effective))?;
         let forensics = ForensicsConfig::read(&mut reader("forensics")?.with(&mut effective))?;
         let record = RecordConfig::read(&mut reader("record")?.with(&mut effective))?;
+        let host = HostConfig::read(&mut reader("host")?.with(&mut effective))?;
         Ok(Config {
             measure,
             realtime,
@@ -203,6 +208,7 @@ impl Config {
             log,
             forensics,
             record,
+            host,
             effective,
         })
     }

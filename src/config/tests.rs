@@ -56,7 +56,7 @@ fn defaults_need_no_file() {
             .values()
             .all(|e| e.source == "built-in default")
     );
-    assert_eq!(config.effective.len(), 34, "every key is listed");
+    assert_eq!(config.effective.len(), 35, "every key is listed");
     assert_eq!(config.record.enabled, super::record::Switch::Auto);
     if std::env::var_os("STATE_DIRECTORY").is_none() {
         assert!(!config.record.on(), "no state directory, no record");

@@ -8,8 +8,8 @@
 //! the blocking pool; the tick only looks at the result when it is ready,
 //! and the engine checks the new sampler without waiting for it.
 
-use std::sync::Mutex;
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use tokio::task::JoinHandle;
@@ -90,10 +90,14 @@ impl Collector {
             )?,
             ..Collected::default()
         };
-        if let Some((accumulator, keeper)) = &mut self.record
-            && let Some(batch) = accumulator.take((self.unix_ns)(), false)
-        {
-            keeper.submit(batch);
+        if let Some((accumulator, keeper)) = &mut self.record {
+            // Filed under the host's facts in force as the interval ends.
+            if accumulator.due_ns() <= (self.unix_ns)() {
+                accumulator.set_fingerprint(Arc::clone(&lock(state).fingerprint.current));
+            }
+            if let Some(batch) = accumulator.take((self.unix_ns)(), false) {
+                keeper.submit(batch);
+            }
         }
         for (cpu, why) in self.adopt_finished(engine, true).await {
             found.not_resumed.push((cpu, why));

@@ -25,6 +25,7 @@
 mod collector;
 mod error;
 mod event_loop;
+mod host_watch;
 mod listen;
 mod logging;
 mod notify;

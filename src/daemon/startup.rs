@@ -13,6 +13,7 @@ use tracing::{error, info, warn};
 
 use super::error::StartupError;
 use super::event_loop::{self, Signals};
+use super::host_watch;
 use super::http::webconfig::{self, Security};
 use super::http::{self, server};
 use super::logging;
@@ -225,8 +226,12 @@ async fn serve(
         || Keeper::disabled().status(),
         |(_, keeper)| keeper.status(),
     );
+    let record_dir = record.as_ref().map(|_| config.record.dir.clone());
+    let first_facts = host_watch::FirstRead::take(&cpus, record_dir).await;
+    let reread = Duration::from_nanos(config.host.reread_interval_ns);
     let started_ns = sys::monotonic_now_ns();
     let state = Arc::new(Mutex::new(MonitorState {
+        fingerprint: first_facts.track(),
         started_ns,
         pm_qos_held_us: pm_qos_hold.as_ref().map(|hold| hold.latency_us),
         cpus: engine
@@ -255,6 +260,7 @@ async fn serve(
         record: record_status,
     }));
 
+    tokio::spawn(host_watch::watch(first_facts, Arc::clone(&state), reread));
     let mut app = http::AppState::new(Arc::clone(&state), true, SYSTEM_CLOCKS);
     app.security = Arc::new(std::sync::RwLock::new(Arc::new(security)));
     let security = Arc::clone(&app.security);
@@ -310,6 +316,7 @@ async fn serve(
         });
         // The interval in progress is written with its true length.
         if let Some((mut accumulator, mut keeper)) = record {
+            accumulator.set_fingerprint(Arc::clone(&lock(&joined_state).fingerprint.current));
             if let Some(batch) = accumulator.take(unix_now_ns(), true) {
                 keeper.submit(batch);
             }

@@ -12,15 +12,22 @@
 //!
 //! Before each entry latencyd writes one comment line of its own,
 //! `#[latencyd cpuN count=… sum=… min=… max=… missed=… overflows=…
-//! spikes=… threshold=…]`: the exact numbers a histogram cannot give
-//! back. An entry without it (a log from another tool, or one whose
-//! comment was lost) is read from its histogram alone.
+//! spikes=… threshold=… fingerprint=…]`: the exact numbers a histogram
+//! cannot give back, and the identifier of the host's facts it was
+//! measured under. An entry without it (a log from another tool, or one
+//! whose comment was lost) is read from its histogram alone.
+//!
+//! The facts themselves are one comment line, `#[latencyd host ID
+//! at=SECONDS<TAB>name=value<TAB>…]`, at the top of each file and before
+//! the first interval measured under different ones, so a record read
+//! years later says under which configuration each interval was measured.
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use hdrhistogram::Histogram;
 use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer};
 
+use crate::host::Fingerprint;
 use crate::stats::{Exact, LatencyStats};
 use crate::units::{NS_PER_SEC, format_rfc3339_ms};
 
@@ -128,6 +135,9 @@ pub struct Entry {
     pub start_ns: u64,
     pub length_ns: u64,
     pub stats: LatencyStats,
+    /// The identifier of the host's facts (`host::Fingerprint::id`) it was
+    /// measured under, where the record says.
+    pub fingerprint: Option<String>,
 }
 
 impl Entry {
@@ -144,9 +154,13 @@ pub fn encode_entry(entry: &Entry, out: &mut String) {
     V2DeflateSerializer::new()
         .serialize(&s.hdr().to_hdrhistogram(), &mut bytes)
         .expect("serializing into memory does not fail");
+    let fingerprint = entry
+        .fingerprint
+        .as_ref()
+        .map_or(String::new(), |id| format!(" fingerprint={id}"));
     out.push_str(&format!(
         "#[latencyd cpu{} count={} sum={} min={} max={} missed={} overflows={} spikes={} \
-         threshold={}]\n",
+         threshold={}{fingerprint}]\n",
         entry.cpu,
         e.count,
         e.sum_ns,
@@ -169,12 +183,48 @@ pub fn encode_entry(entry: &Entry, out: &mut String) {
     ));
 }
 
+/// The host facts line: the facts in force from the interval starting at
+/// `at_unix_ns` on.
+pub fn host_line(fingerprint: &Fingerprint, at_unix_ns: u64) -> String {
+    format!(
+        "#[latencyd host {} at={}\t{}]\n",
+        fingerprint.id(),
+        seconds(at_unix_ns),
+        fingerprint.to_line()
+    )
+}
+
+/// A host facts line read back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostFacts {
+    /// The identifier as written (a later version may hash differently).
+    pub id: String,
+    pub at_unix_ns: u64,
+    pub fingerprint: Fingerprint,
+}
+
+impl HostFacts {
+    fn parse(rest: &str) -> Option<HostFacts> {
+        let rest = rest.strip_suffix(']')?;
+        let (head, facts) = rest.split_once('\t').unwrap_or((rest, ""));
+        let (id, at) = head.split_once(' ')?;
+        let at_unix_ns = decimal_ns(at.strip_prefix("at=")?, NS_PER_SEC)?;
+        Some(HostFacts {
+            id: id.to_string(),
+            at_unix_ns,
+            fingerprint: Fingerprint::from_line(facts),
+        })
+    }
+}
+
 /// What one line was.
 #[derive(Debug)]
 pub enum Line {
     Entry(Box<Entry>),
     /// latencyd's context line.
     Context(Context),
+    /// The host's facts from here on.
+    Host(Box<HostFacts>),
     /// A header, comment, legend or blank line, or an entry of another
     /// tag than `cpuN`.
     Other,
@@ -186,7 +236,16 @@ pub enum Line {
 /// before it.
 #[derive(Debug, Default)]
 pub struct LineParser {
-    pending: Option<(usize, Exact, u64)>,
+    pending: Option<Pending>,
+}
+
+/// latencyd's comment line, waiting for its entry.
+#[derive(Debug)]
+struct Pending {
+    cpu: usize,
+    exact: Exact,
+    threshold: u64,
+    fingerprint: Option<String>,
 }
 
 impl LineParser {
@@ -194,6 +253,12 @@ impl LineParser {
         let line = line.trim_end_matches(['\n', '\r']);
         if let Some(rest) = line.strip_prefix("#[latencyd context ") {
             return Context::parse(rest).map_or(Line::Other, Line::Context);
+        }
+        if let Some(rest) = line.strip_prefix("#[latencyd host ") {
+            return HostFacts::parse(rest).map_or_else(
+                || Line::Corrupt("a host facts line that cannot be read".to_string()),
+                |h| Line::Host(Box::new(h)),
+            );
         }
         if let Some(rest) = line.strip_prefix("#[latencyd cpu") {
             self.pending = parse_exact(rest);
@@ -222,7 +287,7 @@ impl LineParser {
     }
 }
 
-fn parse_exact(rest: &str) -> Option<(usize, Exact, u64)> {
+fn parse_exact(rest: &str) -> Option<Pending> {
     let rest = rest.strip_suffix(']')?;
     let mut words = rest.split(' ');
     let cpu = words.next()?.parse().ok()?;
@@ -242,6 +307,10 @@ fn parse_exact(rest: &str) -> Option<(usize, Exact, u64)> {
     let hdr_overflows = u64::try_from(get("overflows")?).ok()?;
     let spikes = u64::try_from(get("spikes")?).ok()?;
     let threshold = u64::try_from(get("threshold")?).ok()?;
+    // Written since the record carries host facts; later words are skipped.
+    let fingerprint = words
+        .find_map(|w| w.strip_prefix("fingerprint="))
+        .map(str::to_string);
     let exact = Exact {
         count,
         sum_ns,
@@ -251,7 +320,12 @@ fn parse_exact(rest: &str) -> Option<(usize, Exact, u64)> {
         hdr_overflows,
         spikes,
     };
-    Some((cpu, exact, threshold))
+    Some(Pending {
+        cpu,
+        exact,
+        threshold,
+        fingerprint,
+    })
 }
 
 /// A decimal number of `unit`s (`1795315538.123`) in nanoseconds, exactly.
@@ -275,11 +349,7 @@ fn decimal_ns(text: &str, unit_ns: u64) -> Option<u64> {
     Some(ns)
 }
 
-fn parse_entry(
-    cpu: usize,
-    rest: &str,
-    pending: Option<(usize, Exact, u64)>,
-) -> Result<Entry, String> {
+fn parse_entry(cpu: usize, rest: &str, pending: Option<Pending>) -> Result<Entry, String> {
     let fields: Vec<&str> = rest.splitn(5, ',').collect();
     let [_, start, length, max, payload] = fields[..] else {
         return Err("an entry needs Tag,start,length,max,histogram".to_string());
@@ -295,10 +365,12 @@ fn parse_entry(
     let hdr: Histogram<u64> = Deserializer::new()
         .deserialize(&mut bytes.as_slice())
         .map_err(|e| format!("the histogram cannot be decoded: {e:?}"))?;
+    let pending = pending.filter(|p| p.cpu == cpu);
+    let fingerprint = pending.as_ref().and_then(|p| p.fingerprint.clone());
     let stats = match pending {
-        Some((pcpu, exact, threshold))
-            if pcpu == cpu && exact.count == hdr.len() + exact.hdr_overflows =>
-        {
+        Some(Pending {
+            exact, threshold, ..
+        }) if exact.count == hdr.len() + exact.hdr_overflows => {
             LatencyStats::from_parts(threshold, &hdr, exact)
         }
         _ => {
@@ -320,6 +392,7 @@ fn parse_entry(
         start_ns,
         length_ns,
         stats,
+        fingerprint,
     })
 }
 
@@ -338,6 +411,7 @@ mod tests {
             start_ns: 1_795_315_538_000_000_000,
             length_ns: 300 * NS_PER_SEC,
             stats,
+            fingerprint: Some("0123456789ab".to_string()),
         }
     }
 
@@ -378,12 +452,13 @@ mod tests {
             .lines()
             .filter_map(|l| match parser.line(l) {
                 Line::Entry(e) => Some(*e),
-                Line::Other | Line::Context(_) => None,
+                Line::Other | Line::Context(_) | Line::Host(_) => None,
                 Line::Corrupt(why) => panic!("{why}: {l}"),
             })
             .collect();
         assert_eq!(entries.len(), 1);
         let e = &entries[0];
+        assert_eq!(e.fingerprint.as_deref(), Some("0123456789ab"));
         assert_eq!(
             (e.cpu, e.start_ns, e.length_ns),
             (3, 1_795_315_538 * NS_PER_SEC, 300 * NS_PER_SEC)
@@ -391,6 +466,39 @@ mod tests {
         assert_eq!(e.stats.exact(), sample_entry().stats.exact());
         assert_eq!(e.stats.spikes, 1);
         assert_eq!(e.stats.spike_threshold_ns(), 100_000);
+    }
+
+    #[test]
+    fn the_host_facts_line_reads_back_and_a_bad_one_is_named() {
+        use crate::host::Fact;
+        let mut fp = Fingerprint::default();
+        fp.insert("kernel.release", Fact::known("6.12.0"));
+        fp.insert("dmi.bios_version", Fact::absent("not present"));
+        fp.insert("kernel.cmdline", Fact::known("quiet isolcpus=1 ]x"));
+        let line = host_line(&fp, 1_795_315_538_250_000_000);
+        assert!(line.starts_with(&format!("#[latencyd host {} at=1795315538.250\t", fp.id())));
+        let Line::Host(read) = LineParser::default().line(&line) else {
+            panic!("not read: {line}");
+        };
+        assert_eq!(read.id, fp.id());
+        assert_eq!(read.at_unix_ns, 1_795_315_538_250_000_000);
+        assert_eq!(read.fingerprint, fp);
+        assert!(matches!(
+            LineParser::default().line("#[latencyd host zz]"),
+            Line::Corrupt(_)
+        ));
+        // Older entries have no identifier; they still read.
+        let mut text = String::new();
+        let mut old = sample_entry();
+        old.fingerprint = None;
+        encode_entry(&old, &mut text);
+        assert!(!text.contains("fingerprint="));
+        let mut parser = LineParser::default();
+        let entry = text.lines().find_map(|l| match parser.line(l) {
+            Line::Entry(e) => Some(e),
+            _ => None,
+        });
+        assert_eq!(entry.unwrap().fingerprint, None);
     }
 
     #[test]

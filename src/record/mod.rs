@@ -14,12 +14,14 @@ pub mod reader;
 pub mod writer;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
-pub use format::{Context, Entry};
+pub use format::{Context, Entry, HostFacts};
 pub use keeper::{Keeper, Status};
 pub use reader::{Range, ReadReport, Summary, summarize};
 pub use writer::{Batch, LogWriter, Settings, Target};
 
+use crate::host::Fingerprint;
 use crate::stats::LatencyStats;
 
 /// The interval in progress: per CPU, what the samplers published since
@@ -32,6 +34,9 @@ pub struct Accumulator {
     /// When the interval in progress began (wall time, ns since the epoch).
     start_ns: u64,
     cpus: BTreeMap<usize, LatencyStats>,
+    /// The host's facts in force; a finished interval is filed under
+    /// those in force when it ends.
+    fingerprint: Option<Arc<Fingerprint>>,
 }
 
 impl Accumulator {
@@ -41,7 +46,13 @@ impl Accumulator {
             spike_threshold_ns,
             start_ns: now_ns,
             cpus: BTreeMap::new(),
+            fingerprint: None,
         }
+    }
+
+    /// The host's facts from now on.
+    pub fn set_fingerprint(&mut self, fingerprint: Arc<Fingerprint>) {
+        self.fingerprint = Some(fingerprint);
     }
 
     /// Adds an interval a sampler published.
@@ -82,9 +93,13 @@ impl Accumulator {
                 start_ns: start,
                 length_ns: end - start,
                 stats,
+                fingerprint: self.fingerprint.as_ref().map(|f| f.id()),
             })
             .collect();
-        (!entries.is_empty()).then_some(Batch { entries })
+        (!entries.is_empty()).then(|| Batch {
+            entries,
+            fingerprint: self.fingerprint.clone(),
+        })
     }
 }
 

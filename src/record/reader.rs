@@ -11,7 +11,7 @@ use std::fs::File;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 
-use super::format::{Context, Entry, Line, LineParser};
+use super::format::{Context, Entry, HostFacts, Line, LineParser};
 use super::writer::start_from_name;
 use crate::stats::LatencyStats;
 
@@ -46,6 +46,16 @@ pub struct ReadReport {
     pub torn: Vec<PathBuf>,
     /// What was measured, from the latest file read that says it.
     pub context: Option<Context>,
+    /// The host facts lines of the files read, in order, each once (a
+    /// line repeated at the top of the next file is not kept twice).
+    pub hosts: Vec<HostFacts>,
+}
+
+impl ReadReport {
+    /// The facts a record identifier stands for, if the record has them.
+    pub fn host(&self, id: &str) -> Option<&HostFacts> {
+        self.hosts.iter().rev().find(|h| h.id == id)
+    }
 }
 
 impl ReadReport {
@@ -137,6 +147,11 @@ fn read_file(
             }
             Line::Other => {}
             Line::Context(context) => report.context = Some(context),
+            Line::Host(host) => {
+                if report.hosts.last().is_none_or(|last| last.id != host.id) {
+                    report.hosts.push(*host);
+                }
+            }
             Line::Corrupt(_) if !finished => report.torn.push(path.to_path_buf()),
             Line::Corrupt(why) => {
                 report.corrupt += 1;
@@ -148,6 +163,32 @@ fn read_file(
             }
         }
     }
+}
+
+/// The host facts line written last in the record in `dir`, if any: what
+/// the host was when latencyd last measured it. Reads the newest files
+/// first and stops at the first that has one.
+pub fn last_host_facts(dir: &Path) -> Option<HostFacts> {
+    let files = super::writer::list(dir).ok()?;
+    for (path, _, _) in files.iter().rev() {
+        let Ok(file) = File::open(path) else {
+            continue;
+        };
+        let mut parser = LineParser::default();
+        let mut last = None;
+        for line in BufReader::new(file).lines() {
+            let Ok(line) = line else { break };
+            if line.starts_with("#[latencyd host ")
+                && let Line::Host(host) = parser.line(&line)
+            {
+                last = Some(*host);
+            }
+        }
+        if last.is_some() {
+            return last;
+        }
+    }
+    None
 }
 
 /// The files named on a command line: `.hlog` files as given, a
@@ -273,10 +314,15 @@ mod tests {
                         start_ns: s * NS_PER_SEC,
                         length_ns: NS_PER_SEC,
                         stats,
+                        fingerprint: None,
                     }
                 })
                 .collect();
-            writer.write(&Batch { entries }, s * NS_PER_SEC).unwrap();
+            let batch = Batch {
+                entries,
+                fingerprint: None,
+            };
+            writer.write(&batch, s * NS_PER_SEC).unwrap();
         }
         total
     }

@@ -15,8 +15,10 @@
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-use super::format::{Context, Entry, encode_entry, header};
+use super::format::{Context, Entry, encode_entry, header, host_line};
+use crate::host::Fingerprint;
 use crate::units::{NS_PER_SEC, format_rfc3339_ms};
 
 /// Where and how long the daemon keeps its record.
@@ -32,6 +34,10 @@ pub struct Settings {
 #[derive(Debug, Clone)]
 pub struct Batch {
     pub entries: Vec<Entry>,
+    /// The host's facts the interval was measured under: written whole at
+    /// the top of each file and whenever they differ from the last ones
+    /// written.
+    pub fingerprint: Option<Arc<Fingerprint>>,
 }
 
 impl Batch {
@@ -90,6 +96,8 @@ struct Open {
     file: File,
     bytes: u64,
     day: u64,
+    /// The identifier of the host facts last written to this file.
+    host_id: Option<String>,
 }
 
 /// Where a writer puts its intervals.
@@ -150,11 +158,17 @@ impl LogWriter {
         if stale {
             self.current = Some(self.open_new(start, day)?);
         }
+        let open = self.current.as_mut().expect("opened above");
         let mut text = String::new();
+        let host_id = batch.fingerprint.as_ref().map(|f| f.id());
+        if let Some(fingerprint) = &batch.fingerprint
+            && open.host_id != host_id
+        {
+            text.push_str(&host_line(fingerprint, start));
+        }
         for entry in &batch.entries {
             encode_entry(entry, &mut text);
         }
-        let open = self.current.as_mut().expect("opened above");
         let written = open
             .file
             .write_all(text.as_bytes())
@@ -172,6 +186,9 @@ impl LogWriter {
             return Err(format!("cannot {what} {path}: {err}"));
         }
         open.bytes += text.len() as u64;
+        if host_id.is_some() {
+            open.host_id = host_id;
+        }
         let removed = self.prune(now_ns);
         Ok(Written {
             bytes: text.len() as u64,
@@ -218,6 +235,7 @@ impl LogWriter {
             file,
             bytes: head.len() as u64,
             day,
+            host_id: None,
         })
     }
 
@@ -275,9 +293,11 @@ mod tests {
                         start_ns: start_s * NS_PER_SEC,
                         length_ns: NS_PER_SEC,
                         stats,
+                        fingerprint: None,
                     }
                 })
                 .collect(),
+            fingerprint: None,
         }
     }
 

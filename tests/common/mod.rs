@@ -514,3 +514,59 @@ pub fn doc_table_rows(doc: &str, section: &str) -> Vec<Vec<String>> {
         })
         .collect()
 }
+
+/// The synthetic host's fingerprint: facts read at `start_unix_ns`, then
+/// one change 60 s later (CPU 2's deepest idle state disabled, an IRQ
+/// moved onto it), and the topology of a 2-socket machine with SMT.
+pub fn synthetic_fingerprint(start_unix_ns: u64) -> latencyd::daemon::state::HostTrack {
+    use latencyd::daemon::state::{ChangeSeen, HostTrack};
+    use latencyd::host::{CpuTopology, Fact, Fingerprint};
+    let facts = |states: &str, irq: &str| {
+        let mut fp = Fingerprint::default();
+        for (name, value) in [
+            ("kernel.release", "6.12.0-rt5"),
+            ("kernel.preempt", "rt"),
+            ("kernel.cmdline", "isolcpus=3 nohz_full=3 quiet"),
+            ("cpu.model", "Test CPU"),
+            ("cpu.microcode", "0xa"),
+            ("cpu.smt", "on"),
+            ("cpuidle.driver", "intel_idle"),
+            ("cpuidle.governor", "menu"),
+            ("cpufreq.policy[cpu0]", "performance 800000-3000000 kHz"),
+            ("cpufreq.policy[cpu2]", "performance 800000-3000000 kHz"),
+            ("pm_qos.cpu_dma_latency_us", "none"),
+            ("cpuidle.states[cpu2]", states),
+            ("irq[24]", irq),
+        ] {
+            fp.insert(name, Fact::known(value));
+        }
+        fp.insert(
+            "dmi.bios_version",
+            Fact::absent("/sys/class/dmi/id/bios_version: not present"),
+        );
+        fp
+    };
+    let topology: Vec<CpuTopology> = (0..4)
+        .map(|cpu| CpuTopology {
+            cpu,
+            package: Some((cpu / 2) as i64),
+            core: Some(0),
+            node: Some(cpu / 2),
+            smt_siblings: Some(format!("{},{}", cpu - cpu % 2, cpu - cpu % 2 + 1)),
+        })
+        .collect();
+    let mut track = HostTrack::new(
+        facts("POLL 0us, C1 2us, C6 133us", "eth0 on 0"),
+        topology.clone(),
+        start_unix_ns,
+        1_250_000,
+    );
+    track.observe(
+        facts("POLL 0us, C1 2us", "eth0 on 2"),
+        topology,
+        start_unix_ns + 60_000_000_000,
+        1_250_000,
+        ChangeSeen::Running,
+    );
+    track
+}

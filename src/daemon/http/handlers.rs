@@ -15,7 +15,7 @@ use super::{ApiError, AppState, OPENAPI, ROUTES, encoding, parse_range, parse_wi
 
 use crate::cpulist::format_cpu_list;
 use crate::daemon::render::page::{self, Snapshot};
-use crate::daemon::render::{json, metrics, protobuf};
+use crate::daemon::render::{self, json, metrics, protobuf};
 use crate::forensics;
 use crate::plot;
 use crate::record;
@@ -246,6 +246,16 @@ pub(super) async fn livez() -> Response {
 pub(super) async fn status(State(app): State<AppState>) -> axum::Json<json::StatusBody> {
     let now = app.now_ns();
     axum::Json(json::status(&app.lock(), now))
+}
+
+/// The host's facts, topology and changes. Encoded after the lock is
+/// released: the facts of a large host are some kilobytes.
+pub(super) async fn host(State(app): State<AppState>) -> Response {
+    let body = {
+        let s = app.lock();
+        render::host::fingerprint(&s.fingerprint, s.config.host.reread_interval_ns)
+    };
+    axum::Json(body).into_response()
 }
 
 /// Recent spike captures, newest first, with their verdicts.

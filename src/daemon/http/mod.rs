@@ -147,6 +147,7 @@ pub const ROUTES: &[&str] = &[
     "/healthz",
     "/livez",
     "/api/v1/status",
+    "/api/v1/host",
     "/api/v1/latency",
     "/api/v1/latency/{cpu}",
     "/api/v1/spikes",
@@ -169,6 +170,7 @@ pub fn router(app: AppState) -> Router {
         .route("/healthz", get(healthz))
         .route(LIVENESS_PATH, get(livez))
         .route("/api/v1/status", get(status))
+        .route("/api/v1/host", get(host))
         .route("/api/v1/latency", get(latency_all))
         .route("/api/v1/latency/{cpu}", get(latency_one))
         .route("/api/v1/spikes", get(spikes))

@@ -58,6 +58,10 @@ pub struct StatusBody {
     unmeasured_cpus: Vec<UnmeasuredBody>,
     forensics: ForensicsBody,
     record: RecordBody,
+    /// The identifier of the host's facts (`/api/v1/host` has them all).
+    fingerprint: String,
+    /// Every online CPU's package, core, node and SMT siblings.
+    topology: Vec<super::host::CpuTopologyBody>,
 }
 
 /// Listen addresses as one string, comma-separated.
@@ -295,6 +299,8 @@ pub fn status(s: &MonitorState, now_ns: u64) -> StatusBody {
             .collect(),
         forensics: ForensicsBody::of(s),
         record: RecordBody::of(s),
+        fingerprint: s.fingerprint.id.clone(),
+        topology: super::host::topology(&s.fingerprint.topology),
         samplers: s
             .cpus
             .iter()

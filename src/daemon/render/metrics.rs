@@ -365,6 +365,51 @@ pub fn families(state: &MonitorState, now: Now) -> Vec<MetricFamily> {
                 ],
                 1.0,
             )],
+            "latencyd_cpu_info" => state
+                .fingerprint
+                .topology
+                .iter()
+                .map(|t| {
+                    let known = |v: Option<String>| v.unwrap_or_else(|| "unknown".to_string());
+                    gauge(
+                        vec![
+                            label("core", &known(t.core.map(|c| c.to_string()))),
+                            label("cpu", &t.cpu.to_string()),
+                            label("node", &known(t.node.map(|n| n.to_string()))),
+                            label("package", &known(t.package.map(|p| p.to_string()))),
+                            label("smt_sibling", &known(t.smt_siblings.clone())),
+                        ],
+                        1.0,
+                    )
+                })
+                .collect(),
+            "latencyd_host_fingerprint_info" => {
+                let mut labels: Vec<LabelPair> = super::host::main_facts(&state.fingerprint)
+                    .iter()
+                    .map(|(name, value)| label(name, value))
+                    .collect();
+                labels.sort_by(|a, b| a.name().cmp(b.name()));
+                vec![gauge(labels, 1.0)]
+            }
+            "latencyd_host_fingerprint_changes_total" => {
+                vec![counter(vec![], state.fingerprint.changes_total as f64)]
+            }
+            "latencyd_host_fingerprint_last_change_timestamp_seconds" => state
+                .fingerprint
+                .last_change_unix_ns
+                .map(|ns| gauge(vec![], ns as f64 / NS))
+                .into_iter()
+                .collect(),
+            "latencyd_host_fact_changed_timestamp_seconds" => state
+                .fingerprint
+                .family_changed_unix_ns
+                .iter()
+                .map(|(fact, ns)| gauge(vec![label("fact", fact)], *ns as f64 / NS))
+                .collect(),
+            "latencyd_host_facts_read_duration_seconds" => vec![gauge(
+                vec![],
+                state.fingerprint.read_duration_ns as f64 / NS,
+            )],
             "latencyd_build_info" => vec![gauge(
                 vec![
                     label("version", env!("CARGO_PKG_VERSION")),

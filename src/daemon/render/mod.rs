@@ -3,12 +3,14 @@
 //!
 //! - `metrics`: the Prometheus families of `/metrics`; `catalog`: their
 //!   names, help, types and labels.
-//! - `json`: the JSON API's bodies.
+//! - `json`: the JSON API's bodies; `host`: the host's fingerprint
+//!   (`/api/v1/host`, the info metric's labels, the topology).
 //! - `page`: the status page `/` and the plot's data.
 //! - `status_line`: the line `systemctl status` shows.
 //! - `runbooks`: docs/runbooks.md as the page `/runbooks`.
 
 pub mod catalog;
+pub mod host;
 pub mod json;
 pub mod metrics;
 pub mod native;

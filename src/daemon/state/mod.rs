@@ -1,17 +1,19 @@
 //! What the daemon knows, as plain data: per CPU the lifetime statistics,
 //! the trailing-window maximum, the Prometheus bucket counts and the
-//! sampler's condition; plus the host, the configuration and counters of
-//! the daemon itself.
+//! sampler's condition; plus the host (its fingerprint and topology in
+//! `host.rs`), the configuration and counters of the daemon itself.
 //!
 //! The collector task updates it from the samplers' intervals; the HTTP
 //! handlers read it under one lock, so the numbers of one response come
 //! from one state. Tests build it synthetically, without samplers.
 
 mod buckets;
+mod host;
 mod window_histogram;
 mod window_max;
 
 pub use buckets::BucketCounts;
+pub use host::{ChangeSeen, HostChange, HostTrack, MAX_HISTORY};
 pub use window_histogram::{MAX_HISTOGRAM_SLOTS, WindowHistogram};
 pub use window_max::WindowMax;
 
@@ -148,6 +150,8 @@ pub struct MonitorState {
     /// (`measure.pm_qos`): numbers measured under a PM QoS request are not
     /// comparable with numbers measured without one.
     pub pm_qos_held_us: Option<i32>,
+    /// The host's facts, re-read periodically, and their changes.
+    pub fingerprint: HostTrack,
 }
 
 impl MonitorState {

@@ -4,6 +4,20 @@
 //!
 //! Detection reads procfs/sysfs and asks `sys`; it never fails as a whole:
 //! what cannot be read is reported as unknown.
+//!
+//! - `fingerprint`: the facts that decide the host's latency, their
+//!   identifier and their differences.
+//! - `facts`: reading those facts (kernel, command line, CPU, firmware,
+//!   idle and frequency, PM QoS, scheduler, IRQs, tuned, virtualisation).
+//! - `topology`: package, core, node and SMT siblings of each CPU.
+
+pub mod facts;
+pub mod fingerprint;
+pub mod topology;
+
+pub use facts::FactReader;
+pub use fingerprint::{Fact, FactChange, Fingerprint};
+pub use topology::CpuTopology;
 
 use std::fs;
 

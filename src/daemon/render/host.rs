@@ -1,0 +1,192 @@
+//! The host's fingerprint for people and programs: the main facts as
+//! bounded metric labels, `/api/v1/host` (every fact, the topology, the
+//! changes), the topology in `/api/v1/status`.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+use crate::daemon::state::{ChangeSeen, HostTrack};
+use crate::host::{CpuTopology, Fact, Fingerprint};
+
+/// The labels of `latencyd_host_fingerprint_info`, in the catalogue's
+/// order after `fingerprint`. Each is one fact's value or `unknown`;
+/// the command line, unbounded, as the first 12 hex digits of its SHA-256
+/// (the text is in `/api/v1/host`); the PM QoS value as µs or `none`.
+pub fn main_facts(track: &HostTrack) -> Vec<(&'static str, String)> {
+    let fp = &track.current;
+    let value = |name: &str| fp.get(name).map_or("unknown", Fact::or_unknown).to_string();
+    let first_word = |name: &str| {
+        let v = value(name);
+        v.split_whitespace().next().unwrap_or("unknown").to_string()
+    };
+    let cmdline_hash = fp
+        .value("kernel.cmdline")
+        .map_or("unknown".to_string(), |c| {
+            Sha256::digest(c.as_bytes())[..6]
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect()
+        });
+    vec![
+        ("fingerprint", track.id.clone()),
+        ("kernel", value("kernel.release")),
+        ("preempt", first_word("kernel.preempt")),
+        ("cmdline_hash", cmdline_hash),
+        ("microcode", value("cpu.microcode")),
+        ("bios_version", value("dmi.bios_version")),
+        ("cpu_model", value("cpu.model")),
+        ("smt", value("cpu.smt")),
+        ("idle_driver", value("cpuidle.driver")),
+        ("idle_governor", value("cpuidle.governor")),
+        ("cpufreq_governor", cpufreq_governors(fp)),
+        ("pm_qos_us", value("pm_qos.cpu_dma_latency_us")),
+        ("tuned_profile", value("tuned.profile")),
+        ("hypervisor", first_word("virt.hypervisor")),
+    ]
+}
+
+/// The measured CPUs' frequency governors, each once (`unknown` without
+/// cpufreq).
+fn cpufreq_governors(fp: &Fingerprint) -> String {
+    let mut governors: Vec<&str> = fp
+        .facts
+        .iter()
+        .filter(|(name, _)| name.starts_with("cpufreq.policy["))
+        .filter_map(|(_, f)| f.value()?.split_whitespace().next())
+        .collect();
+    governors.sort_unstable();
+    governors.dedup();
+    if governors.is_empty() {
+        "unknown".to_string()
+    } else {
+        governors.join(",")
+    }
+}
+
+/// One CPU's place, as the API gives it.
+#[derive(Serialize)]
+pub struct CpuTopologyBody {
+    cpu: usize,
+    package: Option<i64>,
+    core: Option<i64>,
+    node: Option<usize>,
+    smt_sibling: Option<String>,
+}
+
+pub fn topology(cpus: &[CpuTopology]) -> Vec<CpuTopologyBody> {
+    cpus.iter()
+        .map(|t| CpuTopologyBody {
+            cpu: t.cpu,
+            package: t.package,
+            core: t.core,
+            node: t.node,
+            smt_sibling: t.smt_siblings.clone(),
+        })
+        .collect()
+}
+
+/// A fact: `{"value": …}` or `{"absent": why}`.
+#[derive(Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FactBody {
+    Value(String),
+    Absent(String),
+}
+
+impl FactBody {
+    fn of(fact: &Fact) -> FactBody {
+        match fact {
+            Fact::Known(v) => FactBody::Value(v.clone()),
+            Fact::Absent(why) => FactBody::Absent(why.clone()),
+        }
+    }
+}
+
+/// One fact's change; `null` where it was absent or not there.
+#[derive(Serialize)]
+pub struct FactChangeBody {
+    from: Option<String>,
+    to: Option<String>,
+}
+
+#[derive(Serialize)]
+pub struct HostChangeBody {
+    /// When the change was seen (ns since the epoch).
+    at_unix_ns: u64,
+    from: String,
+    to: String,
+    /// `running` (between two reads), or `since_record` (at start,
+    /// against the record's last facts, written at `recorded_unix_ns`).
+    seen: &'static str,
+    recorded_unix_ns: Option<u64>,
+    facts: BTreeMap<String, FactChangeBody>,
+}
+
+/// `/api/v1/host`.
+#[derive(Serialize)]
+pub struct HostFingerprintBody {
+    fingerprint: String,
+    /// Since when these facts are in force (ns since the epoch).
+    since_unix_ns: u64,
+    read_unix_ns: u64,
+    read_duration_ns: u64,
+    /// Time between reads (0: read once, at start).
+    reread_interval_ns: u64,
+    changes_total: u64,
+    facts: BTreeMap<String, FactBody>,
+    cpus: Vec<CpuTopologyBody>,
+    /// The latest changes, oldest first (at most `state::MAX_HISTORY`).
+    changes: Vec<HostChangeBody>,
+}
+
+pub fn fingerprint(track: &HostTrack, reread_interval_ns: u64) -> HostFingerprintBody {
+    HostFingerprintBody {
+        fingerprint: track.id.clone(),
+        since_unix_ns: track.since_unix_ns,
+        read_unix_ns: track.read_unix_ns,
+        read_duration_ns: track.read_duration_ns,
+        reread_interval_ns,
+        changes_total: track.changes_total,
+        facts: track
+            .current
+            .facts
+            .iter()
+            .map(|(name, fact)| (name.clone(), FactBody::of(fact)))
+            .collect(),
+        cpus: topology(&track.topology),
+        changes: track
+            .history
+            .iter()
+            .map(|c| HostChangeBody {
+                at_unix_ns: c.at_unix_ns,
+                from: c.from_id.clone(),
+                to: c.to_id.clone(),
+                seen: match c.seen {
+                    ChangeSeen::Running => "running",
+                    ChangeSeen::SinceRecord { .. } => "since_record",
+                },
+                recorded_unix_ns: match c.seen {
+                    ChangeSeen::Running => None,
+                    ChangeSeen::SinceRecord { recorded_unix_ns } => Some(recorded_unix_ns),
+                },
+                facts: c
+                    .facts
+                    .iter()
+                    .map(|f| {
+                        let side =
+                            |x: &Option<Fact>| x.as_ref().and_then(|x| x.value().map(String::from));
+                        (
+                            f.name.clone(),
+                            FactChangeBody {
+                                from: side(&f.from),
+                                to: side(&f.to),
+                            },
+                        )
+                    })
+                    .collect(),
+            })
+            .collect(),
+    }
+}

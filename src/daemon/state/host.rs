@@ -1,0 +1,223 @@
+//! The host's fingerprint as the daemon tracks it: the facts in force,
+//! since when, and every change seen (which facts, from what to what,
+//! when), bounded. Fed by the periodic re-read; read by the metrics, the
+//! API, the status page and the record.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+
+use crate::host::fingerprint::family;
+use crate::host::{CpuTopology, FactChange, Fingerprint};
+
+/// Changes kept for `/api/v1/host` (the oldest go first).
+pub const MAX_HISTORY: usize = 64;
+
+/// How a change was seen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ChangeSeen {
+    /// Between two reads of this process.
+    Running,
+    /// At start, against the last fingerprint the record holds (written
+    /// at that wall time, ns): what changed while latencyd was stopped,
+    /// such as a new kernel.
+    SinceRecord { recorded_unix_ns: u64 },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostChange {
+    /// When it was seen (wall time, ns since the epoch).
+    pub at_unix_ns: u64,
+    pub from_id: String,
+    pub to_id: String,
+    pub facts: Vec<FactChange>,
+    pub seen: ChangeSeen,
+}
+
+#[derive(Debug, Clone)]
+pub struct HostTrack {
+    pub current: Arc<Fingerprint>,
+    pub id: String,
+    /// When the facts in force were first read (wall time, ns).
+    pub since_unix_ns: u64,
+    /// When they were last read, and how long that took.
+    pub read_unix_ns: u64,
+    pub read_duration_ns: u64,
+    pub changes_total: u64,
+    pub last_change_unix_ns: Option<u64>,
+    pub history: VecDeque<HostChange>,
+    /// Per fact family, when it last changed (a bounded label set: the
+    /// families, not the CPUs or IRQs).
+    pub family_changed_unix_ns: BTreeMap<String, u64>,
+    /// Every online CPU's place in the machine.
+    pub topology: Vec<CpuTopology>,
+}
+
+impl HostTrack {
+    /// The facts read at start (`read_ns` taken to read them).
+    pub fn new(
+        first: Fingerprint,
+        topology: Vec<CpuTopology>,
+        now_unix_ns: u64,
+        read_ns: u64,
+    ) -> HostTrack {
+        HostTrack {
+            id: first.id(),
+            current: Arc::new(first),
+            since_unix_ns: now_unix_ns,
+            read_unix_ns: now_unix_ns,
+            read_duration_ns: read_ns,
+            changes_total: 0,
+            last_change_unix_ns: None,
+            history: VecDeque::new(),
+            family_changed_unix_ns: BTreeMap::new(),
+            topology,
+        }
+    }
+
+    /// Takes in a new read; returns the change it makes, if any. Volatile
+    /// facts (`fingerprint::VOLATILE`) are updated without being a change.
+    pub fn observe(
+        &mut self,
+        read: Fingerprint,
+        topology: Vec<CpuTopology>,
+        now_unix_ns: u64,
+        read_ns: u64,
+        seen: ChangeSeen,
+    ) -> Option<HostChange> {
+        self.read_unix_ns = now_unix_ns;
+        self.read_duration_ns = read_ns;
+        self.topology = topology;
+        let facts = read.changes_since(&self.current);
+        let id = read.id();
+        self.current = Arc::new(read);
+        if facts.is_empty() {
+            return None;
+        }
+        let change = HostChange {
+            at_unix_ns: now_unix_ns,
+            from_id: std::mem::replace(&mut self.id, id.clone()),
+            to_id: id,
+            facts,
+            seen,
+        };
+        self.record(change.clone());
+        Some(change)
+    }
+
+    /// Adds a change found at start against the record's last fingerprint.
+    pub fn changed_since_record(
+        &mut self,
+        recorded: &Fingerprint,
+        recorded_unix_ns: u64,
+    ) -> Option<HostChange> {
+        let facts = self.current.changes_since(recorded);
+        if facts.is_empty() {
+            return None;
+        }
+        let change = HostChange {
+            at_unix_ns: self.since_unix_ns,
+            from_id: recorded.id(),
+            to_id: self.id.clone(),
+            facts,
+            seen: ChangeSeen::SinceRecord { recorded_unix_ns },
+        };
+        self.record(change.clone());
+        Some(change)
+    }
+
+    fn record(&mut self, change: HostChange) {
+        self.changes_total += 1;
+        self.last_change_unix_ns = Some(change.at_unix_ns);
+        self.since_unix_ns = change.at_unix_ns;
+        for fact in &change.facts {
+            self.family_changed_unix_ns
+                .insert(family(&fact.name).to_string(), change.at_unix_ns);
+        }
+        if self.history.len() == MAX_HISTORY {
+            self.history.pop_front();
+        }
+        self.history.push_back(change);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::host::Fact;
+
+    fn fp(states: &str, holders: &str) -> Fingerprint {
+        let mut f = Fingerprint::default();
+        f.insert("kernel.release", Fact::known("6.12"));
+        f.insert("cpuidle.states[cpu1]", Fact::known(states));
+        f.insert("pm_qos.holders", Fact::known(holders));
+        f
+    }
+
+    #[test]
+    fn a_change_is_counted_dated_and_kept_and_volatile_facts_are_not_changes() {
+        let mut track = HostTrack::new(fp("POLL 0us, C1 2us", "a(1)"), Vec::new(), 100, 5);
+        let first_id = track.id.clone();
+        assert!(
+            track
+                .observe(
+                    fp("POLL 0us, C1 2us", "a(2)"),
+                    Vec::new(),
+                    200,
+                    5,
+                    ChangeSeen::Running
+                )
+                .is_none()
+        );
+        assert_eq!(track.current.value("pm_qos.holders"), Some("a(2)"));
+        let change = track
+            .observe(
+                fp("POLL 0us", "a(2)"),
+                Vec::new(),
+                300,
+                5,
+                ChangeSeen::Running,
+            )
+            .unwrap();
+        assert_eq!(change.from_id, first_id);
+        assert_eq!(change.to_id, track.id);
+        assert_eq!(change.facts.len(), 1);
+        assert_eq!(track.changes_total, 1);
+        assert_eq!(track.last_change_unix_ns, Some(300));
+        assert_eq!(track.since_unix_ns, 300);
+        assert_eq!(track.family_changed_unix_ns["cpuidle.states"], 300);
+        // Reverted: a second change, back to the first identifier.
+        let back = track
+            .observe(
+                fp("POLL 0us, C1 2us", "a(2)"),
+                Vec::new(),
+                400,
+                5,
+                ChangeSeen::Running,
+            )
+            .unwrap();
+        assert_eq!(back.to_id, first_id);
+        assert_eq!(track.history.len(), 2);
+    }
+
+    #[test]
+    fn history_is_bounded_and_changes_since_the_record_are_kept() {
+        let mut track = HostTrack::new(fp("A", ""), Vec::new(), 0, 0);
+        let mut old = fp("A", "");
+        old.insert("kernel.release", Fact::known("6.6"));
+        let change = track.changed_since_record(&old, 50).unwrap();
+        assert_eq!(
+            change.seen,
+            ChangeSeen::SinceRecord {
+                recorded_unix_ns: 50
+            }
+        );
+        assert_eq!(change.facts[0].name, "kernel.release");
+        assert!(track.changed_since_record(&fp("A", "x"), 60).is_none());
+        for i in 0..(MAX_HISTORY as u64 + 5) {
+            let states = if i % 2 == 0 { "B" } else { "A" };
+            track.observe(fp(states, ""), Vec::new(), 100 + i, 0, ChangeSeen::Running);
+        }
+        assert_eq!(track.history.len(), MAX_HISTORY);
+        assert_eq!(track.changes_total, MAX_HISTORY as u64 + 6);
+    }
+}

@@ -1,0 +1,191 @@
+//! The kernel's facts: release, version, preemption model, the hash of
+//! its configuration, its command line and the parameters in it that
+//! decide latency.
+
+use std::fs;
+use std::io::Read;
+
+use flate2::read::GzDecoder;
+use sha2::{Digest, Sha256};
+
+use super::{FactReader, reason, selected_word};
+use crate::host::fingerprint::{Fact, Fingerprint};
+
+/// Kernel command-line parameters that decide latency, read out of the
+/// command line one by one (a flag such as `threadirqs` reads `set`).
+pub const CMDLINE_PARAMETERS: &[&str] = &[
+    "isolcpus",
+    "nohz_full",
+    "nohz",
+    "rcu_nocbs",
+    "rcu_nocb_poll",
+    "irqaffinity",
+    "idle",
+    "processor.max_cstate",
+    "intel_idle.max_cstate",
+    "intel_pstate",
+    "amd_pstate",
+    "cpufreq.default_governor",
+    "mitigations",
+    "threadirqs",
+    "preempt",
+    "nosmt",
+    "skew_tick",
+    "tsc",
+    "nosoftlockup",
+    "nmi_watchdog",
+];
+
+impl FactReader {
+    pub(super) fn kernel(&mut self, fp: &mut Fingerprint) {
+        fp.insert("kernel.release", self.text("proc/sys/kernel/osrelease"));
+        fp.insert("kernel.version", self.text("proc/sys/kernel/version"));
+        let cmdline = self.text("proc/cmdline");
+        if self.kernel_config.is_none() {
+            self.kernel_config = Some(self.config_hash());
+        }
+        let config = self.kernel_config.clone().expect("set above");
+        fp.insert("kernel.config_sha256", config);
+        fp.insert("kernel.preempt", self.preempt(cmdline.value()));
+        match cmdline.value() {
+            Some(line) => {
+                for name in CMDLINE_PARAMETERS {
+                    let value = cmdline_parameter(line, name).unwrap_or("(not set)");
+                    fp.insert(format!("kernel.cmdline.{name}"), Fact::known(value));
+                }
+            }
+            None => {
+                for name in CMDLINE_PARAMETERS {
+                    fp.insert(format!("kernel.cmdline.{name}"), cmdline.clone());
+                }
+            }
+        }
+        fp.insert("kernel.cmdline", cmdline);
+    }
+
+    /// SHA-256 (16 hex digits) of the kernel's configuration, from
+    /// `/proc/config.gz` or `/boot/config-RELEASE`.
+    fn config_hash(&self) -> Fact {
+        let hash = |bytes: &[u8]| {
+            let d = Sha256::digest(bytes);
+            d[..8]
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect::<String>()
+        };
+        let gz = self.path("proc/config.gz");
+        let mut text = Vec::new();
+        if let Ok(file) = fs::File::open(&gz)
+            && GzDecoder::new(file).read_to_end(&mut text).is_ok()
+        {
+            return Fact::known(hash(&text));
+        }
+        let release = self.text("proc/sys/kernel/osrelease");
+        let Some(release) = release.value() else {
+            return Fact::absent("no /proc/config.gz and the release is unknown");
+        };
+        match fs::read(self.path(&format!("boot/config-{release}"))) {
+            Ok(bytes) => Fact::known(hash(&bytes)),
+            Err(e) => Fact::absent(format!(
+                "no /proc/config.gz, /boot/config-{release}: {}",
+                reason(&e)
+            )),
+        }
+    }
+
+    /// The preemption model in force: the scheduler's own word where
+    /// debugfs shows it, else what the kernel is built and booted with.
+    fn preempt(&self, cmdline: Option<&str>) -> Fact {
+        if let Some(mode) = self
+            .text("sys/kernel/debug/sched/preempt")
+            .value()
+            .and_then(selected_word)
+        {
+            return Fact::known(mode);
+        }
+        if self.text("sys/kernel/realtime").value() == Some("1") {
+            return Fact::known("rt");
+        }
+        let version = self.text("proc/sys/kernel/version");
+        let version = version.value().unwrap_or("");
+        if version.contains("PREEMPT_RT") {
+            return Fact::known("rt");
+        }
+        if !version.contains("PREEMPT_DYNAMIC") {
+            // Built with one model: the version string names full
+            // preemption only; the configuration tells none from voluntary.
+            if version.contains("PREEMPT ") {
+                return Fact::known("full");
+            }
+            return match self.config_default_preempt() {
+                Some(mode) => Fact::known(mode),
+                None => Fact::absent(
+                    "not PREEMPT or PREEMPT_RT, and no readable configuration says none or \
+                     voluntary",
+                ),
+            };
+        }
+        if let Some(mode) = cmdline.and_then(|c| cmdline_parameter(c, "preempt")) {
+            return Fact::known(format!("{mode} (dynamic, from preempt=)"));
+        }
+        match self.config_default_preempt() {
+            Some(mode) => Fact::known(format!("{mode} (dynamic, the build's default)")),
+            None => Fact::absent(
+                "PREEMPT_DYNAMIC, and neither debugfs sched/preempt nor the kernel configuration \
+                 is readable",
+            ),
+        }
+    }
+
+    /// The default model of a PREEMPT_DYNAMIC build, from its
+    /// configuration.
+    fn config_default_preempt(&self) -> Option<&'static str> {
+        let file = fs::File::open(self.path("proc/config.gz")).ok()?;
+        let mut text = String::new();
+        GzDecoder::new(file).read_to_string(&mut text).ok()?;
+        [
+            ("CONFIG_PREEMPT_RT=y", "rt"),
+            ("CONFIG_PREEMPT_LAZY=y", "lazy"),
+            ("CONFIG_PREEMPT=y", "full"),
+            ("CONFIG_PREEMPT_VOLUNTARY=y", "voluntary"),
+            ("CONFIG_PREEMPT_NONE=y", "none"),
+        ]
+        .into_iter()
+        .find(|(line, _)| text.lines().any(|l| l == *line))
+        .map(|(_, mode)| mode)
+    }
+}
+
+/// The value of `name=` on a kernel command line (`set` for a bare
+/// flag), the last one winning as in the kernel; arguments after `--`
+/// are init's.
+pub fn cmdline_parameter<'a>(cmdline: &'a str, name: &str) -> Option<&'a str> {
+    let mut found = None;
+    for word in cmdline.split_whitespace() {
+        if word == "--" {
+            break;
+        }
+        match word.split_once('=') {
+            Some((key, value)) if key == name => found = Some(value.trim_matches('"')),
+            None if word == name => found = Some("set"),
+            _ => {}
+        }
+    }
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn command_line_parameters_are_read_as_the_kernel_reads_them() {
+        let line = "BOOT_IMAGE=/vmlinuz isolcpus=2-3 threadirqs isolcpus=managed_irq,2-3 \
+                    mitigations=off -- isolcpus=9 nosmt";
+        assert_eq!(cmdline_parameter(line, "isolcpus"), Some("managed_irq,2-3"));
+        assert_eq!(cmdline_parameter(line, "threadirqs"), Some("set"));
+        assert_eq!(cmdline_parameter(line, "mitigations"), Some("off"));
+        assert_eq!(cmdline_parameter(line, "nosmt"), None, "init's argument");
+        assert_eq!(cmdline_parameter(line, "nohz_full"), None);
+    }
+}

@@ -1,0 +1,273 @@
+//! The host's fingerprint on a running daemon: facts changed on this
+//! machine at runtime (an idle state disabled, `/dev/cpu_dma_latency`
+//! held by another process, an IRQ moved) are seen in `/api/v1/host`'s
+//! history, the metrics, the log and the record, and so is their revert.
+//! Changing them needs root; without it the test checks what a reader of
+//! the API sees and says what it skipped.
+
+mod common;
+
+use std::io::Write as _;
+use std::time::{Duration, Instant};
+
+use common::{Daemon, daemon_config, latencyd, metric_value, report_skip, wait_until};
+use serde_json::Value;
+
+/// What the facts are read at: often enough that a test waits seconds.
+const REREAD: &str = "1s";
+/// The issue's promise: a change is seen within a minute.
+const SEEN_WITHIN: Duration = Duration::from_secs(60);
+
+fn host(daemon: &Daemon) -> Value {
+    let (status, body) = daemon.get("/api/v1/host");
+    assert_eq!(status, 200, "{body}");
+    serde_json::from_str(&body).unwrap()
+}
+
+fn fact(host: &Value, name: &str) -> Option<String> {
+    host["facts"][name]["value"].as_str().map(String::from)
+}
+
+/// Waits until `/api/v1/host` lists a change of `name` after the first
+/// `after` changes, and checks the metrics and the log agree. Returns the
+/// change.
+fn wait_for_change(daemon: &Daemon, name: &str, after: usize, what: &str) -> Value {
+    let started = Instant::now();
+    let mut found = Value::Null;
+    wait_until(what, Duration::from_millis(200), SEEN_WITHIN, || {
+        let h = host(daemon);
+        let changes = h["changes"].as_array().cloned().unwrap_or_default();
+        if let Some(c) = changes
+            .iter()
+            .skip(after)
+            .find(|c| !c["facts"][name].is_null())
+        {
+            found = c.clone();
+            true
+        } else {
+            false
+        }
+    });
+    eprintln!("{what}: seen after {:?}", started.elapsed());
+    let (_, scrape) = daemon.get("/metrics");
+    let total = metric_value(&scrape, "latencyd_host_fingerprint_changes_total").unwrap();
+    assert!(total >= (after + 1) as f64, "{scrape}");
+    let id = found["to"].as_str().unwrap();
+    assert!(
+        scrape.contains(&format!("fingerprint=\"{id}\"")) || host(daemon)["fingerprint"] != id,
+        "the info metric names the new identifier {id}"
+    );
+    let family = name.split('[').next().unwrap();
+    assert!(
+        scrape.contains(&format!(
+            "latencyd_host_fact_changed_timestamp_seconds{{fact=\"{family}\"}}"
+        )),
+        "{scrape}"
+    );
+    wait_until(
+        "the change in the log",
+        Duration::from_millis(100),
+        Duration::from_secs(5),
+        || daemon.log_text().contains(&format!("{name}: ")),
+    );
+    found
+}
+
+fn changes(daemon: &Daemon) -> usize {
+    host(daemon)["changes"].as_array().map_or(0, Vec::len)
+}
+
+#[test]
+fn runtime_changes_of_the_host_are_seen_reverted_logged_and_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let record = dir.path().join("record");
+    let config = daemon_config(
+        dir.path(),
+        "",
+        "",
+        &format!(
+            "[host]\nreread_interval = \"{REREAD}\"\n[record]\nenabled = true\ndir = \"{}\"\ninterval = \"1s\"\n",
+            record.display()
+        ),
+    );
+    let mut daemon = Daemon::start(latencyd().args(["run", "--config"]).arg(&config));
+    let first = host(&daemon);
+    let id = first["fingerprint"].as_str().unwrap().to_string();
+    assert_eq!(id.len(), 12);
+    assert!(fact(&first, "kernel.release").is_some());
+    assert!(!first["cpus"].as_array().unwrap().is_empty());
+    let (_, status) = daemon.get("/api/v1/status");
+    let status: Value = serde_json::from_str(&status).unwrap();
+    assert_eq!(status["fingerprint"], id.as_str());
+    assert_eq!(status["topology"], first["cpus"]);
+
+    let mut exercised = Vec::new();
+    if !common::privileged() {
+        report_skip(
+            "runtime_changes_of_the_host_are_seen_reverted_logged_and_recorded",
+            "not root: no idle state, PM QoS value or IRQ affinity can be changed; only the \
+             facts as read were checked",
+        );
+    } else {
+        exercised.extend(idle_state_change(&daemon));
+        exercised.extend(pm_qos_change(&daemon));
+        exercised.extend(irq_change(&daemon));
+    }
+
+    // Every change is in the record: a host facts line for each identifier
+    // the daemon went through, and the entries carry the identifier.
+    std::thread::sleep(Duration::from_millis(1_500));
+    daemon.signal(libc::SIGTERM);
+    let (exit, _) = daemon.wait_with_log();
+    assert!(exit.success());
+    let mut text = String::new();
+    for entry in std::fs::read_dir(&record).unwrap() {
+        text.push_str(&std::fs::read_to_string(entry.unwrap().path()).unwrap());
+    }
+    let host_lines: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("#[latencyd host "))
+        .collect();
+    assert!(
+        host_lines[0].starts_with(&format!("#[latencyd host {id} ")),
+        "{text}"
+    );
+    assert!(text.contains(&format!(" fingerprint={id}]")), "{text}");
+    for to in &exercised {
+        assert!(
+            host_lines
+                .iter()
+                .any(|l| l.starts_with(&format!("#[latencyd host {to} "))),
+            "the record has no facts line for {to}: {host_lines:#?}"
+        );
+    }
+    // Changed and reverted: back at the first identifier, which the record
+    // writes again.
+    if !exercised.is_empty() {
+        assert!(host_lines.len() >= 3, "{host_lines:#?}");
+        assert_eq!(
+            host_lines.last().unwrap().split(' ').nth(2),
+            Some(id.as_str()),
+            "the host is back as it was"
+        );
+    }
+}
+
+/// Disables the deepest idle state of the last CPU, then enables it again.
+fn idle_state_change(daemon: &Daemon) -> Vec<String> {
+    let cpu = common::usable_cpus() - 1;
+    let dir = format!("/sys/devices/system/cpu/cpu{cpu}/cpuidle");
+    let Some(state) = std::fs::read_dir(&dir).ok().and_then(|entries| {
+        entries
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| p.join("disable").exists())
+            .max()
+    }) else {
+        report_skip("idle_state_change", &format!("{dir} has no idle states"));
+        return Vec::new();
+    };
+    let disable = state.join("disable");
+    let before = std::fs::read_to_string(&disable).unwrap();
+    let name = format!("cpuidle.states[cpu{cpu}]");
+    let n = changes(daemon);
+    if std::fs::write(&disable, "1").is_err() {
+        report_skip(
+            "idle_state_change",
+            &format!("{} is not writable", disable.display()),
+        );
+        return Vec::new();
+    }
+    let changed = wait_for_change(daemon, &name, n, "an idle state disabled");
+    let _ = std::fs::write(&disable, before.trim());
+    let reverted = wait_for_change(daemon, &name, n + 1, "the idle state enabled again");
+    assert_eq!(
+        changed["facts"][&name]["to"],
+        reverted["facts"][&name]["from"]
+    );
+    assert_eq!(
+        changed["facts"][&name]["from"],
+        reverted["facts"][&name]["to"]
+    );
+    assert_eq!(
+        reverted["to"], changed["from"],
+        "back to the first identifier"
+    );
+    vec![changed["to"].as_str().unwrap().to_string()]
+}
+
+/// Holds a PM QoS request of 7 µs from this process, then lets it go.
+fn pm_qos_change(daemon: &Daemon) -> Vec<String> {
+    let now = fact(&host(daemon), "pm_qos.cpu_dma_latency_us");
+    if now
+        .as_deref()
+        .and_then(|v| v.parse::<i32>().ok())
+        .is_some_and(|v| v <= 7)
+    {
+        report_skip(
+            "pm_qos_change",
+            &format!("another process already holds {now:?} µs: a 7 µs request changes nothing"),
+        );
+        return Vec::new();
+    }
+    let n = changes(daemon);
+    let mut hold = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/cpu_dma_latency")
+        .unwrap();
+    hold.write_all(&7i32.to_ne_bytes()).unwrap();
+    let changed = wait_for_change(
+        daemon,
+        "pm_qos.cpu_dma_latency_us",
+        n,
+        "a PM QoS request held",
+    );
+    assert_eq!(changed["facts"]["pm_qos.cpu_dma_latency_us"]["to"], "7");
+    let holders = fact(&host(daemon), "pm_qos.holders").unwrap_or_default();
+    assert!(
+        holders.contains(&format!("({})", std::process::id())),
+        "the holder is this test process: {holders}"
+    );
+    drop(hold);
+    let reverted = wait_for_change(
+        daemon,
+        "pm_qos.cpu_dma_latency_us",
+        n + 1,
+        "the request let go",
+    );
+    assert_eq!(reverted["facts"]["pm_qos.cpu_dma_latency_us"]["from"], "7");
+    vec![changed["to"].as_str().unwrap().to_string()]
+}
+
+/// Moves an IRQ that reaches a measured CPU onto one CPU, then puts its
+/// affinity back.
+fn irq_change(daemon: &Daemon) -> Vec<String> {
+    let facts = host(daemon)["facts"].as_object().cloned().unwrap();
+    let cpus = common::usable_cpus();
+    for (name, _) in facts.iter().filter(|(n, _)| n.starts_with("irq[")) {
+        let irq = &name[4..name.len() - 1];
+        let path = format!("/proc/irq/{irq}/smp_affinity_list");
+        let Ok(before) = std::fs::read_to_string(&path) else {
+            continue;
+        };
+        let effective = std::fs::read_to_string(format!("/proc/irq/{irq}/effective_affinity_list"))
+            .unwrap_or_default();
+        let target = (0..cpus)
+            .map(|c| c.to_string())
+            .find(|c| *c != effective.trim() && *c != before.trim());
+        let Some(target) = target else { continue };
+        let n = changes(daemon);
+        if std::fs::write(&path, &target).is_err() {
+            continue;
+        }
+        let changed = wait_for_change(daemon, name, n, "an IRQ moved");
+        let _ = std::fs::write(&path, before.trim());
+        wait_for_change(daemon, name, n + 1, "the IRQ's affinity put back");
+        return vec![changed["to"].as_str().unwrap().to_string()];
+    }
+    report_skip(
+        "irq_change",
+        "no IRQ reaching a measured CPU accepts a new affinity here",
+    );
+    Vec::new()
+}
