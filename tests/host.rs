@@ -141,6 +141,7 @@ fn runtime_changes_of_the_host_are_seen_reverted_logged_and_recorded() {
             "the record has no facts line for {to}: {host_lines:#?}"
         );
     }
+    report_by_fingerprint_and_compare(&record, &host_lines, !exercised.is_empty());
     // Changed and reverted: back at the first identifier, which the record
     // writes again.
     if !exercised.is_empty() {
@@ -270,4 +271,72 @@ fn irq_change(daemon: &Daemon) -> Vec<String> {
         "no IRQ reaching a measured CPU accepts a new affinity here",
     );
     Vec::new()
+}
+
+/// `latencyd report --by-fingerprint` and `--compare` on the record the
+/// daemon wrote across the changes.
+fn report_by_fingerprint_and_compare(record: &std::path::Path, host_lines: &[&str], changed: bool) {
+    let out = common::run_ok(latencyd().arg("report").arg("--by-fingerprint").arg(record));
+    let text = common::stdout_of(&out);
+    let epochs = text.lines().filter(|l| l.starts_with("epoch ")).count();
+    // One epoch per run of intervals under one identifier: as many as the
+    // record's facts lines say (the first file's, then one per change).
+    assert_eq!(epochs, host_lines.len(), "{text}\n{host_lines:#?}");
+    let out = common::run_ok(
+        latencyd()
+            .args(["report", "--by-fingerprint", "--json"])
+            .arg(record),
+    );
+    let json: Value = serde_json::from_str(&common::stdout_of(&out)).unwrap();
+    let parts = json["epochs"].as_array().unwrap();
+    assert_eq!(parts.len(), epochs);
+    if !changed {
+        return;
+    }
+    assert!(text.contains("changed: "), "{text}");
+    // The first epoch against the second: what the change was, with both
+    // distributions, in text, JSON and a plot.
+    let range = |p: &Value| {
+        format!(
+            "{}..{}",
+            p["from"].as_str().unwrap(),
+            p["to"].as_str().unwrap()
+        )
+    };
+    let (a, b) = (range(&parts[0]), range(&parts[1]));
+    let plot = record.with_file_name("compare.svg");
+    let out = common::run_ok(
+        latencyd()
+            .arg("report")
+            .arg(record)
+            .args(["--compare", &a, &b, "--plot"])
+            .arg(&plot),
+    );
+    let compared = common::stdout_of(&out);
+    let first_change = parts[1]["changed"].as_object().unwrap();
+    assert!(!first_change.is_empty(), "{json}");
+    for name in first_change.keys() {
+        assert!(
+            compared.contains(&format!("changed: {name}: ")),
+            "{compared}"
+        );
+    }
+    assert!(compared.contains("p99.99"), "{compared}");
+    common::check_plot_svg(
+        &std::fs::read_to_string(&plot).unwrap(),
+        &[&format!("A {a}"), &format!("B {b}")],
+    );
+    let out =
+        common::run_ok(
+            latencyd()
+                .arg("report")
+                .arg(record)
+                .args(["--compare", &a, &b, "--json"]),
+        );
+    let json: Value = serde_json::from_str(&common::stdout_of(&out)).unwrap();
+    assert_eq!(
+        json["b"]["changed"].as_object().unwrap().len(),
+        first_change.len()
+    );
+    assert!(json["a"]["samples"].as_u64().unwrap() > 0);
 }

@@ -52,6 +52,11 @@ fn run(nsecs: bool, bins: Option<usize>, histofall: bool) -> RunReport {
         end_time: UNIX_EPOCH + Duration::from_secs(1_795_315_540),
         return_code: 0,
         host: common::synthetic_host(&[0, 3, 5], &[0, 1, 2, 3, 4, 5]),
+        fingerprint: {
+            let track = common::synthetic_fingerprint(1_795_315_538_000_000_000);
+            (*track.current).clone()
+        },
+        topology: common::synthetic_fingerprint(0).topology[..2].to_vec(),
         pm_qos_us: Some(0),
         policy: Policy::Fifo,
         nsecs,

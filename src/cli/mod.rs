@@ -126,6 +126,21 @@ pub struct ReportArgs {
     /// Report in nanoseconds instead of microseconds.
     #[arg(short = 'N', long)]
     pub nsecs: bool,
+    /// Split the range into epochs where the host's fingerprint changes:
+    /// per epoch, the facts that differ from the one before, and min,
+    /// avg, p99, p99.99 and max of all CPUs together.
+    #[arg(long, conflicts_with = "compare")]
+    pub by_fingerprint: bool,
+    /// Two ranges side by side (A/B, e.g. across a kernel upgrade), each
+    /// FROM..TO in --from's forms, either side open (-14d..-7d
+    /// -7d..): the statistics with B/A, the distributions, the facts
+    /// that differ.
+    #[arg(long, num_args = 2, value_names = ["FROM..TO", "FROM..TO"], allow_hyphen_values = true)]
+    pub compare: Option<Vec<String>>,
+    /// With --compare: both distributions overlaid, drawn to this file
+    /// (.svg or .png).
+    #[arg(long, value_name = "OUT.svg|OUT.png", requires = "compare")]
+    pub plot: Option<PathBuf>,
 }
 
 /// Flags of `latencyd run`. Each overrides the configuration key named in

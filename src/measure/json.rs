@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use super::report::RunReport;
 use crate::cpulist::format_cpu_list;
-use crate::host::HostInfo;
+use crate::host::{CpuTopology, Fact, Fingerprint, HostInfo};
 use crate::stats::REPORTED_QUANTILES;
 use crate::units::civil_from_days;
 
@@ -83,6 +83,13 @@ struct JsonLatencyd<'a> {
 /// the same object in `measure --json` and the daemon's `/api/v1/status`.
 #[derive(Serialize)]
 struct HostFacts {
+    /// The identifier of the facts below (`latencyd run`'s fingerprint).
+    fingerprint: String,
+    /// Every fact the daemon's `/api/v1/host` lists: `{"value": …}` or
+    /// `{"absent": why}`.
+    facts: BTreeMap<String, JsonFact>,
+    /// The measured CPUs' package, core, NUMA node and SMT siblings.
+    cpus: Vec<JsonCpu>,
     preempt_rt: bool,
     usable_cpus: String,
     cap_sys_nice: bool,
@@ -93,9 +100,47 @@ struct HostFacts {
     clock_resolution_ns: Option<u64>,
 }
 
+#[derive(Serialize)]
+#[serde(rename_all = "snake_case")]
+enum JsonFact {
+    Value(String),
+    Absent(String),
+}
+
+#[derive(Serialize)]
+struct JsonCpu {
+    cpu: usize,
+    package: Option<i64>,
+    core: Option<i64>,
+    node: Option<usize>,
+    smt_sibling: Option<String>,
+}
+
 impl HostFacts {
-    fn of(host: &HostInfo) -> HostFacts {
+    fn of(host: &HostInfo, fingerprint: &Fingerprint, topology: &[CpuTopology]) -> HostFacts {
         HostFacts {
+            fingerprint: fingerprint.id(),
+            facts: fingerprint
+                .facts
+                .iter()
+                .map(|(name, fact)| {
+                    let json = match fact {
+                        Fact::Known(v) => JsonFact::Value(v.clone()),
+                        Fact::Absent(why) => JsonFact::Absent(why.clone()),
+                    };
+                    (name.clone(), json)
+                })
+                .collect(),
+            cpus: topology
+                .iter()
+                .map(|t| JsonCpu {
+                    cpu: t.cpu,
+                    package: t.package,
+                    core: t.core,
+                    node: t.node,
+                    smt_sibling: t.smt_siblings.clone(),
+                })
+                .collect(),
             preempt_rt: host.preempt_rt,
             usable_cpus: format_cpu_list(&host.usable_cpus),
             cap_sys_nice: host.cap_sys_nice,
@@ -187,7 +232,7 @@ pub fn json_document(report: &RunReport) -> String {
             interval_ns: first.map_or(0, |t| t.interval_ns),
             spike_threshold_ns: first.map_or(0, |t| t.stats.spike_threshold_ns()),
             pm_qos_us: report.pm_qos_us,
-            host: HostFacts::of(host),
+            host: HostFacts::of(host, &report.fingerprint, &report.topology),
             notes: &report.notes,
         },
     };

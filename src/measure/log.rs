@@ -2,11 +2,12 @@
 //! HdrHistogram interval logs that `latencyd report` and `plot` read.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::Context;
 
 use super::options::MeasureOptions;
-use crate::host::HostInfo;
+use crate::host::{Fingerprint, HostInfo};
 use crate::record::{Accumulator, Context as RecordContext, LogWriter, Target};
 use crate::stats::LatencyStats;
 use crate::units::unix_now_ns;
@@ -22,12 +23,14 @@ pub(super) struct MeasureLog {
 impl MeasureLog {
     /// Created before the run, so a path that cannot be written stops it
     /// before it starts. The header names the first thread's interval and
-    /// priority (the others differ only with -t, -d or --priospread).
+    /// priority (the others differ only with -t, -d or --priospread); the
+    /// host's facts follow it, with the first interval.
     pub(super) fn create(
         path: &Path,
         interval_ns: u64,
         options: &MeasureOptions,
         host: &HostInfo,
+        fingerprint: &Fingerprint,
     ) -> anyhow::Result<MeasureLog> {
         std::fs::File::create(path)
             .with_context(|| format!("--log: cannot create {}", path.display()))?;
@@ -38,8 +41,11 @@ impl MeasureLog {
             options.policy.name(),
             first.priority,
         );
+        let mut accumulator =
+            Accumulator::new(interval_ns, options.spike_threshold_ns, unix_now_ns());
+        accumulator.set_fingerprint(Arc::new(fingerprint.clone()));
         Ok(MeasureLog {
-            accumulator: Accumulator::new(interval_ns, options.spike_threshold_ns, unix_now_ns()),
+            accumulator,
             writer: LogWriter::new(Target::File(path.to_path_buf())).with_context(context),
             path: path.to_path_buf(),
             failed: false,

@@ -5,7 +5,7 @@
 
 use std::time::SystemTime;
 
-use crate::host::HostInfo;
+use crate::host::{CpuTopology, Fingerprint, HostInfo};
 use crate::rt::sys::Policy;
 use crate::stats::LatencyStats;
 use crate::units::NS_PER_US;
@@ -32,6 +32,11 @@ pub struct RunReport {
     pub end_time: SystemTime,
     pub return_code: i32,
     pub host: HostInfo,
+    /// The host's facts as the run began (after its own PM QoS request
+    /// and idle-state limits, which are part of what was measured).
+    pub fingerprint: Fingerprint,
+    /// The measured CPUs' places in the machine.
+    pub topology: Vec<CpuTopology>,
     /// The value `/dev/cpu_dma_latency` was held at, if it was.
     pub pm_qos_us: Option<i32>,
     pub policy: Policy,

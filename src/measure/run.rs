@@ -100,6 +100,11 @@ pub fn run(options: &MeasureOptions, host: &HostInfo, cmdline: String) -> anyhow
             crate::cpulist::format_cpu_list(&cpus)
         );
     }
+    // The host's facts under the run's own conditions (its PM QoS request
+    // and idle-state limits are in force from here): before the samplers,
+    // so reading them costs the measurement nothing.
+    let fingerprint = crate::host::FactReader::live(&cpus).read();
+    let topology = crate::host::topology::read(Path::new("/"), &cpus);
     let mut tracemark =
         (options.tracemark && options.breaktrace_ns.is_some()).then(TraceMark::open);
     if options.resolution_check {
@@ -143,7 +148,13 @@ pub fn run(options: &MeasureOptions, host: &HostInfo, cmdline: String) -> anyhow
     // `--log`: created now, so a path that cannot be written stops the
     // run before it starts.
     let mut log = match &options.log {
-        Some((path, interval_ns)) => Some(MeasureLog::create(path, *interval_ns, options, host)?),
+        Some((path, interval_ns)) => Some(MeasureLog::create(
+            path,
+            *interval_ns,
+            options,
+            host,
+            &fingerprint,
+        )?),
         None => None,
     };
     let fifo = options
@@ -330,6 +341,8 @@ pub fn run(options: &MeasureOptions, host: &HostInfo, cmdline: String) -> anyhow
         end_time: SystemTime::now(),
         return_code: i32::from(!sampler_errors.is_empty()),
         host: host.clone(),
+        fingerprint,
+        topology,
         pm_qos_us: pm_qos_hold.as_ref().map(|hold| hold.latency_us),
         policy: options.policy,
         nsecs: options.nsecs,

@@ -8,6 +8,11 @@
 //! The record's histograms keep 2 significant digits: quantiles and the
 //! histogram are within 1/128 of the true values; count, min, avg, max,
 //! missed and spikes are exact.
+//!
+//! `epochs`: the record split where the host's fingerprint changes
+//! (`--by-fingerprint`), and two ranges side by side (`--compare`).
+
+pub mod epochs;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -38,6 +43,26 @@ fn run(args: &ReportArgs) -> Result<String, String> {
     let files = reader::expand_inputs(&args.inputs)?;
     let now = crate::units::unix_now_ns();
     let (range, cpus) = reader::selection(&args.range, now)?;
+    if args.by_fingerprint {
+        let (parts, report) = epochs::by_fingerprint(&files, range, cpus.as_deref())?;
+        if parts.is_empty() {
+            return Err(format!(
+                "the record has no interval in this range ({} file(s) read)",
+                report.files
+            ));
+        }
+        if let Some(warning) = report.warning() {
+            eprintln!("latencyd report: warning: {warning}");
+        }
+        return Ok(if args.json {
+            epochs::epochs_json(&parts, &report)
+        } else {
+            epochs::epochs_text(&parts, &report)
+        });
+    }
+    if let Some(ranges) = &args.compare {
+        return compare(args, &files, ranges, range, cpus.as_deref(), now);
+    }
     let (summary, report) = reader::summarize(&files, range, cpus.as_deref())?;
     if let Some(warning) = report.warning() {
         eprintln!("latencyd report: warning: {warning}");
@@ -53,6 +78,72 @@ fn run(args: &ReportArgs) -> Result<String, String> {
     } else {
         text(&summary, &report, args.nsecs)
     })
+}
+
+/// `--compare A B`: each range within `--from`/`--to`, read alone.
+fn compare(
+    args: &ReportArgs,
+    files: &[std::path::PathBuf],
+    ranges: &[String],
+    outer: reader::Range,
+    cpus: Option<&[usize]>,
+    now: u64,
+) -> Result<String, String> {
+    let mut parts = Vec::new();
+    for (name, text) in ["A", "B"].iter().zip(ranges) {
+        let range = compare_range(text, now).map_err(|e| format!("--compare {name}: {e}"))?;
+        let range = reader::Range {
+            from_ns: range.from_ns.max(outer.from_ns),
+            to_ns: range.to_ns.min(outer.to_ns),
+        };
+        let (part, report) = epochs::range_part(files, range, cpus)?;
+        if let Some(warning) = report.warning() {
+            eprintln!("latencyd report: warning: {warning}");
+        }
+        if part.summary.cpus.is_empty() {
+            return Err(format!(
+                "--compare {name} ({text}): the record has no interval in this range ({} file(s) \
+                 read)",
+                report.files
+            ));
+        }
+        parts.push(part);
+    }
+    let labels = [ranges[0].as_str(), ranges[1].as_str()];
+    if let Some(path) = &args.plot {
+        crate::plot::write(&epochs::compare_plot(&parts[0], &parts[1], labels), path)
+            .map_err(|e| format!("--plot {}: {e}", path.display()))?;
+    }
+    Ok(if args.json {
+        epochs::compare_json(&parts[0], &parts[1], labels)
+    } else {
+        epochs::compare_text(&parts[0], &parts[1], labels)
+    })
+}
+
+/// `FROM..TO`, either side empty for an open end.
+fn compare_range(text: &str, now: u64) -> Result<reader::Range, String> {
+    let Some((from, to)) = text.split_once("..") else {
+        return Err(format!(
+            "'{text}' is not a range: write FROM..TO (e.g. 2026-11-01T00:00:00Z..2026-11-08T00:00:00Z, \
+             -14d..-7d, or -7d.. for up to now)"
+        ));
+    };
+    let side = |t: &str, open: u64| {
+        if t.is_empty() {
+            Ok(open)
+        } else {
+            crate::units::parse_time_ns(t, now).map_err(|e| format!("'{t}': {e}"))
+        }
+    };
+    let range = reader::Range {
+        from_ns: side(from, 0)?,
+        to_ns: side(to, u64::MAX)?,
+    };
+    if range.from_ns >= range.to_ns {
+        return Err(format!("'{text}': FROM must be before TO"));
+    }
+    Ok(range)
 }
 
 /// The summary as text.
