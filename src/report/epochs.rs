@@ -119,7 +119,7 @@ fn changed(before: &Part, after: &Part) -> Option<Vec<FactChange>> {
 }
 
 fn us(ns: u64) -> String {
-    if ns % NS_PER_US == 0 {
+    if ns.is_multiple_of(NS_PER_US) {
         (ns / NS_PER_US).to_string()
     } else {
         format!("{:.1}", ns as f64 / NS_PER_US as f64)
