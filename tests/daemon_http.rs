@@ -637,6 +637,16 @@ async fn status_page_shows_host_samplers_table_and_plot() {
     s.non_rt_reasons = vec!["memory is not locked <mlockall refused>".to_string()];
     // Before the record is set up the page says it is off.
     let (_, _, off) = get(&app(state(true)), "/").await;
+    // The host's fingerprint, its change and what changed.
+    let id = common::synthetic_fingerprint(0).id;
+    assert!(
+        off.contains(&format!(
+            "<p id=\"fingerprint\" class=\"sub\">Fingerprint <code>{id}</code> since \
+             2026-11-22T02:46:38.000Z; 1 change(s) seen since start, the last at \
+             2026-11-22T02:46:38.000Z: cpuidle.states[cpu2], irq[24]."
+        )),
+        "{off}"
+    );
     assert!(
         off.contains("<p id=\"record\" class=\"sub\">The record is off"),
         "{off}"

@@ -59,6 +59,12 @@ pub struct Snapshot {
     pub spikes: Vec<Summary>,
     /// The on-disk record: whether it is written, where, and how it goes.
     pub record: crate::record::Status,
+    /// The host's fingerprint, since when it is in force, the changes
+    /// seen and the facts of the last one.
+    pub fingerprint: String,
+    pub fingerprint_since_unix_ns: u64,
+    pub fingerprint_changes: u64,
+    pub last_change: Option<(u64, Vec<String>)>,
 }
 
 /// Captures listed on the page.
@@ -105,6 +111,13 @@ impl Snapshot {
             forensics_reason: forensics.reason.clone(),
             spikes: forensics.recent.iter().take(PAGE_SPIKES).cloned().collect(),
             record: s.record.lock().unwrap_or_else(|p| p.into_inner()).clone(),
+            fingerprint: s.fingerprint.id.clone(),
+            fingerprint_since_unix_ns: s.fingerprint.since_unix_ns,
+            fingerprint_changes: s.fingerprint.changes_total,
+            last_change: s.fingerprint.history.back().map(|c| {
+                let facts = c.facts.iter().map(|f| f.name.clone()).collect();
+                (c.at_unix_ns, facts)
+            }),
             plot_window_ns,
             rows: s
                 .cpus
@@ -286,6 +299,7 @@ pub fn render_page(snap: &Snapshot, plot_svg: Result<&str, &str>) -> String {
     render_unmeasured(&mut html, snap);
     render_spikes(&mut html, snap);
     render_record(&mut html, &snap.record);
+    render_fingerprint(&mut html, snap);
     let scope = match snap.plot_window_ns {
         None => "since start".to_string(),
         Some(ns) => format!("over the last {}", format_duration_ns(ns)),
@@ -422,6 +436,30 @@ fn render_record(html: &mut String, record: &crate::record::Status) {
         let _ = write!(html, ". <strong>Failing: {}</strong>", escape(error));
     }
     html.push_str(".</p>\n");
+}
+
+/// The "Host configuration" line: the fingerprint, since when, the
+/// changes seen and what the last one changed.
+fn render_fingerprint(html: &mut String, snap: &Snapshot) {
+    let _ = write!(
+        html,
+        "<h2>Host configuration</h2>\n<p id=\"fingerprint\" class=\"sub\">Fingerprint \
+         <code>{id}</code> since {since}; {n} change(s) seen since start",
+        id = escape(&snap.fingerprint),
+        since = format_rfc3339_ms(snap.fingerprint_since_unix_ns),
+        n = snap.fingerprint_changes,
+    );
+    if let Some((at, facts)) = &snap.last_change {
+        let _ = write!(
+            html,
+            ", the last at {}: {}",
+            format_rfc3339_ms(*at),
+            escape(&facts.join(", "))
+        );
+    }
+    html.push_str(
+        ". Every fact and each change from and to: <a href=\"/api/v1/host\">/api/v1/host</a>.</p>\n",
+    );
 }
 
 /// An SVG document's root element, fit to go inline in HTML.
