@@ -41,12 +41,19 @@ impl FactReader {
         fp.insert("kernel.release", self.text("proc/sys/kernel/osrelease"));
         fp.insert("kernel.version", self.text("proc/sys/kernel/version"));
         let cmdline = self.text("proc/cmdline");
-        if self.kernel_config.is_none() {
-            self.kernel_config = Some(self.config_hash());
-        }
-        let config = self.kernel_config.clone().expect("set above");
-        fp.insert("kernel.config_sha256", config);
-        fp.insert("kernel.preempt", self.preempt(cmdline.value()));
+        let config = match &self.kernel_config {
+            Some(config) => config.clone(),
+            None => {
+                let config = self.kernel_config();
+                self.kernel_config = Some(config.clone());
+                config
+            }
+        };
+        fp.insert("kernel.config_sha256", config.sha256);
+        fp.insert(
+            "kernel.preempt",
+            self.preempt(cmdline.value(), config.default_preempt),
+        );
         match cmdline.value() {
             Some(line) => {
                 for name in CMDLINE_PARAMETERS {
@@ -63,9 +70,11 @@ impl FactReader {
         fp.insert("kernel.cmdline", cmdline);
     }
 
-    /// SHA-256 (16 hex digits) of the kernel's configuration, from
-    /// `/proc/config.gz` or `/boot/config-RELEASE`.
-    fn config_hash(&self) -> Fact {
+    /// The kernel's configuration, from `/proc/config.gz` or
+    /// `/boot/config-RELEASE`: read and decompressed once, since it cannot
+    /// change without a reboot and is the dearest read (a quarter of a
+    /// re-read's CPU time on this VM when it was read every time).
+    fn kernel_config(&self) -> KernelConfig {
         let hash = |bytes: &[u8]| {
             let d = Sha256::digest(bytes);
             d[..8]
@@ -73,20 +82,23 @@ impl FactReader {
                 .map(|b| format!("{b:02x}"))
                 .collect::<String>()
         };
-        let gz = self.path("proc/config.gz");
+        let of = |bytes: &[u8]| KernelConfig {
+            sha256: Fact::known(hash(bytes)),
+            default_preempt: default_preempt(&String::from_utf8_lossy(bytes)),
+        };
         let mut text = Vec::new();
-        if let Ok(file) = fs::File::open(&gz)
+        if let Ok(file) = fs::File::open(self.path("proc/config.gz"))
             && GzDecoder::new(file).read_to_end(&mut text).is_ok()
         {
-            return Fact::known(hash(&text));
+            return of(&text);
         }
         let release = self.text("proc/sys/kernel/osrelease");
         let Some(release) = release.value() else {
-            return Fact::absent("no /proc/config.gz and the release is unknown");
+            return KernelConfig::absent("no /proc/config.gz and the release is unknown");
         };
         match fs::read(self.path(&format!("boot/config-{release}"))) {
-            Ok(bytes) => Fact::known(hash(&bytes)),
-            Err(e) => Fact::absent(format!(
+            Ok(bytes) => of(&bytes),
+            Err(e) => KernelConfig::absent(format!(
                 "no /proc/config.gz, /boot/config-{release}: {}",
                 reason(&e)
             )),
@@ -95,7 +107,7 @@ impl FactReader {
 
     /// The preemption model in force: the scheduler's own word where
     /// debugfs shows it, else what the kernel is built and booted with.
-    fn preempt(&self, cmdline: Option<&str>) -> Fact {
+    fn preempt(&self, cmdline: Option<&str>, default_preempt: Option<&'static str>) -> Fact {
         if let Some(mode) = self
             .text("sys/kernel/debug/sched/preempt")
             .value()
@@ -117,7 +129,7 @@ impl FactReader {
             if version.contains("PREEMPT ") {
                 return Fact::known("full");
             }
-            return match self.config_default_preempt() {
+            return match default_preempt {
                 Some(mode) => Fact::known(mode),
                 None => Fact::absent(
                     "not PREEMPT or PREEMPT_RT, and no readable configuration says none or \
@@ -128,7 +140,7 @@ impl FactReader {
         if let Some(mode) = cmdline.and_then(|c| cmdline_parameter(c, "preempt")) {
             return Fact::known(format!("{mode} (dynamic, from preempt=)"));
         }
-        match self.config_default_preempt() {
+        match default_preempt {
             Some(mode) => Fact::known(format!("{mode} (dynamic, the build's default)")),
             None => Fact::absent(
                 "PREEMPT_DYNAMIC, and neither debugfs sched/preempt nor the kernel configuration \
@@ -136,24 +148,38 @@ impl FactReader {
             ),
         }
     }
+}
 
-    /// The default model of a PREEMPT_DYNAMIC build, from its
-    /// configuration.
-    fn config_default_preempt(&self) -> Option<&'static str> {
-        let file = fs::File::open(self.path("proc/config.gz")).ok()?;
-        let mut text = String::new();
-        GzDecoder::new(file).read_to_string(&mut text).ok()?;
-        [
-            ("CONFIG_PREEMPT_RT=y", "rt"),
-            ("CONFIG_PREEMPT_LAZY=y", "lazy"),
-            ("CONFIG_PREEMPT=y", "full"),
-            ("CONFIG_PREEMPT_VOLUNTARY=y", "voluntary"),
-            ("CONFIG_PREEMPT_NONE=y", "none"),
-        ]
-        .into_iter()
-        .find(|(line, _)| text.lines().any(|l| l == *line))
-        .map(|(_, mode)| mode)
+/// The kernel configuration, as far as the fingerprint uses it.
+#[derive(Debug, Clone)]
+pub(super) struct KernelConfig {
+    /// 16 hex digits of its SHA-256, or why it could not be read.
+    sha256: Fact,
+    /// The preemption model it selects (a PREEMPT_DYNAMIC build's default).
+    default_preempt: Option<&'static str>,
+}
+
+impl KernelConfig {
+    fn absent(why: impl Into<String>) -> KernelConfig {
+        KernelConfig {
+            sha256: Fact::absent(why),
+            default_preempt: None,
+        }
     }
+}
+
+/// The preemption model a kernel configuration selects.
+fn default_preempt(config: &str) -> Option<&'static str> {
+    [
+        ("CONFIG_PREEMPT_RT=y", "rt"),
+        ("CONFIG_PREEMPT_LAZY=y", "lazy"),
+        ("CONFIG_PREEMPT=y", "full"),
+        ("CONFIG_PREEMPT_VOLUNTARY=y", "voluntary"),
+        ("CONFIG_PREEMPT_NONE=y", "none"),
+    ]
+    .into_iter()
+    .find(|(line, _)| config.lines().any(|l| l == *line))
+    .map(|(_, mode)| mode)
 }
 
 /// The value of `name=` on a kernel command line (`set` for a bare
@@ -187,5 +213,55 @@ mod tests {
         assert_eq!(cmdline_parameter(line, "mitigations"), Some("off"));
         assert_eq!(cmdline_parameter(line, "nosmt"), None, "init's argument");
         assert_eq!(cmdline_parameter(line, "nohz_full"), None);
+    }
+
+    #[test]
+    fn a_dynamic_kernels_default_model_comes_from_its_configuration_read_once() {
+        let root = std::env::temp_dir().join(format!("latencyd-kernel-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&root);
+        let put = |rel: &str, text: &str| {
+            let p = root.join(rel);
+            fs::create_dir_all(p.parent().unwrap()).unwrap();
+            fs::write(p, text).unwrap();
+        };
+        put("proc/sys/kernel/osrelease", "6.18.0\n");
+        put("proc/sys/kernel/version", "#1 SMP PREEMPT_DYNAMIC Tue\n");
+        put("proc/cmdline", "quiet\n");
+        put(
+            "boot/config-6.18.0",
+            "CONFIG_PREEMPT_BUILD=y\nCONFIG_PREEMPT_VOLUNTARY=y\nCONFIG_PREEMPT_DYNAMIC=y\n",
+        );
+        let mut reader = FactReader::new(&root, &[0]);
+        let first = reader.read();
+        assert_eq!(
+            first.value("kernel.preempt"),
+            Some("voluntary (dynamic, the build's default)")
+        );
+        // The configuration cannot change without a reboot: a re-read
+        // neither decompresses nor even opens it again.
+        fs::remove_file(root.join("boot/config-6.18.0")).unwrap();
+        put("proc/cmdline", "quiet preempt=full\n");
+        let second = reader.read();
+        assert_eq!(
+            second.value("kernel.config_sha256"),
+            first.value("kernel.config_sha256")
+        );
+        assert_eq!(
+            second.value("kernel.preempt"),
+            Some("full (dynamic, from preempt=)")
+        );
+        put("proc/cmdline", "quiet\n");
+        assert_eq!(
+            reader.read().value("kernel.preempt"),
+            Some("voluntary (dynamic, the build's default)")
+        );
+        // A new reader (a restart) that finds no configuration says so.
+        let fresh = FactReader::new(&root, &[0]).read();
+        assert!(matches!(fresh.get("kernel.preempt"), Some(Fact::Absent(_))));
+        assert!(matches!(
+            fresh.get("kernel.config_sha256"),
+            Some(Fact::Absent(_))
+        ));
+        fs::remove_dir_all(root).unwrap();
     }
 }

@@ -28,9 +28,10 @@ const PM_QOS_NONE: i32 = 2_000_000_000;
 pub struct FactReader {
     root: PathBuf,
     cpus: Vec<usize>,
-    /// The kernel configuration's hash: it cannot change without a
-    /// reboot, and decompressing it is the dearest read, so once.
-    kernel_config: Option<Fact>,
+    /// The kernel configuration's hash and preemption model: it cannot
+    /// change without a reboot, and decompressing it is the dearest read,
+    /// so once.
+    kernel_config: Option<kernel::KernelConfig>,
 }
 
 impl FactReader {
