@@ -101,6 +101,29 @@ fn runtime_changes_of_the_host_are_seen_reverted_logged_and_recorded() {
     assert_eq!(status["fingerprint"], id.as_str());
     assert_eq!(status["topology"], first["cpus"]);
 
+    // The identifier the test's own changes start from and return to:
+    // read once the record has filed an interval, so that a change made by
+    // something else at the daemon's start (a process of an earlier test
+    // letting its PM QoS request go) is behind it.
+    wait_until(
+        "the record's first interval",
+        Duration::from_millis(100),
+        Duration::from_secs(10),
+        || {
+            std::fs::read_dir(&record).is_ok_and(|files| {
+                files.filter_map(Result::ok).any(|f| {
+                    std::fs::read_to_string(f.path()).is_ok_and(|t| t.contains("\nTag=cpu"))
+                })
+            })
+        },
+    );
+    let baseline = host(&daemon)["fingerprint"].as_str().unwrap().to_string();
+    if baseline != id {
+        eprintln!(
+            "the host changed at the daemon's start, not by this test: {}",
+            host(&daemon)["changes"]
+        );
+    }
     let mut exercised = Vec::new();
     if !common::privileged() {
         report_skip(
@@ -117,6 +140,10 @@ fn runtime_changes_of_the_host_are_seen_reverted_logged_and_recorded() {
     // Every change is in the record: a host facts line for each identifier
     // the daemon went through, and the entries carry the identifier.
     std::thread::sleep(Duration::from_millis(1_500));
+    let history = host(&daemon)["changes"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
     daemon.signal(libc::SIGTERM);
     let (exit, _) = daemon.wait_with_log();
     assert!(exit.success());
@@ -128,11 +155,29 @@ fn runtime_changes_of_the_host_are_seen_reverted_logged_and_recorded() {
         .lines()
         .filter(|l| l.starts_with("#[latencyd host "))
         .collect();
+    assert!(!host_lines.is_empty(), "no host facts line: {text}");
+    // The record starts with the facts of its first interval's end: the
+    // first read's, unless something else on the host changed before it
+    // (a process of an earlier test letting its PM QoS request go), and
+    // every facts line it has is of an identifier the daemon went through.
+    let went_through: Vec<String> = std::iter::once(id.clone())
+        .chain(
+            history
+                .iter()
+                .flat_map(|c| [&c["from"], &c["to"]].map(|v| v.as_str().unwrap().to_string())),
+        )
+        .collect();
+    for line in &host_lines {
+        let line_id = line.split(' ').nth(2).unwrap();
+        assert!(
+            went_through.iter().any(|i| i == line_id),
+            "{line_id} is none of {went_through:?}: {text}"
+        );
+    }
     assert!(
-        host_lines[0].starts_with(&format!("#[latencyd host {id} ")),
+        text.contains(&format!(" fingerprint={baseline}]")),
         "{text}"
     );
-    assert!(text.contains(&format!(" fingerprint={id}]")), "{text}");
     for to in &exercised {
         assert!(
             host_lines
@@ -148,7 +193,7 @@ fn runtime_changes_of_the_host_are_seen_reverted_logged_and_recorded() {
         assert!(host_lines.len() >= 3, "{host_lines:#?}");
         assert_eq!(
             host_lines.last().unwrap().split(' ').nth(2),
-            Some(id.as_str()),
+            Some(baseline.as_str()),
             "the host is back as it was"
         );
     }
