@@ -17,6 +17,7 @@
 
 pub mod attribution;
 pub mod events;
+pub mod journal;
 pub mod noise;
 pub mod recorder;
 pub mod store;
@@ -24,6 +25,7 @@ pub mod tracefs;
 pub mod verdict;
 
 pub use attribution::{CAUSE_KINDS, Cause};
-pub use recorder::{Journal, JournalData, Recorder, Settings, Spike, UNCAPTURED_REASONS};
+pub use journal::{Journal, JournalData, Settings, Spike, UNCAPTURED_REASONS};
+pub use recorder::Recorder;
 pub use store::{Capture, Summary};
 pub use tracefs::Capability;

@@ -10,109 +10,21 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::io::BufRead;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError, sync_channel};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use serde::Serialize;
-
 use super::attribution::Attributor;
 use super::events::{Line, parse_line};
+use super::journal::{Journal, JournalData, Settings, Spike};
 use super::noise::{SmiCounters, StealHistory};
 use super::store::{Capture, Store, Summary, make_id};
 use super::tracefs::{self, Capability, Instance};
 use super::verdict::verdict;
 use crate::rt::sys;
 use crate::units::{NS_PER_SEC, format_rfc3339_ms};
-
-/// What the recorder is told to do, from the configuration.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Settings {
-    /// A wake-up at least this late is captured.
-    pub threshold_ns: u64,
-    /// Where captures are written; `None` keeps them in memory only
-    /// (`measure`).
-    pub dir: Option<PathBuf>,
-    pub max_captures: usize,
-    pub max_bytes: u64,
-    /// Each measured CPU's ring buffer, in KiB.
-    pub buffer_size_kb: u64,
-    /// Where tracefs is mounted.
-    pub tracefs: PathBuf,
-    /// At most one capture per CPU within this long.
-    pub per_cpu_gap_ns: u64,
-    /// At most this many captures in any minute, all CPUs together.
-    pub max_per_minute: usize,
-}
-
-/// A wake-up at least `threshold_ns` late, as the consumer saw it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Spike {
-    pub cpu: usize,
-    pub sampler_tid: i32,
-    pub latency_ns: u64,
-    /// When the sampler read the time on waking, `CLOCK_MONOTONIC`.
-    pub wakeup_ns: u64,
-}
-
-/// Why a spike was not captured (a bounded set: they label a counter).
-pub const UNCAPTURED_REASONS: &[&str] = &["rate_limited", "busy", "failed"];
-
-/// What forensics can tell, shared with the HTTP side and `measure`.
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct JournalData {
-    pub enabled: bool,
-    pub available: bool,
-    /// Why forensics is unavailable, or the last capture failed.
-    pub reason: Option<String>,
-    pub threshold_ns: u64,
-    pub capabilities: Vec<Capability>,
-    /// Newest first, at most `max_captures`.
-    pub recent: VecDeque<Summary>,
-    /// The full captures, when they are kept in memory (no directory).
-    #[serde(skip)]
-    pub in_memory: VecDeque<Capture>,
-    /// Captures by CPU and main cause.
-    #[serde(skip)]
-    pub captured: BTreeMap<(usize, String), u64>,
-    /// Spikes not captured, by CPU and reason.
-    #[serde(skip)]
-    pub uncaptured: BTreeMap<(usize, &'static str), u64>,
-    /// SMIs per CPU since boot, where readable.
-    #[serde(skip)]
-    pub smi: BTreeMap<usize, u64>,
-    /// Bytes the capture directory holds.
-    pub disk_bytes: u64,
-    /// The directory captures are read from for `/api/v1/spikes/{id}`.
-    #[serde(skip)]
-    pub dir: Option<PathBuf>,
-}
-
-/// The journal, locked briefly by the recorder and by readers.
-#[derive(Debug, Default)]
-pub struct Journal(Mutex<JournalData>);
-
-impl Journal {
-    pub fn lock(&self) -> MutexGuard<'_, JournalData> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// The full capture `id` as JSON text (from the directory, or memory).
-    pub fn capture_json(&self, id: &str) -> Option<String> {
-        let (dir, kept) = {
-            let data = self.lock();
-            let kept = data
-                .in_memory
-                .iter()
-                .find(|c| c.summary.id == id)
-                .and_then(|c| serde_json::to_string(c).ok());
-            (data.dir.clone(), kept)
-        };
-        kept.or_else(|| dir.and_then(|dir| Store::read(&dir, id)))
-    }
-}
 
 enum Message {
     Spike(Spike),
