@@ -217,13 +217,8 @@ mod tests {
 
     #[test]
     fn a_dynamic_kernels_default_model_comes_from_its_configuration_read_once() {
-        let root = std::env::temp_dir().join(format!("latencyd-kernel-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&root);
-        let put = |rel: &str, text: &str| {
-            let p = root.join(rel);
-            fs::create_dir_all(p.parent().unwrap()).unwrap();
-            fs::write(p, text).unwrap();
-        };
+        let host = super::super::SyntheticRoot::new("kernel");
+        let (root, put) = (&host.0, |rel: &str, text: &str| host.put(rel, text));
         put("proc/sys/kernel/osrelease", "6.18.0\n");
         put("proc/sys/kernel/version", "#1 SMP PREEMPT_DYNAMIC Tue\n");
         put("proc/cmdline", "quiet\n");
@@ -231,7 +226,7 @@ mod tests {
             "boot/config-6.18.0",
             "CONFIG_PREEMPT_BUILD=y\nCONFIG_PREEMPT_VOLUNTARY=y\nCONFIG_PREEMPT_DYNAMIC=y\n",
         );
-        let mut reader = FactReader::new(&root, &[0]);
+        let mut reader = FactReader::new(root, &[0]);
         let first = reader.read();
         assert_eq!(
             first.value("kernel.preempt"),
@@ -256,7 +251,7 @@ mod tests {
             Some("voluntary (dynamic, the build's default)")
         );
         // A new reader (a restart) that finds no configuration says so.
-        let fresh = FactReader::new(&root, &[0]).read();
+        let fresh = FactReader::new(root, &[0]).read();
         assert!(matches!(fresh.get("kernel.preempt"), Some(Fact::Absent(_))));
         assert!(matches!(
             fresh.get("kernel.config_sha256"),

@@ -390,6 +390,34 @@ fn reason(e: &std::io::Error) -> String {
     }
 }
 
+/// A host's procfs and sysfs files under a temporary directory, removed
+/// when dropped, for the readers' tests.
+#[cfg(test)]
+pub(super) struct SyntheticRoot(pub PathBuf);
+
+#[cfg(test)]
+impl SyntheticRoot {
+    pub(super) fn new(name: &str) -> SyntheticRoot {
+        let root = std::env::temp_dir().join(format!("latencyd-{name}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&root);
+        SyntheticRoot(root)
+    }
+
+    /// Writes `text` to `rel` under the root, making its directories.
+    pub(super) fn put(&self, rel: &str, text: &str) {
+        let path = self.0.join(rel);
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::write(path, text).unwrap();
+    }
+}
+
+#[cfg(test)]
+impl Drop for SyntheticRoot {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -409,13 +437,8 @@ mod tests {
 
     #[test]
     fn a_synthetic_host_reads_as_written_and_absent_facts_say_why() {
-        let root = std::env::temp_dir().join(format!("latencyd-facts-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&root);
-        let put = |rel: &str, text: &str| {
-            let p = root.join(rel);
-            fs::create_dir_all(p.parent().unwrap()).unwrap();
-            fs::write(p, text).unwrap();
-        };
+        let host = SyntheticRoot::new("facts");
+        let (root, put) = (&host.0, |rel: &str, text: &str| host.put(rel, text));
         put("proc/sys/kernel/osrelease", "6.12.0-rt7\n");
         put("proc/sys/kernel/version", "#1 SMP PREEMPT_RT Tue\n");
         put("proc/cmdline", "quiet isolcpus=1 processor.max_cstate=1\n");
@@ -450,7 +473,7 @@ mod tests {
         )
         .unwrap();
 
-        let mut reader = FactReader::new(&root, &[1]);
+        let mut reader = FactReader::new(root, &[1]);
         let fp = reader.read();
         assert_eq!(fp.value("kernel.release"), Some("6.12.0-rt7"));
         assert_eq!(fp.value("kernel.preempt"), Some("rt"));
@@ -487,7 +510,6 @@ mod tests {
             .map(|c| c.name.clone())
             .collect();
         assert_eq!(changed, ["cpuidle.states[cpu1]", "irq[24]"]);
-        fs::remove_dir_all(root).unwrap();
     }
 
     #[test]
