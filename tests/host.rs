@@ -103,8 +103,8 @@ fn runtime_changes_of_the_host_are_seen_reverted_logged_and_recorded() {
 
     // The identifier the test's own changes start from and return to:
     // read once the record has filed an interval, so that a change made by
-    // something else at the daemon's start (a process of an earlier test
-    // letting its PM QoS request go) is behind it.
+    // something else at the daemon's start (seen here when this ran right
+    // after tests/e2e_prometheus.rs) is behind it.
     wait_until(
         "the record's first interval",
         Duration::from_millis(100),
@@ -157,9 +157,9 @@ fn runtime_changes_of_the_host_are_seen_reverted_logged_and_recorded() {
         .collect();
     assert!(!host_lines.is_empty(), "no host facts line: {text}");
     // The record starts with the facts of its first interval's end: the
-    // first read's, unless something else on the host changed before it
-    // (a process of an earlier test letting its PM QoS request go), and
-    // every facts line it has is of an identifier the daemon went through.
+    // first read's, unless something else on the host changed before it,
+    // and every facts line it has is of an identifier the daemon went
+    // through.
     let went_through: Vec<String> = std::iter::once(id.clone())
         .chain(
             history
