@@ -96,7 +96,26 @@ fn data_root() -> std::path::PathBuf {
 fn every_dashboard_query_and_rule_works_against_a_real_prometheus() {
     require_tool("prometheus", "--version", "prometheus");
     let dir = tempfile::tempdir().unwrap();
-    let daemon = Daemon::start_with_export(dir.path(), "");
+    // A record left by an earlier run under another kernel: the daemon
+    // sees the host changed while it was stopped, which the change
+    // annotations and LatencydHostConfigChanged show, without needing the
+    // privileges a change at runtime takes (tests/host.rs makes those).
+    let record = dir.path().join("record");
+    seed_record_under_another_kernel(&record);
+    let daemon = Daemon::start(latencyd().args(["run", "--config"]).arg(daemon_config(
+        dir.path(),
+        "",
+        "",
+        &format!("[record]\nenabled = true\ndir = \"{}\"\n", record.display()),
+    )));
+    let (_, host) = daemon.get("/api/v1/host");
+    let host: Value = serde_json::from_str(&host).unwrap();
+    let change = &host["changes"][0];
+    assert_eq!(change["seen"], "since_record", "{host}");
+    assert_eq!(
+        change["facts"]["kernel.release"]["from"], "0.0.0-before",
+        "{host}"
+    );
 
     let prometheus = Prometheus::start(dir.path(), "latencyd", daemon.addr);
     // Enough scrapes for 10 s rate windows, and every rule evaluated.
@@ -165,10 +184,16 @@ fn every_dashboard_query_and_rule_works_against_a_real_prometheus() {
             );
             checked += 1;
         }
-        // Restarts and firing alerts: none on a healthy system, so the
-        // queries only have to run.
-        for (_, expr) in annotation_queries(path) {
-            prometheus.query(&substitute(&expr));
+        // Restarts and firing alerts: none on a healthy system, so those
+        // queries only have to run; the host's configuration changed.
+        for (name, expr) in annotation_queries(path) {
+            let series = prometheus.query(&substitute(&expr));
+            if name == "host configuration changes" {
+                assert!(
+                    !series.is_empty(),
+                    "{path}: annotation '{name}' returns nothing: {expr}"
+                );
+            }
             checked += 1;
         }
     }
@@ -190,6 +215,25 @@ fn every_dashboard_query_and_rule_works_against_a_real_prometheus() {
     assert!(checked >= 40, "{checked} queries checked");
     drop(prometheus);
     drop(daemon);
+}
+
+/// Writes a record file, started an hour ago, whose only line is the
+/// host facts line of a kernel this host does not run.
+fn seed_record_under_another_kernel(record: &std::path::Path) {
+    let hour_ago_ns = latencyd::units::unix_now_ns() - 3_600 * 1_000_000_000;
+    let stamp: String = latencyd::units::format_rfc3339_ms(hour_ago_ns)
+        .chars()
+        .filter(|c| !matches!(c, '-' | ':'))
+        .collect();
+    std::fs::create_dir_all(record).unwrap();
+    std::fs::write(
+        record.join(format!("latencyd-{stamp}.hlog")),
+        format!(
+            "#[latencyd host 000000000000 at={}.000\tkernel.release=0.0.0-before]\n",
+            hour_ago_ns / 1_000_000_000
+        ),
+    )
+    .unwrap();
 }
 
 /// Whether `expr`'s outermost aggregation keeps no `instance` label
