@@ -10,9 +10,11 @@
 //! - `facts`: reading those facts (kernel, command line, CPU, firmware,
 //!   idle and frequency, PM QoS, scheduler, IRQs, tuned, virtualisation).
 //! - `topology`: package, core, node and SMT siblings of each CPU.
+//! - `json`: the JSON form of both, for every edge that prints them.
 
 pub mod facts;
 pub mod fingerprint;
+pub mod json;
 pub mod topology;
 
 pub use facts::FactReader;

@@ -8,7 +8,8 @@ use serde::Serialize;
 
 use super::report::RunReport;
 use crate::cpulist::format_cpu_list;
-use crate::host::{CpuTopology, Fact, Fingerprint, HostInfo};
+use crate::host::json::{CpuJson, FactJson, facts_json, topology_json};
+use crate::host::{CpuTopology, Fingerprint, HostInfo};
 use crate::stats::REPORTED_QUANTILES;
 use crate::units::civil_from_days;
 
@@ -87,9 +88,9 @@ struct HostFacts {
     fingerprint: String,
     /// Every fact the daemon's `/api/v1/host` lists: `{"value": …}` or
     /// `{"absent": why}`.
-    facts: BTreeMap<String, JsonFact>,
+    facts: BTreeMap<String, FactJson>,
     /// The measured CPUs' package, core, NUMA node and SMT siblings.
-    cpus: Vec<JsonCpu>,
+    cpus: Vec<CpuJson>,
     preempt_rt: bool,
     usable_cpus: String,
     cap_sys_nice: bool,
@@ -100,47 +101,12 @@ struct HostFacts {
     clock_resolution_ns: Option<u64>,
 }
 
-#[derive(Serialize)]
-#[serde(rename_all = "snake_case")]
-enum JsonFact {
-    Value(String),
-    Absent(String),
-}
-
-#[derive(Serialize)]
-struct JsonCpu {
-    cpu: usize,
-    package: Option<i64>,
-    core: Option<i64>,
-    node: Option<usize>,
-    smt_sibling: Option<String>,
-}
-
 impl HostFacts {
     fn of(host: &HostInfo, fingerprint: &Fingerprint, topology: &[CpuTopology]) -> HostFacts {
         HostFacts {
             fingerprint: fingerprint.id(),
-            facts: fingerprint
-                .facts
-                .iter()
-                .map(|(name, fact)| {
-                    let json = match fact {
-                        Fact::Known(v) => JsonFact::Value(v.clone()),
-                        Fact::Absent(why) => JsonFact::Absent(why.clone()),
-                    };
-                    (name.clone(), json)
-                })
-                .collect(),
-            cpus: topology
-                .iter()
-                .map(|t| JsonCpu {
-                    cpu: t.cpu,
-                    package: t.package,
-                    core: t.core,
-                    node: t.node,
-                    smt_sibling: t.smt_siblings.clone(),
-                })
-                .collect(),
+            facts: facts_json(fingerprint),
+            cpus: topology_json(topology),
             preempt_rt: host.preempt_rt,
             usable_cpus: format_cpu_list(&host.usable_cpus),
             cap_sys_nice: host.cap_sys_nice,

@@ -15,6 +15,7 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use crate::cpulist::format_cpu_list;
+use crate::host::json::{FactJson, facts_json};
 use crate::host::{Fact, FactChange, Fingerprint};
 use crate::record::reader::{self, Range};
 use crate::record::{Entry, ReadReport, Summary};
@@ -218,7 +219,7 @@ struct JsonPart {
     missed: u64,
     /// The facts of this part, where the record has them
     /// (`{"value": …}` or `{"absent": why}`).
-    facts: Option<BTreeMap<String, JsonFact>>,
+    facts: Option<BTreeMap<String, FactJson>>,
     /// Facts that differ from the part before (epochs) or from A
     /// (`--compare`'s B); `null` when either side's facts are unknown.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -226,13 +227,6 @@ struct JsonPart {
     /// 1 µs bins of all the CPUs together (`--compare` only).
     #[serde(skip_serializing_if = "Option::is_none")]
     histogram_us: Option<BTreeMap<u64, u64>>,
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "snake_case")]
-enum JsonFact {
-    Value(String),
-    Absent(String),
 }
 
 #[derive(Serialize)]
@@ -260,18 +254,7 @@ fn json_part(part: &Part, before: Option<&Part>, histogram: bool) -> JsonPart {
         max_ns: all.max_ns,
         max_cpu: worst,
         missed: all.missed,
-        facts: part.facts.as_ref().map(|f| {
-            f.facts
-                .iter()
-                .map(|(name, fact)| {
-                    let json = match fact {
-                        Fact::Known(v) => JsonFact::Value(v.clone()),
-                        Fact::Absent(why) => JsonFact::Absent(why.clone()),
-                    };
-                    (name.clone(), json)
-                })
-                .collect()
-        }),
+        facts: part.facts.as_ref().map(facts_json),
         changed: before.map(|b| {
             changed(b, part).map(|changes| {
                 changes

@@ -8,6 +8,7 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use crate::daemon::state::{ChangeSeen, HostTrack};
+use crate::host::json::{CpuJson, FactJson, facts_json, topology_json};
 use crate::host::{CpuTopology, Fact, Fingerprint};
 
 /// The labels of `latencyd_host_fingerprint_info`, in the catalogue's
@@ -65,43 +66,9 @@ fn cpufreq_governors(fp: &Fingerprint) -> String {
     }
 }
 
-/// One CPU's place, as the API gives it.
-#[derive(Serialize)]
-pub struct CpuTopologyBody {
-    cpu: usize,
-    package: Option<i64>,
-    core: Option<i64>,
-    node: Option<usize>,
-    smt_sibling: Option<String>,
-}
-
-pub fn topology(cpus: &[CpuTopology]) -> Vec<CpuTopologyBody> {
-    cpus.iter()
-        .map(|t| CpuTopologyBody {
-            cpu: t.cpu,
-            package: t.package,
-            core: t.core,
-            node: t.node,
-            smt_sibling: t.smt_siblings.clone(),
-        })
-        .collect()
-}
-
-/// A fact: `{"value": …}` or `{"absent": why}`.
-#[derive(Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum FactBody {
-    Value(String),
-    Absent(String),
-}
-
-impl FactBody {
-    fn of(fact: &Fact) -> FactBody {
-        match fact {
-            Fact::Known(v) => FactBody::Value(v.clone()),
-            Fact::Absent(why) => FactBody::Absent(why.clone()),
-        }
-    }
+/// Each CPU's place, as the API gives it.
+pub fn topology(cpus: &[CpuTopology]) -> Vec<CpuJson> {
+    topology_json(cpus)
 }
 
 /// One fact's change; `null` where it was absent or not there.
@@ -135,8 +102,8 @@ pub struct HostFingerprintBody {
     /// Time between reads (0: read once, at start).
     reread_interval_ns: u64,
     changes_total: u64,
-    facts: BTreeMap<String, FactBody>,
-    cpus: Vec<CpuTopologyBody>,
+    facts: BTreeMap<String, FactJson>,
+    cpus: Vec<CpuJson>,
     /// The latest changes, oldest first (at most `state::MAX_HISTORY`).
     changes: Vec<HostChangeBody>,
 }
@@ -149,12 +116,7 @@ pub fn fingerprint(track: &HostTrack, reread_interval_ns: u64) -> HostFingerprin
         read_duration_ns: track.read_duration_ns,
         reread_interval_ns,
         changes_total: track.changes_total,
-        facts: track
-            .current
-            .facts
-            .iter()
-            .map(|(name, fact)| (name.clone(), FactBody::of(fact)))
-            .collect(),
+        facts: facts_json(&track.current),
         cpus: topology(&track.topology),
         changes: track
             .history

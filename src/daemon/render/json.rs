@@ -61,7 +61,7 @@ pub struct StatusBody {
     /// The identifier of the host's facts (`/api/v1/host` has them all).
     fingerprint: String,
     /// Every online CPU's package, core, node and SMT siblings.
-    topology: Vec<super::host::CpuTopologyBody>,
+    topology: Vec<crate::host::json::CpuJson>,
 }
 
 /// Listen addresses as one string, comma-separated.
