@@ -97,11 +97,17 @@ pub struct Opened {
 
 /// Finds tracefs: `configured`, or for the default, the debugfs mount.
 pub fn locate(configured: &Path) -> Result<PathBuf, String> {
+    locate_for(configured, "forensics")
+}
+
+/// `locate`, with the errors naming `who` needs tracefs (`forensics`,
+/// `observe`).
+pub fn locate_for(configured: &Path, who: &str) -> Result<PathBuf, String> {
     match fs::metadata(configured.join("instances")) {
         Ok(meta) if meta.is_dir() => return Ok(configured.to_path_buf()),
         Err(err) if err.kind() == ErrorKind::PermissionDenied => {
             return Err(format!(
-                "cannot access tracefs at {} (permission denied): forensics needs root, or \
+                "cannot access tracefs at {} (permission denied): {who} needs root, or \
                  access to tracefs (see deploy/systemd/latencyd-forensics.conf)",
                 configured.display()
             ));
@@ -122,40 +128,7 @@ pub fn locate(configured: &Path) -> Result<PathBuf, String> {
 
 /// Creates and starts the instance on `root` (a tracefs mount).
 pub fn open(root: &Path, buffer_size_kb: u64, cpus: &[usize]) -> Result<Opened, String> {
-    let dir = root.join("instances").join(INSTANCE_NAME);
-    let mut notes = Vec::new();
-    if dir.exists() {
-        let _ = fs::write(dir.join("tracing_on"), "0");
-        fs::remove_dir(&dir).map_err(|err| {
-            format!(
-                "the tracefs instance {} is left from an earlier run and cannot be removed \
-                 ({err}); if no other latencyd uses it, remove it with `rmdir {}`",
-                dir.display(),
-                dir.display()
-            )
-        })?;
-        notes.push(format!(
-            "removed the tracefs instance {} left by an earlier run",
-            dir.display()
-        ));
-    }
-    fs::create_dir(&dir).map_err(|err| {
-        let hint = if matches!(
-            err.kind(),
-            ErrorKind::PermissionDenied | ErrorKind::ReadOnlyFilesystem
-        ) {
-            " (forensics needs root, or write access to tracefs: see \
-             deploy/systemd/latencyd-forensics.conf)"
-        } else {
-            ""
-        };
-        format!(
-            "cannot create the tracefs instance {}: {err}{hint}",
-            dir.display()
-        )
-    })?;
-    // From here on, dropping `instance` removes the directory again.
-    let instance = Instance { dir };
+    let (instance, notes) = Instance::create(root, INSTANCE_NAME, "forensics")?;
     let capabilities = instance.configure(root, buffer_size_kb, cpus)?;
     Ok(Opened {
         instance,
@@ -165,7 +138,49 @@ pub fn open(root: &Path, buffer_size_kb: u64, cpus: &[usize]) -> Result<Opened, 
 }
 
 impl Instance {
-    fn write(&self, file: &str, value: &str) -> Result<(), String> {
+    /// Creates `instances/NAME` under `root`, removing one left by a
+    /// crash first (said in the notes). Errors name what `who` needs.
+    pub fn create(root: &Path, name: &str, who: &str) -> Result<(Instance, Vec<String>), String> {
+        let dir = root.join("instances").join(name);
+        let mut notes = Vec::new();
+        if dir.exists() {
+            let _ = fs::write(dir.join("tracing_on"), "0");
+            fs::remove_dir(&dir).map_err(|err| {
+                format!(
+                    "the tracefs instance {} is left from an earlier run and cannot be removed \
+                 ({err}); if no other latencyd uses it, remove it with `rmdir {}`",
+                    dir.display(),
+                    dir.display()
+                )
+            })?;
+            notes.push(format!(
+                "removed the tracefs instance {} left by an earlier run",
+                dir.display()
+            ));
+        }
+        fs::create_dir(&dir).map_err(|err| {
+            let hint = if matches!(
+                err.kind(),
+                ErrorKind::PermissionDenied | ErrorKind::ReadOnlyFilesystem
+            ) {
+                format!(
+                    " ({who} needs root, or write access to tracefs: see \
+                 deploy/systemd/latencyd-forensics.conf)"
+                )
+            } else {
+                String::new()
+            };
+            format!(
+                "cannot create the tracefs instance {}: {err}{hint}",
+                dir.display()
+            )
+        })?;
+        // From here on, dropping the instance removes the directory again.
+        Ok((Instance { dir }, notes))
+    }
+
+    /// Writes `value` to one of the instance's files.
+    pub fn write(&self, file: &str, value: &str) -> Result<(), String> {
         fs::write(self.dir.join(file), value).map_err(|err| {
             format!(
                 "cannot write {value:?} to {}: {err}",
