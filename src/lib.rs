@@ -25,6 +25,8 @@ pub mod config;
 pub mod forensics;
 pub mod plot;
 pub mod record;
+// Interference and real-time tasks' latency on CPUs without a sampler.
+pub mod observe;
 // The two front ends.
 pub mod daemon;
 pub mod measure;

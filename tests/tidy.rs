@@ -33,6 +33,7 @@ const LAYERS: &[&[&str]] = &[
     &["host"],
     &["sampling"],
     &["forensics", "record"],
+    &["observe"],
     &["config", "plot"],
     &["daemon", "measure"],
     &["report"],

@@ -1,0 +1,666 @@
+//! Trace events in their binary form: the layout each event's `format`
+//! file gives (its ID and every field's offset and size), and the
+//! decoding of a ring-buffer record into the events the accounting uses.
+//!
+//! Offsets are read from the kernel at start, never assumed: they differ
+//! between kernel versions (`sched_switch` gained and lost fields over
+//! the years) and architectures.
+
+use std::collections::HashMap;
+
+/// One field of an event's record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Field {
+    pub offset: usize,
+    pub size: usize,
+    pub signed: bool,
+    /// `__data_loc`: the field holds a 32-bit (length << 16 | offset) to
+    /// a string elsewhere in the record.
+    pub data_loc: bool,
+}
+
+/// An event's `format` file, read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Format {
+    pub id: u16,
+    pub fields: HashMap<String, Field>,
+}
+
+impl Format {
+    pub fn parse(text: &str) -> Result<Format, String> {
+        let mut id = None;
+        let mut fields = HashMap::new();
+        for line in text.lines() {
+            let line = line.trim();
+            if let Some(v) = line.strip_prefix("ID:") {
+                id = v.trim().parse().ok();
+                continue;
+            }
+            let Some(rest) = line.strip_prefix("field:") else {
+                continue;
+            };
+            let mut parts = rest.split(';');
+            let decl = parts.next().unwrap_or("").trim();
+            let mut offset = None;
+            let mut size = None;
+            let mut signed = false;
+            for part in parts {
+                let part = part.trim();
+                if let Some(v) = part.strip_prefix("offset:") {
+                    offset = v.parse().ok();
+                } else if let Some(v) = part.strip_prefix("size:") {
+                    size = v.parse().ok();
+                } else if let Some(v) = part.strip_prefix("signed:") {
+                    signed = v == "1";
+                }
+            }
+            // `char prev_comm[16]` names `prev_comm`; `__data_loc char[] name`
+            // names `name`.
+            let name = decl
+                .split_whitespace()
+                .last()
+                .unwrap_or("")
+                .split('[')
+                .next()
+                .unwrap_or("");
+            if let (false, Some(offset), Some(size)) = (name.is_empty(), offset, size) {
+                fields.insert(
+                    name.to_string(),
+                    Field {
+                        offset,
+                        size,
+                        signed,
+                        data_loc: decl.starts_with("__data_loc"),
+                    },
+                );
+            }
+        }
+        let id = id.ok_or_else(|| "no ID: line in the event's format".to_string())?;
+        Ok(Format { id, fields })
+    }
+
+    fn field(&self, event: &str, name: &str) -> Result<Field, String> {
+        self.fields
+            .get(name)
+            .copied()
+            .ok_or_else(|| format!("the {event} event has no field {name} in this kernel"))
+    }
+}
+
+/// An event the accounting understands, decoded from a record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event<'a> {
+    Switch {
+        prev_comm: &'a [u8],
+        prev_pid: i32,
+        prev_prio: i32,
+        /// 0 when the task was preempted (still runnable).
+        prev_state: i64,
+        next_comm: &'a [u8],
+        next_pid: i32,
+        next_prio: i32,
+    },
+    Wakeup {
+        comm: &'a [u8],
+        pid: i32,
+        prio: i32,
+        target_cpu: i32,
+    },
+    IrqEntry {
+        irq: i32,
+        name: &'a [u8],
+    },
+    IrqExit {
+        irq: i32,
+    },
+    SoftirqEntry {
+        vec: u32,
+    },
+    SoftirqExit {
+        vec: u32,
+    },
+    /// A system vector (x86: `local_timer`, `reschedule`, ...), by its
+    /// index in `Decoder::vector_names`.
+    VectorEntry {
+        vector: usize,
+    },
+    VectorExit {
+        vector: usize,
+    },
+    Nmi {
+        delta_ns: i64,
+    },
+    /// `hrtimer_start`: a timer armed by the task `pid` (0 in interrupt
+    /// context) for `softexpires`, in the timer's clock.
+    TimerStart {
+        timer: u64,
+        softexpires: i64,
+        pid: i32,
+    },
+    /// `hrtimer_expire_entry`: the timer runs; `now` in its clock.
+    TimerExpire {
+        timer: u64,
+        now: i64,
+    },
+}
+
+#[derive(Debug, Clone)]
+enum Layout {
+    Switch {
+        prev_comm: Field,
+        prev_pid: Field,
+        prev_prio: Field,
+        prev_state: Field,
+        next_comm: Field,
+        next_pid: Field,
+        next_prio: Field,
+    },
+    Wakeup {
+        comm: Field,
+        pid: Field,
+        prio: Field,
+        target_cpu: Field,
+    },
+    IrqEntry {
+        irq: Field,
+        name: Field,
+    },
+    IrqExit {
+        irq: Field,
+    },
+    Softirq {
+        entry: bool,
+        vec: Field,
+    },
+    Vector {
+        entry: bool,
+        vector: usize,
+    },
+    Nmi {
+        delta_ns: Field,
+    },
+    TimerStart {
+        timer: Field,
+        softexpires: Field,
+        pid: Field,
+    },
+    TimerExpire {
+        timer: Field,
+        now: Field,
+    },
+}
+
+/// Decodes records by their event ID.
+#[derive(Debug, Clone, Default)]
+pub struct Decoder {
+    layouts: HashMap<u16, Layout>,
+    /// The system vectors known, by index (`local_timer`, ...).
+    pub vector_names: Vec<String>,
+}
+
+impl Decoder {
+    /// Learns the event `system/name` from its `format` text. Events the
+    /// accounting does not use are refused with the reason.
+    pub fn add(&mut self, system: &str, name: &str, format_text: &str) -> Result<(), String> {
+        let event = format!("{system}:{name}");
+        let format = Format::parse(format_text).map_err(|e| format!("{event}: {e}"))?;
+        let f = |field: &str| format.field(&event, field);
+        let common_pid = f("common_pid")?;
+        let layout = match (system, name) {
+            ("sched", "sched_switch") => Layout::Switch {
+                prev_comm: f("prev_comm")?,
+                prev_pid: f("prev_pid")?,
+                prev_prio: f("prev_prio")?,
+                prev_state: f("prev_state")?,
+                next_comm: f("next_comm")?,
+                next_pid: f("next_pid")?,
+                next_prio: f("next_prio")?,
+            },
+            ("sched", "sched_wakeup") => Layout::Wakeup {
+                comm: f("comm")?,
+                pid: f("pid")?,
+                prio: f("prio")?,
+                target_cpu: f("target_cpu")?,
+            },
+            ("irq", "irq_handler_entry") => Layout::IrqEntry {
+                irq: f("irq")?,
+                name: f("name")?,
+            },
+            ("irq", "irq_handler_exit") => Layout::IrqExit { irq: f("irq")? },
+            ("irq", "softirq_entry") => Layout::Softirq {
+                entry: true,
+                vec: f("vec")?,
+            },
+            ("irq", "softirq_exit") => Layout::Softirq {
+                entry: false,
+                vec: f("vec")?,
+            },
+            ("nmi", "nmi_handler") => Layout::Nmi {
+                delta_ns: f("delta_ns")?,
+            },
+            ("timer", "hrtimer_start") => Layout::TimerStart {
+                timer: f("hrtimer")?,
+                softexpires: f("softexpires")?,
+                pid: common_pid,
+            },
+            ("timer", "hrtimer_expire_entry") => Layout::TimerExpire {
+                timer: f("hrtimer")?,
+                now: f("now")?,
+            },
+            ("irq_vectors", vector) => {
+                let (base, entry) = if let Some(base) = vector.strip_suffix("_entry") {
+                    (base, true)
+                } else if let Some(base) = vector.strip_suffix("_exit") {
+                    (base, false)
+                } else {
+                    return Err(format!("{event} is not an entry or exit event"));
+                };
+                let index = match self.vector_names.iter().position(|v| v == base) {
+                    Some(i) => i,
+                    None => {
+                        self.vector_names.push(base.to_string());
+                        self.vector_names.len() - 1
+                    }
+                };
+                Layout::Vector {
+                    entry,
+                    vector: index,
+                }
+            }
+            _ => return Err(format!("{event} is not an event the accounting reads")),
+        };
+        self.layouts.insert(format.id, layout);
+        Ok(())
+    }
+
+    /// The event in `record` (a ring-buffer payload), if it is one the
+    /// decoder knows and its fields fit the record.
+    pub fn decode<'a>(&self, record: &'a [u8]) -> Option<Event<'a>> {
+        let id = u16::from_ne_bytes(record.get(..2)?.try_into().ok()?);
+        let r = Record(record);
+        Some(match self.layouts.get(&id)? {
+            Layout::Switch {
+                prev_comm,
+                prev_pid,
+                prev_prio,
+                prev_state,
+                next_comm,
+                next_pid,
+                next_prio,
+            } => Event::Switch {
+                prev_comm: r.comm(prev_comm)?,
+                prev_pid: r.int(prev_pid)? as i32,
+                prev_prio: r.int(prev_prio)? as i32,
+                prev_state: r.int(prev_state)?,
+                next_comm: r.comm(next_comm)?,
+                next_pid: r.int(next_pid)? as i32,
+                next_prio: r.int(next_prio)? as i32,
+            },
+            Layout::Wakeup {
+                comm,
+                pid,
+                prio,
+                target_cpu,
+            } => Event::Wakeup {
+                comm: r.comm(comm)?,
+                pid: r.int(pid)? as i32,
+                prio: r.int(prio)? as i32,
+                target_cpu: r.int(target_cpu)? as i32,
+            },
+            Layout::IrqEntry { irq, name } => Event::IrqEntry {
+                irq: r.int(irq)? as i32,
+                name: r.string(name)?,
+            },
+            Layout::IrqExit { irq } => Event::IrqExit {
+                irq: r.int(irq)? as i32,
+            },
+            Layout::Softirq { entry, vec } => {
+                let vec = r.int(vec)? as u32;
+                if *entry {
+                    Event::SoftirqEntry { vec }
+                } else {
+                    Event::SoftirqExit { vec }
+                }
+            }
+            Layout::Vector { entry, vector } => {
+                if *entry {
+                    Event::VectorEntry { vector: *vector }
+                } else {
+                    Event::VectorExit { vector: *vector }
+                }
+            }
+            Layout::Nmi { delta_ns } => Event::Nmi {
+                delta_ns: r.int(delta_ns)?,
+            },
+            Layout::TimerStart {
+                timer,
+                softexpires,
+                pid,
+            } => Event::TimerStart {
+                timer: r.int(timer)? as u64,
+                softexpires: r.int(softexpires)?,
+                pid: r.int(pid)? as i32,
+            },
+            Layout::TimerExpire { timer, now } => Event::TimerExpire {
+                timer: r.int(timer)? as u64,
+                now: r.int(now)?,
+            },
+        })
+    }
+}
+
+/// The task current when a record was written (`common_pid`: the same
+/// place in every event's format, after the type, flags and preemption
+/// count), or 0 for a record too short to say.
+pub fn common_pid(record: &[u8]) -> i32 {
+    record
+        .get(4..8)
+        .and_then(|b| b.try_into().ok())
+        .map_or(0, i32::from_ne_bytes)
+}
+
+struct Record<'a>(&'a [u8]);
+
+impl<'a> Record<'a> {
+    fn bytes(&self, field: &Field) -> Option<&'a [u8]> {
+        self.0.get(field.offset..field.offset + field.size)
+    }
+
+    /// An integer field of 1, 2, 4 or 8 bytes, sign-extended when signed.
+    fn int(&self, field: &Field) -> Option<i64> {
+        let b = self.bytes(field)?;
+        Some(match (b.len(), field.signed) {
+            (1, true) => i64::from(b[0] as i8),
+            (1, false) => i64::from(b[0]),
+            (2, true) => i64::from(i16::from_ne_bytes(b.try_into().ok()?)),
+            (2, false) => i64::from(u16::from_ne_bytes(b.try_into().ok()?)),
+            (4, true) => i64::from(i32::from_ne_bytes(b.try_into().ok()?)),
+            (4, false) => i64::from(u32::from_ne_bytes(b.try_into().ok()?)),
+            (8, _) => i64::from_ne_bytes(b.try_into().ok()?),
+            _ => return None,
+        })
+    }
+
+    /// A fixed `char[N]`, up to its first NUL.
+    fn comm(&self, field: &Field) -> Option<&'a [u8]> {
+        let b = self.bytes(field)?;
+        Some(&b[..b.iter().position(|&c| c == 0).unwrap_or(b.len())])
+    }
+
+    /// A `__data_loc` string, up to its first NUL.
+    fn string(&self, field: &Field) -> Option<&'a [u8]> {
+        if !field.data_loc {
+            return self.comm(field);
+        }
+        let loc = self.int(&Field {
+            size: 4,
+            signed: false,
+            ..*field
+        })? as u32;
+        let (offset, len) = ((loc & 0xffff) as usize, (loc >> 16) as usize);
+        let b = self.0.get(offset..offset + len)?;
+        Some(&b[..b.iter().position(|&c| c == 0).unwrap_or(b.len())])
+    }
+}
+
+/// Builds records as the kernel writes them, for tests.
+#[cfg(test)]
+pub(crate) mod build {
+    /// The common fields of every record (type, flags, preempt count, pid).
+    pub fn common(id: u16, pid: i32, size: usize) -> Vec<u8> {
+        let mut r = vec![0u8; size];
+        r[..2].copy_from_slice(&id.to_ne_bytes());
+        r[4..8].copy_from_slice(&pid.to_ne_bytes());
+        r
+    }
+
+    pub fn put(r: &mut [u8], offset: usize, bytes: &[u8]) {
+        r[offset..offset + bytes.len()].copy_from_slice(bytes);
+    }
+
+    pub fn comm(r: &mut [u8], offset: usize, name: &str) {
+        put(r, offset, name.as_bytes());
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod samples {
+    //! `format` files as this project's development kernel (6.18, x86-64)
+    //! prints them, trimmed to the fields.
+    pub const COMMON: &str = "\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
+        \tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n\
+        \tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n\
+        \tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n";
+
+    pub fn format(id: u16, fields: &str) -> String {
+        format!("name: x\nID: {id}\nformat:\n{COMMON}{fields}\nprint fmt: \"\"\n")
+    }
+
+    pub fn sched_switch() -> String {
+        format(
+            372,
+            "\tfield:char prev_comm[16];\toffset:8;\tsize:16;\tsigned:0;\n\
+             \tfield:pid_t prev_pid;\toffset:24;\tsize:4;\tsigned:1;\n\
+             \tfield:int prev_prio;\toffset:28;\tsize:4;\tsigned:1;\n\
+             \tfield:long prev_state;\toffset:32;\tsize:8;\tsigned:1;\n\
+             \tfield:char next_comm[16];\toffset:40;\tsize:16;\tsigned:0;\n\
+             \tfield:pid_t next_pid;\toffset:56;\tsize:4;\tsigned:1;\n\
+             \tfield:int next_prio;\toffset:60;\tsize:4;\tsigned:1;\n",
+        )
+    }
+
+    pub fn sched_wakeup() -> String {
+        format(
+            374,
+            "\tfield:char comm[16];\toffset:8;\tsize:16;\tsigned:0;\n\
+             \tfield:pid_t pid;\toffset:24;\tsize:4;\tsigned:1;\n\
+             \tfield:int prio;\toffset:28;\tsize:4;\tsigned:1;\n\
+             \tfield:int target_cpu;\toffset:32;\tsize:4;\tsigned:1;\n",
+        )
+    }
+
+    pub fn irq_handler_entry() -> String {
+        format(
+            225,
+            "\tfield:int irq;\toffset:8;\tsize:4;\tsigned:1;\n\
+             \tfield:__data_loc char[] name;\toffset:12;\tsize:4;\tsigned:0;\n",
+        )
+    }
+
+    pub fn irq_handler_exit() -> String {
+        format(
+            226,
+            "\tfield:int irq;\toffset:8;\tsize:4;\tsigned:1;\n\
+             \tfield:int ret;\toffset:12;\tsize:4;\tsigned:1;\n",
+        )
+    }
+
+    pub fn softirq(id: u16) -> String {
+        format(
+            id,
+            "\tfield:unsigned int vec;\toffset:8;\tsize:4;\tsigned:0;\n",
+        )
+    }
+
+    pub fn vector(id: u16) -> String {
+        format(id, "\tfield:int vector;\toffset:8;\tsize:4;\tsigned:1;\n")
+    }
+
+    pub fn nmi_handler() -> String {
+        format(
+            170,
+            "\tfield:void * handler;\toffset:8;\tsize:8;\tsigned:0;\n\
+             \tfield:s64 delta_ns;\toffset:16;\tsize:8;\tsigned:1;\n\
+             \tfield:int handled;\toffset:24;\tsize:4;\tsigned:1;\n",
+        )
+    }
+
+    pub fn hrtimer_start() -> String {
+        format(
+            460,
+            "\tfield:void * hrtimer;\toffset:8;\tsize:8;\tsigned:0;\n\
+             \tfield:void * function;\toffset:16;\tsize:8;\tsigned:0;\n\
+             \tfield:s64 expires;\toffset:24;\tsize:8;\tsigned:1;\n\
+             \tfield:s64 softexpires;\toffset:32;\tsize:8;\tsigned:1;\n",
+        )
+    }
+
+    pub fn hrtimer_expire_entry() -> String {
+        format(
+            459,
+            "\tfield:void * hrtimer;\toffset:8;\tsize:8;\tsigned:0;\n\
+             \tfield:s64 now;\toffset:16;\tsize:8;\tsigned:1;\n\
+             \tfield:void * function;\toffset:24;\tsize:8;\tsigned:0;\n",
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::build::*;
+    use super::samples;
+    use super::*;
+
+    fn decoder() -> Decoder {
+        let mut d = Decoder::default();
+        d.add("sched", "sched_switch", &samples::sched_switch())
+            .unwrap();
+        d.add("sched", "sched_wakeup", &samples::sched_wakeup())
+            .unwrap();
+        d.add("irq", "irq_handler_entry", &samples::irq_handler_entry())
+            .unwrap();
+        d.add("irq", "irq_handler_exit", &samples::irq_handler_exit())
+            .unwrap();
+        d.add("irq", "softirq_entry", &samples::softirq(227))
+            .unwrap();
+        d.add("irq", "softirq_exit", &samples::softirq(228))
+            .unwrap();
+        d.add("timer", "hrtimer_start", &samples::hrtimer_start())
+            .unwrap();
+        d.add(
+            "timer",
+            "hrtimer_expire_entry",
+            &samples::hrtimer_expire_entry(),
+        )
+        .unwrap();
+        d.add("nmi", "nmi_handler", &samples::nmi_handler())
+            .unwrap();
+        d.add("irq_vectors", "local_timer_entry", &samples::vector(500))
+            .unwrap();
+        d.add("irq_vectors", "local_timer_exit", &samples::vector(501))
+            .unwrap();
+        d
+    }
+
+    #[test]
+    fn a_format_file_gives_the_id_and_every_fields_place() {
+        let f = Format::parse(&samples::irq_handler_entry()).unwrap();
+        assert_eq!(f.id, 225);
+        assert_eq!(
+            f.fields["name"],
+            Field {
+                offset: 12,
+                size: 4,
+                signed: false,
+                data_loc: true
+            }
+        );
+        assert!(f.fields["common_pid"].signed);
+        assert!(Format::parse("format:\n").unwrap_err().contains("ID"));
+    }
+
+    #[test]
+    fn a_missing_field_or_an_unknown_event_is_refused_with_its_name() {
+        let mut d = Decoder::default();
+        let err = d
+            .add("sched", "sched_switch", &samples::format(1, ""))
+            .unwrap_err();
+        assert!(
+            err.contains("sched:sched_switch event has no field prev_comm"),
+            "{err}"
+        );
+        let err = d
+            .add("sched", "sched_stat_runtime", &samples::format(2, ""))
+            .unwrap_err();
+        assert!(err.contains("not an event the accounting reads"), "{err}");
+    }
+
+    #[test]
+    fn records_decode_to_events() {
+        let d = decoder();
+        let mut r = common(372, 7, 64);
+        comm(&mut r, 8, "kworker/1:1");
+        put(&mut r, 24, &7i32.to_ne_bytes());
+        put(&mut r, 28, &120i32.to_ne_bytes());
+        put(&mut r, 32, &1i64.to_ne_bytes());
+        comm(&mut r, 40, "rtapp");
+        put(&mut r, 56, &99i32.to_ne_bytes());
+        put(&mut r, 60, &9i32.to_ne_bytes());
+        assert_eq!(
+            d.decode(&r),
+            Some(Event::Switch {
+                prev_comm: b"kworker/1:1",
+                prev_pid: 7,
+                prev_prio: 120,
+                prev_state: 1,
+                next_comm: b"rtapp",
+                next_pid: 99,
+                next_prio: 9,
+            })
+        );
+        let mut r = common(225, 0, 32);
+        put(&mut r, 8, &24i32.to_ne_bytes());
+        put(&mut r, 12, &((7u32 << 16) | 16).to_ne_bytes());
+        comm(&mut r, 16, "virtio0");
+        assert_eq!(
+            d.decode(&r),
+            Some(Event::IrqEntry {
+                irq: 24,
+                name: b"virtio0"
+            })
+        );
+        let mut r = common(170, 0, 32);
+        put(&mut r, 16, &(-5i64).to_ne_bytes());
+        assert_eq!(d.decode(&r), Some(Event::Nmi { delta_ns: -5 }));
+        assert_eq!(
+            d.decode(&common(501, 0, 12)),
+            Some(Event::VectorExit { vector: 0 })
+        );
+        assert_eq!(d.vector_names, vec!["local_timer"]);
+        let mut r = common(228, 0, 12);
+        put(&mut r, 8, &9u32.to_ne_bytes());
+        assert_eq!(d.decode(&r), Some(Event::SoftirqExit { vec: 9 }));
+        let mut r = common(226, 0, 16);
+        put(&mut r, 8, &24i32.to_ne_bytes());
+        assert_eq!(d.decode(&r), Some(Event::IrqExit { irq: 24 }));
+        let mut r = common(460, 1234, 48);
+        put(&mut r, 8, &0xffff_8880_0000_1000u64.to_ne_bytes());
+        put(&mut r, 32, &5_000_000i64.to_ne_bytes());
+        assert_eq!(
+            d.decode(&r),
+            Some(Event::TimerStart {
+                timer: 0xffff_8880_0000_1000,
+                softexpires: 5_000_000,
+                pid: 1234
+            })
+        );
+        let mut r = common(459, 0, 32);
+        put(&mut r, 8, &0xffff_8880_0000_1000u64.to_ne_bytes());
+        put(&mut r, 16, &5_000_300i64.to_ne_bytes());
+        assert_eq!(
+            d.decode(&r),
+            Some(Event::TimerExpire {
+                timer: 0xffff_8880_0000_1000,
+                now: 5_000_300
+            })
+        );
+        // Unknown IDs and records too short for their fields.
+        assert_eq!(d.decode(&common(999, 0, 64)), None);
+        assert_eq!(d.decode(&common(372, 0, 30)), None);
+        assert_eq!(d.decode(&[1]), None);
+        // A data_loc pointing outside the record.
+        let mut r = common(225, 0, 20);
+        put(&mut r, 12, &((40u32 << 16) | 16).to_ne_bytes());
+        assert_eq!(d.decode(&r), None);
+    }
+}

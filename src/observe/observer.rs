@@ -1,0 +1,417 @@
+//! The observer thread: every 100 ms it reads each observed CPU's new
+//! ring-buffer pages, accounts them, adds steal (`/proc/stat`) and, once
+//! a second, SMI counts (MSR 0x34), and hands the interval to the
+//! collector through a bounded queue. An ordinary thread, never the
+//! exporter's runtime or a sampler; a full queue makes it keep merging
+//! into the interval it holds, so nothing is lost and nothing waits.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError, sync_channel};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use super::account::CpuAccount;
+use super::tally::{CpuTally, Source, WakeSample};
+use super::tasks::ProcTasks;
+use super::tracer::Tracer;
+use super::{Interval, OTHER, Settings, Status, TaskKey};
+use crate::forensics::noise::{SmiCounters, parse_steal};
+use crate::stats::LatencyStats;
+
+/// How often the ring buffers are read.
+const TICK: Duration = Duration::from_millis(100);
+/// Intervals that may wait for the collector.
+const QUEUE: usize = 16;
+
+/// The running observer (or the reason there is none).
+pub struct Observer {
+    status: Arc<Mutex<Status>>,
+    intervals: Option<Receiver<Interval>>,
+    stop: Option<SyncSender<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+fn lock(status: &Mutex<Status>) -> MutexGuard<'_, Status> {
+    status.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Observer {
+    /// Observation off: the status says so.
+    pub fn disabled() -> Observer {
+        Observer {
+            status: Arc::new(Mutex::new(Status {
+                reason: Some("disabled in the configuration (observe.enabled = false)".to_string()),
+                ..Status::default()
+            })),
+            intervals: None,
+            stop: None,
+            thread: None,
+        }
+    }
+
+    /// Sets up tracing for `settings.cpus` and starts the thread. Anything
+    /// missing leaves the observer unavailable with the reason in its
+    /// status; nothing here fails the caller.
+    pub fn start(settings: Settings) -> Observer {
+        let mut status = Status {
+            enabled: true,
+            cpus: settings.cpus.clone(),
+            ..Status::default()
+        };
+        let unavailable = |mut status: Status, reason: String| {
+            status.reason = Some(reason);
+            Observer {
+                status: Arc::new(Mutex::new(status)),
+                intervals: None,
+                stop: None,
+                thread: None,
+            }
+        };
+        if settings.cpus.is_empty() {
+            return unavailable(
+                status,
+                "no CPU to observe: every online CPU has a sampler (observe.cpus = \
+                 \"unmeasured\"); set observe.cpus to \"all\" or a list to observe CPUs \
+                 that have one"
+                    .to_string(),
+            );
+        }
+        let tracer = match Tracer::open(&settings.tracefs, settings.buffer_size_kb, &settings.cpus)
+        {
+            Ok(tracer) => tracer,
+            Err(reason) => return unavailable(status, reason),
+        };
+        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        let (smi, smi_capability) =
+            SmiCounters::open(Path::new("/dev/cpu"), &cpuinfo, &settings.cpus);
+        status.capabilities = tracer.capabilities.clone();
+        status.capabilities.push(smi_capability);
+        for note in &tracer.notes {
+            status.capabilities.push(crate::forensics::Capability::new(
+                "cleanup",
+                true,
+                note.clone(),
+            ));
+        }
+        status.available = true;
+        let status = Arc::new(Mutex::new(status));
+        let (sender, receiver) = sync_channel(QUEUE);
+        let (stop_tx, stop_rx) = sync_channel(1);
+        let mut worker = Worker::new(settings, tracer, smi, Arc::clone(&status), sender);
+        let thread = std::thread::Builder::new()
+            .name("latencyd-observe".to_string())
+            .spawn(move || worker.run(&stop_rx));
+        match thread {
+            Ok(thread) => Observer {
+                status,
+                intervals: Some(receiver),
+                stop: Some(stop_tx),
+                thread: Some(thread),
+            },
+            Err(err) => {
+                let data = std::mem::take(&mut *lock(&status));
+                unavailable(data, format!("cannot start the observer thread: {err}"))
+            }
+        }
+    }
+
+    pub fn status(&self) -> Arc<Mutex<Status>> {
+        Arc::clone(&self.status)
+    }
+
+    /// The intervals waiting, oldest first; never waits.
+    pub fn drain(&self, mut each: impl FnMut(Interval)) {
+        if let Some(intervals) = &self.intervals {
+            while let Ok(interval) = intervals.try_recv() {
+                each(interval);
+            }
+        }
+    }
+
+    /// Stops the thread and removes the instance; false if the thread
+    /// panicked.
+    pub fn stop(&mut self) -> bool {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.try_send(());
+        }
+        match self.thread.take() {
+            Some(thread) => thread.join().is_ok(),
+            None => true,
+        }
+    }
+}
+
+impl Drop for Observer {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+struct Worker {
+    settings: Settings,
+    tracer: Tracer,
+    accounts: Vec<CpuAccount>,
+    tasks: ProcTasks,
+    smi: Option<SmiCounters>,
+    smi_last: BTreeMap<usize, u64>,
+    smi_read: Option<Instant>,
+    steal_last: BTreeMap<usize, u64>,
+    lost_last: BTreeMap<usize, u64>,
+    /// Task series given their own labels so far.
+    series: BTreeSet<TaskKey>,
+    /// Interference names given their own labels so far, per CPU.
+    names: BTreeMap<usize, BTreeSet<(Source, String)>>,
+    samples_seen: u64,
+    status: Arc<Mutex<Status>>,
+    sender: SyncSender<Interval>,
+    /// An interval the collector has not taken yet.
+    pending: Option<Interval>,
+}
+
+impl Worker {
+    fn new(
+        settings: Settings,
+        tracer: Tracer,
+        smi: Option<SmiCounters>,
+        status: Arc<Mutex<Status>>,
+        sender: SyncSender<Interval>,
+    ) -> Worker {
+        let accounts = tracer
+            .readers
+            .iter()
+            .map(|(cpu, _)| CpuAccount::new(*cpu, &tracer.decoder.vector_names))
+            .collect();
+        let mut worker = Worker {
+            settings,
+            tracer,
+            accounts,
+            tasks: ProcTasks::new(Path::new("/proc")),
+            smi,
+            smi_last: BTreeMap::new(),
+            smi_read: None,
+            steal_last: BTreeMap::new(),
+            lost_last: BTreeMap::new(),
+            series: BTreeSet::new(),
+            names: BTreeMap::new(),
+            samples_seen: 0,
+            status,
+            sender,
+            pending: None,
+        };
+        // Baselines: only what happens from now on is counted.
+        worker.steal_deltas();
+        worker.smi_deltas(true);
+        for cpu in worker.settings.cpus.clone() {
+            worker.lost_last.insert(cpu, worker.tracer.lost(cpu));
+        }
+        worker
+    }
+
+    fn run(&mut self, stop: &Receiver<()>) {
+        let mut page = vec![0u8; self.tracer.page_size];
+        loop {
+            self.tick(&mut page);
+            match stop.recv_timeout(TICK) {
+                Err(RecvTimeoutError::Timeout) => {}
+                // Stopped (or the observer dropped): one last read.
+                _ => {
+                    self.tick(&mut page);
+                    return;
+                }
+            }
+        }
+    }
+
+    fn tick(&mut self, page: &mut [u8]) {
+        let mut interval = Interval::default();
+        let (mut pages, mut events) = (0, 0);
+        let mut error = None;
+        for (idx, (cpu, file)) in self.tracer.readers.iter_mut().enumerate() {
+            let account = &mut self.accounts[idx];
+            let decoder = &self.tracer.decoder;
+            let layout = self.tracer.layout;
+            let tasks = &mut self.tasks;
+            let read = Tracer::drain(file, page, |bytes| {
+                let info = layout.records(bytes, |ts, record| {
+                    if let Some(event) = decoder.decode(record) {
+                        account.feed(ts, super::format::common_pid(record), &event, tasks);
+                    }
+                });
+                match info {
+                    Ok(info) => events += info.records,
+                    Err(err) => error = Some(format!("CPU {cpu}: a ring-buffer page: {err}")),
+                }
+            });
+            match read {
+                Ok(n) => pages += n,
+                Err(err) => error = Some(format!("CPU {cpu}: reading trace_pipe_raw: {err}")),
+            }
+        }
+        for idx in 0..self.accounts.len() {
+            let cpu = self.tracer.readers[idx].0;
+            let (tally, samples) = self.accounts[idx].take();
+            self.add_samples(&mut interval, cpu, &samples);
+            let lost = self.tracer.lost(cpu);
+            let before = self.lost_last.insert(cpu, lost).unwrap_or(lost);
+            if lost > before {
+                interval.lost_events.insert(cpu, lost - before);
+            }
+            self.add_tally(&mut interval, cpu, tally);
+        }
+        for (cpu, ns) in self.steal_deltas() {
+            let tally = interval.cpus.entry(cpu).or_default();
+            tally.add(
+                Source::Steal,
+                "steal",
+                ns,
+                crate::rt::sys::monotonic_now_ns(),
+            );
+        }
+        for (cpu, n) in self.smi_deltas(false) {
+            let tally = interval.cpus.entry(cpu).or_default();
+            let entry = tally
+                .by_name
+                .entry((Source::Smi, "smi".to_string()))
+                .or_default();
+            entry.count += n;
+        }
+        {
+            let mut status = lock(&self.status);
+            status.pages += pages;
+            status.events += events;
+            status.thread_cpu_ns = thread_cpu_ns().unwrap_or(status.thread_cpu_ns);
+            if let Some(error) = error {
+                status.reason = Some(error);
+            }
+        }
+        self.send(interval);
+    }
+
+    /// The samples as task series, `other` beyond `max_tasks`.
+    fn add_samples(&mut self, interval: &mut Interval, cpu: usize, samples: &[WakeSample]) {
+        for s in samples {
+            let mut key = TaskKey {
+                cpu,
+                task: s.comm.to_string_lossy(),
+                container: self.tasks.container(s.pid, s.comm.as_bytes()),
+            };
+            if !self.series.contains(&key) {
+                if self.series.len() < self.settings.max_tasks {
+                    self.series.insert(key.clone());
+                } else {
+                    key = TaskKey {
+                        cpu,
+                        task: OTHER.to_string(),
+                        container: String::new(),
+                    };
+                }
+            }
+            let threshold = self.settings.spike_threshold_ns;
+            let stats = interval
+                .tasks
+                .entry(key)
+                .or_insert_with(|| LatencyStats::new(threshold, None));
+            stats.record_at(s.latency_ns, self.samples_seen, s.at_ns);
+            self.samples_seen += 1;
+        }
+    }
+
+    /// The tally with names beyond `max_names` for the CPU as `other`.
+    fn add_tally(&mut self, interval: &mut Interval, cpu: usize, tally: CpuTally) {
+        let known = self.names.entry(cpu).or_default();
+        let mut bounded = CpuTally {
+            longest: tally.longest,
+            unseen_wakeups: tally.unseen_wakeups,
+            ..CpuTally::default()
+        };
+        for ((source, name), t) in tally.by_name {
+            let mut key = (source, name);
+            if !known.contains(&key) {
+                if known.len() < self.settings.max_names {
+                    known.insert(key.clone());
+                } else {
+                    key.1 = OTHER.to_string();
+                }
+            }
+            bounded.by_name.entry(key).or_default().merge(&t);
+        }
+        interval.cpus.entry(cpu).or_default().merge(&bounded);
+    }
+
+    /// Steal per observed CPU since the last call, ns.
+    fn steal_deltas(&mut self) -> Vec<(usize, u64)> {
+        let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+        let mut out = Vec::new();
+        for (cpu, steal) in parse_steal(&stat) {
+            if !self.settings.cpus.contains(&cpu) {
+                continue;
+            }
+            if let Some(before) = self.steal_last.insert(cpu, steal)
+                && steal > before
+            {
+                out.push((cpu, steal - before));
+            }
+        }
+        out
+    }
+
+    /// SMIs per observed CPU since the last read (read once a second:
+    /// reading another CPU's MSR interrupts it).
+    fn smi_deltas(&mut self, now: bool) -> Vec<(usize, u64)> {
+        let Some(smi) = &self.smi else {
+            return Vec::new();
+        };
+        if !now
+            && self
+                .smi_read
+                .is_some_and(|at| at.elapsed() < Duration::from_secs(1))
+        {
+            return Vec::new();
+        }
+        self.smi_read = Some(Instant::now());
+        let mut out = Vec::new();
+        for (cpu, count) in smi.read() {
+            let Some(count) = count else { continue };
+            if let Some(before) = self.smi_last.insert(cpu, count)
+                && count > before
+            {
+                out.push((cpu, count - before));
+            }
+        }
+        out
+    }
+
+    fn send(&mut self, interval: Interval) {
+        let interval = match self.pending.take() {
+            Some(mut pending) => {
+                pending.merge(interval);
+                pending
+            }
+            None => interval,
+        };
+        if interval.is_empty() {
+            return;
+        }
+        match self.sender.try_send(interval) {
+            Ok(()) => {}
+            Err(TrySendError::Full(interval)) => {
+                lock(&self.status).intervals_merged += 1;
+                self.pending = Some(interval);
+            }
+            // The collector is gone: the daemon is stopping.
+            Err(TrySendError::Disconnected(_)) => {}
+        }
+    }
+}
+
+/// This thread's CPU time from `/proc/thread-self/schedstat`, ns.
+fn thread_cpu_ns() -> Option<u64> {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}

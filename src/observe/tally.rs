@@ -1,0 +1,199 @@
+//! What the accounting counts: interference by source and name with the
+//! longest single one, a task's name as the kernel keeps it, one wake-up
+//! of a real-time task, and the names threads are counted under.
+
+use std::collections::BTreeMap;
+
+/// Where interference came from (`source` label). SMIs and steal are
+/// counted from hardware and `/proc/stat`, not from events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Source {
+    Irq,
+    Softirq,
+    Nmi,
+    Thread,
+    Smi,
+    Steal,
+}
+
+impl Source {
+    pub const ALL: [Source; 6] = [
+        Source::Irq,
+        Source::Softirq,
+        Source::Nmi,
+        Source::Thread,
+        Source::Smi,
+        Source::Steal,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Source::Irq => "irq",
+            Source::Softirq => "softirq",
+            Source::Nmi => "nmi",
+            Source::Thread => "thread",
+            Source::Smi => "smi",
+            Source::Steal => "steal",
+        }
+    }
+}
+
+/// Time and count of one source and name.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Tally {
+    pub ns: u64,
+    pub count: u64,
+    /// The longest single one.
+    pub max_ns: u64,
+}
+
+impl Tally {
+    pub fn merge(&mut self, other: &Tally) {
+        self.ns += other.ns;
+        self.count += other.count;
+        self.max_ns = self.max_ns.max(other.max_ns);
+    }
+}
+
+/// What one CPU's events said over an interval.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CpuTally {
+    pub by_name: BTreeMap<(Source, String), Tally>,
+    /// The longest single interruption per source, and when it ended.
+    pub longest: BTreeMap<Source, (u64, u64)>,
+    /// Real-time tasks that ran without their wake-up being seen (woken
+    /// from another CPU while this one was busy, or before the events
+    /// started): no latency sample for them.
+    pub unseen_wakeups: u64,
+    /// Tasks that left the CPU without their switch-in traced (see the
+    /// module's notes): their run counts from the first event in their
+    /// context, and a woken one has no latency sample.
+    pub untraced_switches: u64,
+}
+
+impl CpuTally {
+    pub fn add(&mut self, source: Source, name: &str, ns: u64, end_ns: u64) {
+        let tally = match self.by_name.get_mut(&(source, name.to_string())) {
+            Some(t) => t,
+            None => self.by_name.entry((source, name.to_string())).or_default(),
+        };
+        tally.ns += ns;
+        tally.count += 1;
+        tally.max_ns = tally.max_ns.max(ns);
+        let longest = self.longest.entry(source).or_insert((0, end_ns));
+        if ns > longest.0 {
+            *longest = (ns, end_ns);
+        }
+    }
+
+    /// Adds `other` (a later interval) to this one.
+    pub fn merge(&mut self, other: &CpuTally) {
+        for (key, t) in &other.by_name {
+            self.by_name.entry(key.clone()).or_default().merge(t);
+        }
+        for (source, &(ns, at)) in &other.longest {
+            let mine = self.longest.entry(*source).or_insert((ns, at));
+            if ns > mine.0 {
+                *mine = (ns, at);
+            }
+        }
+        self.unseen_wakeups += other.unseen_wakeups;
+        self.untraced_switches += other.untraced_switches;
+    }
+}
+
+/// A task's name as the kernel keeps it (`comm`, at most 15 bytes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Comm {
+    bytes: [u8; 16],
+    len: u8,
+}
+
+impl Comm {
+    pub fn new(name: &[u8]) -> Comm {
+        let len = name.len().min(16);
+        let mut bytes = [0u8; 16];
+        bytes[..len].copy_from_slice(&name[..len]);
+        Comm {
+            bytes,
+            len: len as u8,
+        }
+    }
+
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..self.len as usize]
+    }
+
+    pub fn to_string_lossy(&self) -> String {
+        String::from_utf8_lossy(self.as_bytes()).into_owned()
+    }
+}
+
+/// One real-time task's wake-up, as seen on the CPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WakeSample {
+    pub pid: i32,
+    pub comm: Comm,
+    pub latency_ns: u64,
+    /// When it ran (`CLOCK_MONOTONIC`).
+    pub at_ns: u64,
+    /// Measured from a timer's expiry (else from the wake-up).
+    pub from_timer: bool,
+}
+
+/// Which tasks are kernel threads (read from `/proc` by the observer,
+/// scripted in tests).
+pub trait TaskKinds {
+    fn is_kernel_thread(&mut self, pid: i32, comm: &[u8]) -> bool;
+}
+
+/// The name interference by a thread is counted under: per-CPU kernel
+/// threads by their family (`kworker/1:2H-kblockd` is `kworker`,
+/// `ksoftirqd/3` is `ksoftirqd`), threaded IRQs and everything else by
+/// their own name.
+pub fn thread_name(comm: &[u8]) -> String {
+    let name = String::from_utf8_lossy(comm);
+    if let Some((family, rest)) = name.split_once('/')
+        && family != "irq"
+        && rest.starts_with(|c: char| c.is_ascii_digit())
+    {
+        return family.to_string();
+    }
+    name.into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thread_names_group_per_cpu_kernel_threads() {
+        assert_eq!(thread_name(b"kworker/1:2H-kblockd"), "kworker");
+        assert_eq!(thread_name(b"ksoftirqd/3"), "ksoftirqd");
+        assert_eq!(thread_name(b"migration/12"), "migration");
+        assert_eq!(thread_name(b"irq/24-virtio0"), "irq/24-virtio0");
+        assert_eq!(thread_name(b"stress-ng-cpu"), "stress-ng-cpu");
+        assert_eq!(thread_name(b"rcu_preempt"), "rcu_preempt");
+    }
+
+    #[test]
+    fn tallies_merge_and_keep_the_longest() {
+        let mut a = CpuTally::default();
+        a.add(Source::Irq, "x", 10, 1);
+        let mut b = CpuTally::default();
+        b.add(Source::Irq, "x", 30, 2);
+        b.add(Source::Irq, "y", 5, 3);
+        b.unseen_wakeups = 2;
+        a.merge(&b);
+        assert_eq!(
+            a.by_name[&(Source::Irq, "x".to_string())],
+            Tally {
+                ns: 40,
+                count: 2,
+                max_ns: 30
+            }
+        );
+        assert_eq!(a.longest[&Source::Irq], (30, 2));
+        assert_eq!(a.unseen_wakeups, 2);
+    }
+}

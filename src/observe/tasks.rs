@@ -1,0 +1,199 @@
+//! Who a task is, from `/proc`: whether it is a kernel thread (its
+//! `PF_KTHREAD` flag), and the container or systemd unit its cgroup path
+//! names. Read once per task on the observer thread and cached; a task
+//! gone before it is read is taken for a user task of no container.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use super::tally::{Comm, TaskKinds};
+
+/// `PF_KTHREAD` in `/proc/PID/stat`'s flags (field 9).
+const PF_KTHREAD: u64 = 0x0020_0000;
+/// Tasks remembered at most; the cache starts over beyond.
+const MAX_CACHED: usize = 16_384;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Known {
+    comm: Comm,
+    kernel_thread: bool,
+    container: String,
+}
+
+/// The tasks seen, read from `root` (`/proc`, or a directory in tests).
+#[derive(Debug)]
+pub struct ProcTasks {
+    root: PathBuf,
+    cache: HashMap<i32, Known>,
+}
+
+impl ProcTasks {
+    pub fn new(root: &Path) -> ProcTasks {
+        ProcTasks {
+            root: root.to_path_buf(),
+            cache: HashMap::new(),
+        }
+    }
+
+    fn known(&mut self, pid: i32, comm: &[u8]) -> &Known {
+        let comm = Comm::new(comm);
+        // A pid reused by another task (its name changed) is read again.
+        let fresh = self.cache.get(&pid).is_some_and(|k| k.comm == comm);
+        if !fresh {
+            if self.cache.len() >= MAX_CACHED {
+                self.cache.clear();
+            }
+            let dir = self.root.join(pid.to_string());
+            let stat = std::fs::read_to_string(dir.join("stat")).unwrap_or_default();
+            let cgroup = std::fs::read_to_string(dir.join("cgroup")).unwrap_or_default();
+            self.cache.insert(
+                pid,
+                Known {
+                    comm,
+                    kernel_thread: stat_flags(&stat).is_some_and(|f| f & PF_KTHREAD != 0),
+                    container: container_of(&cgroup),
+                },
+            );
+        }
+        &self.cache[&pid]
+    }
+
+    /// The container (or unit) label of a task.
+    pub fn container(&mut self, pid: i32, comm: &[u8]) -> String {
+        self.known(pid, comm).container.clone()
+    }
+}
+
+impl TaskKinds for ProcTasks {
+    fn is_kernel_thread(&mut self, pid: i32, comm: &[u8]) -> bool {
+        self.known(pid, comm).kernel_thread
+    }
+}
+
+/// The flags field of `/proc/PID/stat` (after the parenthesised name,
+/// which may itself hold spaces and parentheses).
+fn stat_flags(stat: &str) -> Option<u64> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    // state ppid pgrp session tty_nr tpgid flags
+    rest.split_whitespace().nth(6)?.parse().ok()
+}
+
+/// What a cgroup path says the task runs in: a Kubernetes pod's container
+/// (`pod<uid>/<container id, 12 characters>`), a container engine's
+/// scope (`docker-<id>`, `libpod-<id>`, 12 characters of the id), or a
+/// systemd service (`name.service`); empty for anything else (a login
+/// session, the root cgroup).
+pub fn container_of(cgroup: &str) -> String {
+    // cgroup v2's line `0::/path`, else the first v1 hierarchy's path.
+    let path = cgroup
+        .lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .or_else(|| cgroup.lines().find_map(|l| l.splitn(3, ':').nth(2)))
+        .unwrap_or("");
+    let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
+    let short = |id: &str| id.chars().take(12).collect::<String>();
+    let container_id = |part: &str| -> Option<String> {
+        let id = part.strip_suffix(".scope").unwrap_or(part);
+        let id = id.rsplit_once('-').map_or(id, |(_, id)| id);
+        (id.len() >= 12 && id.chars().all(|c| c.is_ascii_hexdigit())).then(|| short(id))
+    };
+    if let Some(at) = parts
+        .iter()
+        .position(|p| p.starts_with("pod") || p.contains("-pod"))
+    {
+        let pod = parts[at];
+        // systemd driver: kubepods-besteffort-pod<uid with _>.slice;
+        // cgroupfs driver: pod<uid>.
+        let uid = pod
+            .strip_suffix(".slice")
+            .unwrap_or(pod)
+            .rsplit_once("pod")
+            .map_or(pod, |(_, uid)| uid)
+            .replace('_', "-");
+        if !uid.is_empty() && parts[0].starts_with("kubepods") {
+            return match parts.get(at + 1).and_then(|p| container_id(p)) {
+                Some(id) => format!("pod{uid}/{id}"),
+                None => format!("pod{uid}"),
+            };
+        }
+    }
+    if let Some(last) = parts.last() {
+        for engine in ["docker-", "libpod-", "cri-containerd-", "crio-"] {
+            if last.starts_with(engine)
+                && let Some(id) = container_id(last)
+            {
+                return format!("{}{id}", engine);
+            }
+        }
+        if last.ends_with(".service") {
+            return last.to_string();
+        }
+    }
+    String::new()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cgroup_paths_name_pods_engines_and_units() {
+        assert_eq!(
+            container_of(
+                "0::/kubepods.slice/kubepods-pod1234abcd_5678_90ab_cdef_001122334455.slice/\
+                 cri-containerd-0123456789abcdef0123.scope\n"
+            ),
+            "pod1234abcd-5678-90ab-cdef-001122334455/0123456789ab"
+        );
+        assert_eq!(
+            container_of("0::/kubepods/burstable/podaaaa-bbbb/fedcba9876543210fedc\n"),
+            "podaaaa-bbbb/fedcba987654"
+        );
+        assert_eq!(
+            container_of("0::/system.slice/docker-0123456789abcdef99.scope\n"),
+            "docker-0123456789ab"
+        );
+        assert_eq!(
+            container_of("0::/system.slice/latencyd.service\n"),
+            "latencyd.service"
+        );
+        assert_eq!(
+            container_of("0::/user.slice/user-0.slice/session-3.scope\n"),
+            ""
+        );
+        assert_eq!(
+            container_of("12:cpuset:/system.slice/rtapp.service\n"),
+            "rtapp.service"
+        );
+        assert_eq!(container_of(""), "");
+    }
+
+    #[test]
+    fn stat_flags_are_read_past_a_name_with_spaces_and_parentheses() {
+        // A kworker's flags, as this VM's kernel shows them.
+        let stat = "42 (kworker/1:1 (x)) I 2 0 0 0 -1 69238880 0 0";
+        let flags = stat_flags(stat).unwrap();
+        assert_eq!(flags, 69_238_880);
+        assert_ne!(flags & PF_KTHREAD, 0);
+        assert_eq!(stat_flags("garbage"), None);
+    }
+
+    #[test]
+    fn tasks_are_read_from_proc_once_and_again_when_the_pid_is_reused() {
+        let dir = tempfile::tempdir().unwrap();
+        let task = dir.path().join("77");
+        std::fs::create_dir(&task).unwrap();
+        std::fs::write(task.join("stat"), "77 (kthreadd) S 0 0 0 0 -1 2129984 0").unwrap();
+        std::fs::write(task.join("cgroup"), "0::/\n").unwrap();
+        let mut tasks = ProcTasks::new(dir.path());
+        assert!(tasks.is_kernel_thread(77, b"kthreadd"));
+        // Cached: the file changing does not matter for the same task...
+        std::fs::write(task.join("stat"), "77 (rtapp) S 0 0 0 0 -1 0 0").unwrap();
+        assert!(tasks.is_kernel_thread(77, b"kthreadd"));
+        // ...but a new name on the pid is a new task.
+        assert!(!tasks.is_kernel_thread(77, b"rtapp"));
+        // A task gone: a user task of no container.
+        assert!(!tasks.is_kernel_thread(78, b"gone"));
+        assert_eq!(tasks.container(78, b"gone"), "");
+    }
+}

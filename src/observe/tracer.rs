@@ -1,0 +1,253 @@
+//! The observer's tracefs instance (`instances/latencyd-observe`): the
+//! observed CPUs only (`tracing_cpumask`), `mono` clock, the events the
+//! accounting reads with filters in the kernel so that what is not needed
+//! never reaches the ring buffer, read as binary pages from each CPU's
+//! `trace_pipe_raw` (a consuming read, no text formatting in the kernel).
+
+use std::fs::{self, File};
+use std::io::{ErrorKind, Read};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+
+use super::format::Decoder;
+use super::ring::PageLayout;
+use crate::forensics::tracefs::{self, Capability, Instance};
+
+/// The instance's name under `instances/`.
+pub const INSTANCE_NAME: &str = "latencyd-observe";
+
+/// Events the accounting cannot do without.
+const REQUIRED: &[(&str, &str)] = &[
+    ("sched", "sched_switch"),
+    ("sched", "sched_wakeup"),
+    ("irq", "irq_handler_entry"),
+    ("irq", "irq_handler_exit"),
+    ("irq", "softirq_entry"),
+    ("irq", "softirq_exit"),
+];
+
+/// Only real-time tasks' wake-ups are measured.
+const WAKEUP_FILTER: &str = "prio < 100";
+/// Only sleep timers (`hrtimer_wakeup`: clock_nanosleep, nanosleep,
+/// futex and poll timeouts) tell a task's intended wake-up time; others
+/// (the tick, timerfd) would be mistaken for it.
+const SLEEP_TIMER_FILTER: &str = "function.function == hrtimer_wakeup";
+
+/// The instance, recording, with a reader per observed CPU.
+pub struct Tracer {
+    /// Kept for its removal on drop.
+    _instance: Instance,
+    pub decoder: Decoder,
+    pub layout: PageLayout,
+    pub page_size: usize,
+    pub readers: Vec<(usize, File)>,
+    pub capabilities: Vec<Capability>,
+    pub notes: Vec<String>,
+    stats_dir: std::path::PathBuf,
+}
+
+/// A tracefs text file. Read with one large buffer: `events/header_page`
+/// answers a small first read with its start and the next with nothing
+/// (std's `read_to_string` probes with 32 bytes when the size is 0).
+fn read(path: &Path) -> Result<String, String> {
+    let fail = |err: std::io::Error| format!("cannot read {}: {err}", path.display());
+    let mut file = File::open(path).map_err(fail)?;
+    let mut bytes = vec![0u8; 64 * 1024];
+    let mut len = 0;
+    loop {
+        match file.read(&mut bytes[len..]) {
+            Ok(0) => break,
+            Ok(n) => {
+                len += n;
+                if len == bytes.len() {
+                    bytes.resize(len * 2, 0);
+                }
+            }
+            Err(err) if err.kind() == ErrorKind::Interrupted => {}
+            Err(err) => return Err(fail(err)),
+        }
+    }
+    bytes.truncate(len);
+    String::from_utf8(bytes).map_err(|err| format!("{} is not text: {err}", path.display()))
+}
+
+impl Tracer {
+    /// Sets the instance up under `tracefs` for `cpus` and starts it.
+    pub fn open(tracefs_dir: &Path, buffer_size_kb: u64, cpus: &[usize]) -> Result<Tracer, String> {
+        let root = tracefs::locate_for(tracefs_dir, "observe")?;
+        let (instance, notes) = Instance::create(&root, INSTANCE_NAME, "observe")?;
+        let dir = instance.dir().to_path_buf();
+        instance.write("tracing_on", "0")?;
+        instance.write("trace_clock", "mono")?;
+        instance.write("buffer_size_kb", &buffer_size_kb.to_string())?;
+        instance.write("tracing_cpumask", &tracefs::cpumask(cpus))?;
+        let mut decoder = Decoder::default();
+        let mut capabilities = Vec::new();
+        let format =
+            |system: &str, name: &str| read(&dir.join(format!("events/{system}/{name}/format")));
+        for (system, name) in REQUIRED {
+            let text = format(system, name).map_err(|_| {
+                format!("the kernel has no {system}:{name} trace event, which observe needs")
+            })?;
+            decoder.add(system, name, &text)?;
+            instance.write(&format!("events/{system}/{name}/enable"), "1")?;
+        }
+        let filtered = instance
+            .write("events/sched/sched_wakeup/filter", WAKEUP_FILTER)
+            .is_ok();
+        capabilities.push(Capability::new(
+            "wakeup_filter",
+            filtered,
+            if filtered {
+                "only real-time tasks' wake-ups are recorded (filtered in the kernel)"
+            } else {
+                "the kernel refused the wake-up filter: every wake-up is recorded and the \
+                 others are dropped here (more events per second)"
+            },
+        ));
+        // Sleep timers, for latency from the time a task asked for.
+        let timers = [
+            ("timer", "hrtimer_start"),
+            ("timer", "hrtimer_expire_entry"),
+        ];
+        let timers_ok = timers.iter().all(|(system, name)| {
+            format(system, name).is_ok_and(|text| {
+                instance
+                    .write(
+                        &format!("events/{system}/{name}/filter"),
+                        SLEEP_TIMER_FILTER,
+                    )
+                    .is_ok()
+                    && decoder.add(system, name, &text).is_ok()
+                    && instance
+                        .write(&format!("events/{system}/{name}/enable"), "1")
+                        .is_ok()
+            })
+        });
+        if !timers_ok {
+            for (system, name) in timers {
+                let _ = instance.write(&format!("events/{system}/{name}/enable"), "0");
+            }
+        }
+        capabilities.push(Capability::new(
+            "sleep_timers",
+            timers_ok,
+            if timers_ok {
+                "a sleep that a timer ends is measured from the time the task asked for, as \
+                 cyclictest does"
+            } else {
+                "no filter on hrtimer events by function in this kernel (Linux 6.2 and later): \
+                 wake-up latency is measured from the wake-up, without the timer interrupt's \
+                 own delay"
+            },
+        ));
+        let nmi = format("nmi", "nmi_handler").is_ok_and(|text| {
+            decoder.add("nmi", "nmi_handler", &text).is_ok()
+                && instance.write("events/nmi/nmi_handler/enable", "1").is_ok()
+        });
+        capabilities.push(Capability::new(
+            "nmi_events",
+            nmi,
+            if nmi {
+                "NMIs are counted with their duration"
+            } else {
+                "no nmi:nmi_handler event: NMI time falls into what they interrupted"
+            },
+        ));
+        let mut vectors = Vec::new();
+        if let Ok(entries) = fs::read_dir(dir.join("events/irq_vectors")) {
+            let mut names: Vec<String> = entries
+                .filter_map(|e| e.ok()?.file_name().into_string().ok())
+                .filter_map(|n| n.strip_suffix("_entry").map(str::to_string))
+                .collect();
+            names.sort();
+            for base in names {
+                let pair = [format!("{base}_entry"), format!("{base}_exit")];
+                let ok = pair.iter().all(|name| {
+                    format("irq_vectors", name).is_ok_and(|text| {
+                        decoder.add("irq_vectors", name, &text).is_ok()
+                            && instance
+                                .write(&format!("events/irq_vectors/{name}/enable"), "1")
+                                .is_ok()
+                    })
+                });
+                if ok {
+                    vectors.push(base);
+                }
+            }
+        }
+        capabilities.push(Capability::new(
+            "irq_vectors",
+            !vectors.is_empty(),
+            if vectors.is_empty() {
+                "no irq_vectors events (they are x86's): the local timer and IPIs fall into \
+                 what they interrupted"
+                    .to_string()
+            } else {
+                format!("system vectors counted as IRQs: {}", vectors.join(", "))
+            },
+        ));
+        let layout = PageLayout::parse(&read(&root.join("events/header_page"))?)?;
+        let page_size = read(&dir.join("buffer_subbuf_size_kb"))
+            .ok()
+            .and_then(|kb| kb.trim().parse::<usize>().ok())
+            .map_or(4096, |kb| kb * 1024);
+        let mut readers = Vec::new();
+        for &cpu in cpus {
+            let path = dir.join(format!("per_cpu/cpu{cpu}/trace_pipe_raw"));
+            let file = fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_NONBLOCK)
+                .open(&path)
+                .map_err(|err| format!("cannot open {}: {err}", path.display()))?;
+            readers.push((cpu, file));
+        }
+        instance.write("tracing_on", "1")?;
+        Ok(Tracer {
+            stats_dir: dir.join("per_cpu"),
+            _instance: instance,
+            decoder,
+            layout,
+            page_size,
+            readers,
+            capabilities,
+            notes,
+        })
+    }
+
+    /// Reads every page `reader` has now into `page` and hands each to
+    /// `each`; returns the pages read. Stops at the first empty read.
+    pub fn drain(
+        file: &mut File,
+        page: &mut [u8],
+        mut each: impl FnMut(&[u8]),
+    ) -> std::io::Result<u64> {
+        let mut pages = 0;
+        loop {
+            match file.read(page) {
+                Ok(0) => return Ok(pages),
+                Ok(n) => {
+                    pages += 1;
+                    each(&page[..n]);
+                }
+                Err(err) if err.kind() == ErrorKind::WouldBlock => return Ok(pages),
+                Err(err) if err.kind() == ErrorKind::Interrupted => continue,
+                Err(err) => return Err(err),
+            }
+        }
+    }
+
+    /// Events the ring buffer of `cpu` lost so far (overwritten before
+    /// they were read, or dropped), from `per_cpu/cpuN/stats`.
+    pub fn lost(&self, cpu: usize) -> u64 {
+        let text =
+            fs::read_to_string(self.stats_dir.join(format!("cpu{cpu}/stats"))).unwrap_or_default();
+        text.lines()
+            .filter_map(|line| {
+                let (key, value) = line.split_once(':')?;
+                matches!(key.trim(), "overrun" | "dropped events")
+                    .then(|| value.trim().parse::<u64>().ok())?
+            })
+            .sum()
+    }
+}
