@@ -52,6 +52,7 @@ fn synthetic_state(n_cpus: usize) -> MonitorState {
         .collect();
     MonitorState {
         host: HostInfo::detect(),
+        observe: latencyd::daemon::state::ObserveState::off(&config),
         config,
         started_ns: now,
         cpus,
@@ -102,7 +103,12 @@ fn render(c: &mut Criterion) {
         let proto = || {
             let families = registry.gather();
             let natives = metrics::latency_natives(&state.lock().unwrap());
-            protobuf::encode(&families, metrics::LATENCY_HISTOGRAM, &natives)
+            protobuf::encode(
+                &families,
+                &[(metrics::LATENCY_HISTOGRAM, natives)]
+                    .into_iter()
+                    .collect(),
+            )
         };
         eprintln!(
             "metrics_render: {n_cpus} CPUs protobuf with native buckets {} bytes",

@@ -103,8 +103,56 @@ fn state(per_cpu_histograms: bool) -> MonitorState {
         record: Default::default(),
         pm_qos_held_us: Some(0),
         fingerprint: common::synthetic_fingerprint(NOW_UNIX_NS - 900 * S),
+        observe: observed(&config),
         config,
     }
+}
+
+/// The observer on CPU 3 (outside the cpuset): an IRQ, a kworker and a
+/// spinning thread took time; one real-time task woke 20 times, once
+/// 2 ms late inside the window.
+fn observed(config: &Config) -> latencyd::daemon::state::ObserveState {
+    use latencyd::observe::{CpuTally, Interval, Source, Status, TaskKey};
+    let status = Status {
+        enabled: true,
+        available: true,
+        cpus: vec![3],
+        capabilities: vec![Capability::new(
+            "sleep_timers",
+            true,
+            "a sleep that a timer ends is measured from the time the task asked for",
+        )],
+        pages: 12,
+        events: 3_400,
+        thread_cpu_ns: 1_500_000,
+        ..Status::default()
+    };
+    let mut state =
+        latencyd::daemon::state::ObserveState::new(Arc::new(std::sync::Mutex::new(status)), config);
+    let mut tally = CpuTally::default();
+    tally.add(Source::Irq, "24:virtio0-input.0", 4_000, NOW_NS - 100 * S);
+    tally.add(Source::Irq, "local_timer", 2_500, NOW_NS - 3 * S);
+    tally.add(Source::Thread, "kworker", 30_000, NOW_NS - 200 * S);
+    tally.add(Source::Thread, "spinner", 1_990_000, NOW_NS - 2 * S);
+    tally.unseen_wakeups = 1;
+    let mut stats = LatencyStats::new(config.measure.spike_threshold_ns, None);
+    for i in 0..19 {
+        stats.record_at(8_000 + i * 100, i, NOW_NS - 300 * S);
+    }
+    stats.record_at(2_000_000, 19, NOW_NS - 2 * S);
+    let mut interval = Interval::default();
+    interval.cpus.insert(3, tally);
+    interval.tasks.insert(
+        TaskKey {
+            cpu: 3,
+            task: "rtapp".to_string(),
+            container: "rtapp.service".to_string(),
+        },
+        stats,
+    );
+    interval.lost_events.insert(3, 7);
+    state.absorb(interval);
+    state
 }
 
 /// The id of the one capture in the synthetic journal.
@@ -218,6 +266,8 @@ fn state_with_record(dir: &std::path::Path) -> MonitorState {
         enabled: true,
         ..Default::default()
     }));
+    // And the observer off.
+    s.observe = latencyd::daemon::state::ObserveState::off(&s.config);
     s
 }
 
@@ -332,6 +382,43 @@ async fn metrics_match_the_expected_exposition() {
         !body.contains("latencyd_wakeup_latency_seconds_count{"),
         "one summed histogram"
     );
+}
+
+#[tokio::test]
+async fn observe_api_lists_interference_by_source_and_each_tasks_latency() {
+    let (status, _, body) = get(&app(state(true)), "/api/v1/observe").await;
+    assert_eq!(status, StatusCode::OK);
+    let json: Value = serde_json::from_str(&body).unwrap();
+    common::check_expected(
+        "observe.json",
+        &(serde_json::to_string_pretty(&json).unwrap() + "\n"),
+    );
+    let cpu = &json["cpus"][0];
+    assert_eq!(cpu["cpu"], 3);
+    // Longest total first; the spinner's 1.99 ms is in the window, the
+    // kworker's 30 us ended 200 s ago (outside it).
+    assert_eq!(cpu["interference"][0]["name"], "spinner");
+    assert_eq!(cpu["window_max_ns"]["thread"], 1_990_000);
+    assert_eq!(cpu["tasks"][0]["max_ns"], 2_000_000);
+    assert_eq!(cpu["tasks"][0]["window_max_ns"], 2_000_000);
+    assert_eq!(cpu["tasks"][0]["container"], "rtapp.service");
+    assert_eq!(cpu["lost_events"], 7);
+    // Off: said so, nothing else.
+    let record_dir = tempfile::tempdir().unwrap();
+    let (_, _, body) = get(
+        &app(state_with_record(record_dir.path())),
+        "/api/v1/observe",
+    )
+    .await;
+    let off: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(off["enabled"], false);
+    assert!(
+        off["reason"]
+            .as_str()
+            .unwrap()
+            .contains("observe.enabled = false")
+    );
+    assert_eq!(off["cpus"], Value::Array(vec![]));
 }
 
 #[tokio::test]
@@ -1031,6 +1118,8 @@ async fn every_route_answers_as_the_openapi_document_says() {
         ("/livez", "/livez", &unhealthy),
         ("/api/v1/status", "/api/v1/status", &app),
         ("/api/v1/host", "/api/v1/host", &app),
+        ("/api/v1/observe", "/api/v1/observe", &app),
+        ("/api/v1/observe", "/api/v1/observe", &ranged),
         ("/api/v1/latency", "/api/v1/latency", &app),
         ("/api/v1/latency", "/api/v1/latency?from=-1h", &ranged),
         ("/api/v1/latency", "/api/v1/latency?from=yesterday", &app),

@@ -154,6 +154,7 @@ fn router() -> axum::Router {
         record: Default::default(),
         pm_qos_held_us: None,
         fingerprint: common::synthetic_fingerprint(0),
+        observe: latencyd::daemon::state::ObserveState::off(&config),
         config,
     };
     latencyd::daemon::http::router(latencyd::daemon::http::AppState::new(

@@ -13,6 +13,7 @@ mod forensics;
 mod host;
 mod log;
 mod measure;
+mod observe;
 mod realtime;
 mod record;
 mod values;
@@ -28,6 +29,7 @@ pub use forensics::ForensicsConfig;
 pub use host::HostConfig;
 pub use log::{LogConfig, LogFormat, LogLevel};
 pub use measure::MeasureConfig;
+pub use observe::{ObserveConfig, ObserveCpus};
 pub use realtime::RealtimeConfig;
 pub use record::{RecordConfig, Switch as RecordSwitch};
 use values::*;
@@ -84,6 +86,7 @@ pub struct Config {
     pub forensics: ForensicsConfig,
     pub record: RecordConfig,
     pub host: HostConfig,
+    pub observe: ObserveConfig,
     /// Each key's effective value (as TOML) and where it came from.
     pub effective: BTreeMap<String, Effective>,
 }
@@ -102,7 +105,7 @@ pub struct Sources {
     pub flags: Vec<(&'static str, String, &'static str)>,
 }
 
-const SECTIONS: [&str; 7] = [
+const SECTIONS: [&str; 8] = [
     "measure",
     "realtime",
     "export",
@@ -110,6 +113,7 @@ const SECTIONS: [&str; 7] = [
     "forensics",
     "record",
     "host",
+    "observe",
 ];
 
 impl Config {
@@ -201,6 +205,7 @@ impl Config {
         let forensics = ForensicsConfig::read(&mut reader("forensics")?.with(&mut effective))?;
         let record = RecordConfig::read(&mut reader("record")?.with(&mut effective))?;
         let host = HostConfig::read(&mut reader("host")?.with(&mut effective))?;
+        let observe = ObserveConfig::read(&mut reader("observe")?.with(&mut effective))?;
         Ok(Config {
             measure,
             realtime,
@@ -209,6 +214,7 @@ impl Config {
             forensics,
             record,
             host,
+            observe,
             effective,
         })
     }
@@ -218,7 +224,8 @@ impl Config {
     pub fn check_against(&self, host: &HostInfo) -> Result<(), ConfigError> {
         self.measure
             .check_against(host, &self.realtime, &self.effective)?;
-        self.export.check_against(host, &self.effective)
+        self.export.check_against(host, &self.effective)?;
+        self.observe.check_against(host, &self.effective)
     }
 
     /// The effective configuration as TOML, each key commented with where

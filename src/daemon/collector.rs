@@ -16,6 +16,7 @@ use tokio::task::JoinHandle;
 
 use super::state::{MonitorState, lock};
 use crate::forensics::{Recorder, Spike};
+use crate::observe::Observer;
 use crate::record::{Accumulator, Keeper};
 use crate::rt::engine::{Candidate, Engine, RestartOutcome, StartError};
 use crate::rt::thread::{FailedStep, SamplerState};
@@ -47,11 +48,13 @@ pub(super) struct Collected {
 type RestartTask = (usize, JoinHandle<Result<Option<Candidate>, StartError>>);
 
 /// The restarts under way on the blocking pool, the forensics recorder
-/// that hears of every interval over its threshold, and the record's
-/// interval in progress with the thread that writes finished ones.
+/// that hears of every interval over its threshold, the observer whose
+/// intervals join the state, and the record's interval in progress with
+/// the thread that writes finished ones.
 pub(super) struct Collector {
     restarts: Vec<RestartTask>,
     recorder: Recorder,
+    observer: Observer,
     pub(super) record: Option<(Accumulator, Keeper)>,
     /// Wall time, ns since the epoch (the record's intervals are in it).
     unix_ns: fn() -> u64,
@@ -60,12 +63,14 @@ pub(super) struct Collector {
 impl Collector {
     pub(super) fn new(
         recorder: Recorder,
+        observer: Observer,
         record: Option<(Accumulator, Keeper)>,
         unix_ns: fn() -> u64,
     ) -> Collector {
         Collector {
             restarts: Vec::new(),
             recorder,
+            observer,
             record,
             unix_ns,
         }
@@ -74,6 +79,11 @@ impl Collector {
     /// The recorder, to stop it at shutdown (a disabled one is left).
     pub(super) fn take_recorder(&mut self) -> Recorder {
         std::mem::replace(&mut self.recorder, Recorder::disabled())
+    }
+
+    /// The observer, to stop it at shutdown (a disabled one is left).
+    pub(super) fn take_observer(&mut self) -> Observer {
+        std::mem::replace(&mut self.observer, Observer::disabled())
     }
 
     pub(super) async fn tick(
@@ -90,6 +100,9 @@ impl Collector {
             )?,
             ..Collected::default()
         };
+        // The observer's intervals: plain memory work under the lock.
+        self.observer
+            .drain(|interval| lock(state).observe.absorb(interval));
         if let Some((accumulator, keeper)) = &mut self.record {
             // Filed under the host's facts in force as the interval ends.
             if accumulator.due_ns() <= (self.unix_ns)() {

@@ -18,6 +18,7 @@
 //! - `startup`: the start-up order and shutdown.
 //! - `event_loop`: ticks, signals, watchdog, STATUS=.
 //! - `collector`: samplers' intervals into the state; hotplug restarts.
+//! - `observe`: starting the observer of CPUs without a sampler.
 //! - `reload`: SIGHUP.
 //! - `state`, `render`, `http`: what is known, how it is shown, how it is
 //!   served. `logging`, `notify`: tracing and sd_notify.
@@ -29,6 +30,7 @@ mod host_watch;
 mod listen;
 mod logging;
 mod notify;
+mod observe;
 mod reload;
 mod startup;
 

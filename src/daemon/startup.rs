@@ -19,7 +19,7 @@ use super::http::{self, server};
 use super::logging;
 use super::notify;
 use super::render::metrics::SYSTEM_CLOCKS;
-use super::state::{CpuView, MonitorState, ReloadRecord, SamplerView, lock};
+use super::state::{CpuView, MonitorState, ObserveState, ReloadRecord, SamplerView, lock};
 use crate::cli::RunArgs;
 use crate::config::{self, Config, Sources};
 use crate::cpulist::format_cpu_list;
@@ -221,6 +221,8 @@ async fn serve(
     // After the pinning: the recorder's and the record's threads run
     // where the exporter does.
     let recorder = start_forensics(&config, &engine);
+    let observer = super::observe::start(&config, &host, &cpus);
+    let observe_state = ObserveState::new(observer.status(), &config);
     let record = start_record(&config, &host);
     let record_status = record.as_ref().map_or_else(
         || Keeper::disabled().status(),
@@ -258,6 +260,7 @@ async fn serve(
         config,
         forensics: recorder.journal(),
         record: record_status,
+        observe: observe_state,
     }));
 
     tokio::spawn(host_watch::watch(first_facts, Arc::clone(&state), reread));
@@ -282,7 +285,7 @@ async fn serve(
     info!("{summary}");
     notify::ready(&summary);
 
-    let mut collector = super::collector::Collector::new(recorder, record, unix_now_ns);
+    let mut collector = super::collector::Collector::new(recorder, observer, record, unix_now_ns);
     let reload = super::reload::Reload {
         sources,
         log_level,
@@ -300,6 +303,8 @@ async fn serve(
     // Joining the recorder waits for a capture under way and removes the
     // tracefs instance: not on the runtime's thread.
     let stopped_recorder = tokio::task::spawn_blocking(move || recorder.stop());
+    let mut observer = collector.take_observer();
+    let stopped_observer = tokio::task::spawn_blocking(move || observer.stop());
     // Samplers notice the flag at their next wake-up (at most one interval,
     // at most 1 s by configuration); their last intervals are kept. The
     // join waits, so it runs off the runtime thread.
@@ -338,6 +343,9 @@ async fn serve(
     }
     if stopped_recorder.await.is_err() {
         error!("the forensics thread could not be stopped cleanly");
+    }
+    if !matches!(stopped_observer.await, Ok(true)) {
+        error!("the observer thread could not be stopped cleanly");
     }
     // In-flight requests get the server's grace, counted from the shutdown
     // signal above (it closes what is still open then); dropping the

@@ -15,7 +15,7 @@ use super::{ApiError, AppState, OPENAPI, ROUTES, encoding, parse_range, parse_wi
 
 use crate::cpulist::format_cpu_list;
 use crate::daemon::render::page::{self, Snapshot};
-use crate::daemon::render::{self, json, metrics, protobuf};
+use crate::daemon::render::{self, json, metrics, observe, protobuf};
 use crate::forensics;
 use crate::plot;
 use crate::record;
@@ -179,19 +179,29 @@ pub(super) async fn metrics_handler(
         let mut families = app.registry.gather();
         // The latency histogram again, classic and native buckets from one
         // look at the state, so its counts agree with each other.
-        let (histograms, natives) = {
+        let (histograms, natives, task_histograms, task_natives) = {
             let s = app.lock();
             (
                 metrics::latency_histograms(&s),
                 metrics::latency_natives(&s),
+                observe::task_histograms(&s),
+                observe::task_natives(&s),
             )
         };
         for family in &mut families {
             if family.name() == metrics::LATENCY_HISTOGRAM {
                 family.set_metric(histograms.clone());
+            } else if family.name() == observe::TASK_HISTOGRAM {
+                family.set_metric(task_histograms.clone());
             }
         }
-        let body = protobuf::encode(&families, metrics::LATENCY_HISTOGRAM, &natives);
+        let natives = [
+            (metrics::LATENCY_HISTOGRAM, natives),
+            (observe::TASK_HISTOGRAM, task_natives),
+        ]
+        .into_iter()
+        .collect();
+        let body = protobuf::encode(&families, &natives);
         (body, protobuf::CONTENT_TYPE)
     } else {
         let text = metrics::render(&app.registry).map_err(|e| ApiError::Internal(e.to_string()))?;
@@ -255,6 +265,14 @@ pub(super) async fn host(State(app): State<AppState>) -> Response {
         let s = app.lock();
         render::host::fingerprint(&s.fingerprint, s.config.host.reread_interval_ns)
     };
+    axum::Json(body).into_response()
+}
+
+/// What the observer found on the CPUs it watches. Encoded after the lock
+/// is released.
+pub(super) async fn observe(State(app): State<AppState>) -> Response {
+    let now = app.now_ns();
+    let body = render::observe::observe_json(&app.lock(), now);
     axum::Json(body).into_response()
 }
 

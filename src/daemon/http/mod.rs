@@ -148,6 +148,7 @@ pub const ROUTES: &[&str] = &[
     "/livez",
     "/api/v1/status",
     "/api/v1/host",
+    "/api/v1/observe",
     "/api/v1/latency",
     "/api/v1/latency/{cpu}",
     "/api/v1/spikes",
@@ -171,6 +172,7 @@ pub fn router(app: AppState) -> Router {
         .route(LIVENESS_PATH, get(livez))
         .route("/api/v1/status", get(status))
         .route("/api/v1/host", get(host))
+        .route("/api/v1/observe", get(observe))
         .route("/api/v1/latency", get(latency_all))
         .route("/api/v1/latency/{cpu}", get(latency_one))
         .route("/api/v1/spikes", get(spikes))

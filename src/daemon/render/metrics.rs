@@ -5,10 +5,11 @@
 use std::sync::{Arc, Mutex};
 
 use prometheus::core::{Collector, Desc};
-use prometheus::proto::{Bucket, Counter, Gauge, Histogram, LabelPair, Metric, MetricFamily};
+use prometheus::proto::{LabelPair, Metric, MetricFamily};
 use prometheus::{Encoder, Registry, TextEncoder};
 
 use super::catalog::FAMILIES;
+use super::proto::{counter, gauge, histogram, label};
 use crate::daemon::state::{BucketCounts, MonitorState};
 use crate::rt::sys;
 use crate::units::NS_PER_SEC;
@@ -110,54 +111,6 @@ impl Collector for StateCollector {
     }
 }
 
-fn label(name: &str, value: &str) -> LabelPair {
-    let mut pair = LabelPair::default();
-    pair.set_name(name.to_string());
-    pair.set_value(value.to_string());
-    pair
-}
-
-fn gauge(labels: Vec<LabelPair>, value: f64) -> Metric {
-    let mut g = Gauge::default();
-    g.set_value(value);
-    let mut m = Metric::default();
-    m.set_label(labels);
-    m.set_gauge(g);
-    m
-}
-
-fn counter(labels: Vec<LabelPair>, value: f64) -> Metric {
-    let mut c = Counter::default();
-    c.set_value(value);
-    let mut m = Metric::default();
-    m.set_label(labels);
-    m.set_counter(c);
-    m
-}
-
-fn histogram(labels: Vec<LabelPair>, buckets: &BucketCounts, count: u64, sum_ns: u128) -> Metric {
-    let mut h = Histogram::default();
-    h.set_sample_count(count);
-    h.set_sample_sum(sum_ns as f64 / NS);
-    h.set_bucket(
-        buckets
-            .bounds_ns()
-            .iter()
-            .zip(buckets.cumulative())
-            .map(|(&bound, cumulative)| {
-                let mut b = Bucket::default();
-                b.set_upper_bound(bound as f64 / NS);
-                b.set_cumulative_count(cumulative);
-                b
-            })
-            .collect(),
-    );
-    let mut m = Metric::default();
-    m.set_label(labels);
-    m.set_histogram(h);
-    m
-}
-
 /// The latency histogram's name (with native buckets in the protobuf
 /// exposition).
 pub const LATENCY_HISTOGRAM: &str = "latencyd_wakeup_latency_seconds";
@@ -189,20 +142,23 @@ pub fn latency_histograms(state: &MonitorState) -> Vec<Metric> {
     vec![histogram(vec![], &all, count, sum_ns)]
 }
 
-/// The native buckets matching `latency_histograms`, keyed by the `cpu`
-/// label (`None` for the sum over CPUs).
-pub fn latency_natives(
-    state: &MonitorState,
-) -> std::collections::BTreeMap<Option<String>, super::native::Native> {
+/// The native buckets matching `latency_histograms`, keyed by their
+/// labels (`cpu`, or none for the sum over CPUs).
+pub fn latency_natives(state: &MonitorState) -> super::protobuf::Natives {
     if state.config.export.per_cpu_histograms {
         state
             .cpus
             .iter()
-            .map(|v| (Some(v.cpu.to_string()), super::native::of(&v.lifetime)))
+            .map(|v| {
+                (
+                    vec![("cpu".to_string(), v.cpu.to_string())],
+                    super::native::of(&v.lifetime),
+                )
+            })
             .collect()
     } else {
         std::iter::once((
-            None,
+            vec![],
             super::native::of_all(state.cpus.iter().map(|v| &v.lifetime)),
         ))
         .collect()
@@ -417,7 +373,8 @@ pub fn families(state: &MonitorState, now: Now) -> Vec<MetricFamily> {
                 ],
                 1.0,
             )],
-            other => unreachable!("no metrics for {other}"),
+            other => super::observe::family(other, state, now.monotonic_ns)
+                .unwrap_or_else(|| unreachable!("no metrics for {other}")),
         };
         if metrics.is_empty() {
             continue;

@@ -2,9 +2,11 @@
 //! They read `state` and know nothing of HTTP (`tests/tidy.rs` checks).
 //!
 //! - `metrics`: the Prometheus families of `/metrics`; `catalog`: their
-//!   names, help, types and labels.
+//!   names, help, types and labels; `proto`: building one metric.
 //! - `json`: the JSON API's bodies; `host`: the host's fingerprint
 //!   (`/api/v1/host`, the info metric's labels, the topology).
+//! - `observe`: what the observer found (`/api/v1/observe`, its metric
+//!   families).
 //! - `page`: the status page `/` and the plot's data.
 //! - `status_line`: the line `systemctl status` shows.
 //! - `runbooks`: docs/runbooks.md as the page `/runbooks`.
@@ -14,7 +16,9 @@ pub mod host;
 pub mod json;
 pub mod metrics;
 pub mod native;
+pub mod observe;
 pub mod page;
+pub mod proto;
 pub mod protobuf;
 pub mod runbooks;
 mod status_line;

@@ -172,10 +172,7 @@ fn labels(metric: &proto::Metric) -> Vec<LabelPair> {
         .collect()
 }
 
-fn convert(
-    family: &proto::MetricFamily,
-    native: Option<&BTreeMap<Option<String>, Native>>,
-) -> MetricFamily {
+fn convert(family: &proto::MetricFamily, native: Option<&Natives>) -> MetricFamily {
     let kind = family.get_field_type();
     let metric = family
         .get_metric()
@@ -234,12 +231,12 @@ fn convert(
                             .collect(),
                         ..Histogram::default()
                     };
-                    let cpu = m
+                    let key: Vec<(String, String)> = m
                         .get_label()
                         .iter()
-                        .find(|l| l.name() == "cpu")
-                        .map(|l| l.value().to_string());
-                    if let Some(n) = native.and_then(|natives| natives.get(&cpu)) {
+                        .map(|l| (l.name().to_string(), l.value().to_string()))
+                        .collect();
+                    if let Some(n) = native.and_then(|natives| natives.get(&key)) {
                         histogram.schema = Some(native::SCHEMA);
                         histogram.zero_threshold = Some(native::ZERO_THRESHOLD);
                         histogram.zero_count = Some(0);
@@ -280,17 +277,16 @@ fn convert(
     }
 }
 
-/// Encodes `families` length-delimited; the family named `native_family`
-/// gets the native buckets of `natives` (keyed by its `cpu` label, `None`
-/// for the histogram summed over CPUs).
-pub fn encode(
-    families: &[proto::MetricFamily],
-    native_family: &str,
-    natives: &BTreeMap<Option<String>, Native>,
-) -> Vec<u8> {
+/// A histogram family's native buckets, keyed by each metric's labels
+/// (name, value) in the order the metric has them.
+pub type Natives = BTreeMap<Vec<(String, String)>, Native>;
+
+/// Encodes `families` length-delimited; a family named in `natives` gets
+/// its metrics' native buckets from there.
+pub fn encode(families: &[proto::MetricFamily], natives: &BTreeMap<&str, Natives>) -> Vec<u8> {
     let mut out = Vec::with_capacity(64 * 1024);
     for family in families {
-        let natives = (family.name() == native_family).then_some(natives);
+        let natives = natives.get(family.name());
         convert(family, natives)
             .encode_length_delimited(&mut out)
             .expect("a Vec grows as needed");

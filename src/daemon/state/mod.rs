@@ -9,11 +9,13 @@
 
 mod buckets;
 mod host;
+mod observe;
 mod window_histogram;
 mod window_max;
 
 pub use buckets::BucketCounts;
 pub use host::{ChangeSeen, HostChange, HostTrack, MAX_HISTORY};
+pub use observe::{ObserveState, ObservedCpu, TaskView};
 pub use window_histogram::{MAX_HISTOGRAM_SLOTS, WindowHistogram};
 pub use window_max::WindowMax;
 
@@ -152,6 +154,8 @@ pub struct MonitorState {
     pub pm_qos_held_us: Option<i32>,
     /// The host's facts, re-read periodically, and their changes.
     pub fingerprint: HostTrack,
+    /// What the observer found on the CPUs it watches (`[observe]`).
+    pub observe: ObserveState,
 }
 
 impl MonitorState {

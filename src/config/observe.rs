@@ -1,0 +1,153 @@
+//! `[observe]`: interference and real-time tasks' wake-up latency on CPUs
+//! without a sampler, from the kernel's events (off by default).
+
+use std::collections::BTreeMap;
+
+use super::{
+    ConfigError, Effective, SectionReader, as_bool, as_integer, as_string, key_error, quoted,
+};
+use crate::cpulist::{format_cpu_list, parse_cpu_list};
+use crate::host::HostInfo;
+
+const MAX_TASKS_LIMIT: i64 = 4096;
+const MAX_NAMES_LIMIT: i64 = 4096;
+const MIN_BUFFER_KB: i64 = 64;
+const MAX_BUFFER_KB: i64 = 1024 * 1024;
+
+/// Which CPUs to observe.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ObserveCpus {
+    /// The online CPUs that have no sampler.
+    Unmeasured,
+    /// Every online CPU.
+    All,
+    List(Vec<usize>),
+}
+
+impl std::fmt::Display for ObserveCpus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ObserveCpus::Unmeasured => f.write_str("unmeasured"),
+            ObserveCpus::All => f.write_str("all"),
+            ObserveCpus::List(cpus) => f.write_str(&format_cpu_list(cpus)),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObserveConfig {
+    pub enabled: bool,
+    pub cpus: ObserveCpus,
+    pub max_tasks: usize,
+    pub max_names: usize,
+    pub buffer_size_kb: u64,
+}
+
+impl ObserveConfig {
+    pub(super) fn read(r: &mut SectionReader<'_>) -> Result<ObserveConfig, ConfigError> {
+        r.only(&[
+            "enabled",
+            "cpus",
+            "max_tasks",
+            "max_names",
+            "buffer_size_kb",
+        ])?;
+        let enabled = r.read("enabled", || false, as_bool, |b| b.to_string())?;
+        let cpus = r.read(
+            "cpus",
+            || ObserveCpus::Unmeasured,
+            |v| {
+                let text = as_string(v)?;
+                match text.trim() {
+                    "unmeasured" => Ok(ObserveCpus::Unmeasured),
+                    "all" => Ok(ObserveCpus::All),
+                    list => parse_cpu_list(list)
+                        .map(ObserveCpus::List)
+                        .map_err(|e| format!("{e} (or write \"unmeasured\" or \"all\")")),
+                }
+            },
+            |cpus| quoted(&cpus.to_string()),
+        )?;
+        let count = |max: i64| {
+            move |v: &config::Value| {
+                let n = as_integer(v)?;
+                if !(1..=max).contains(&n) {
+                    return Err(format!("must be between 1 and {max}"));
+                }
+                Ok(n as usize)
+            }
+        };
+        let max_tasks = r.read(
+            "max_tasks",
+            || 64,
+            count(MAX_TASKS_LIMIT),
+            |n| n.to_string(),
+        )?;
+        let max_names = r.read(
+            "max_names",
+            || 64,
+            count(MAX_NAMES_LIMIT),
+            |n| n.to_string(),
+        )?;
+        let buffer_size_kb = r.read(
+            "buffer_size_kb",
+            || 1024,
+            |v| {
+                let n = as_integer(v)?;
+                if !(MIN_BUFFER_KB..=MAX_BUFFER_KB).contains(&n) {
+                    return Err(format!(
+                        "must be between {MIN_BUFFER_KB} and {MAX_BUFFER_KB} (KiB per CPU)"
+                    ));
+                }
+                Ok(n as u64)
+            },
+            |n| n.to_string(),
+        )?;
+        Ok(ObserveConfig {
+            enabled,
+            cpus,
+            max_tasks,
+            max_names,
+            buffer_size_kb,
+        })
+    }
+
+    /// The CPUs to observe on `host`, given the CPUs that have a sampler.
+    /// Tracing is system-wide: a CPU outside this process's cpuset or
+    /// affinity can be observed, only not sampled.
+    pub fn cpu_list(&self, host: &HostInfo, measured: &[usize]) -> Vec<usize> {
+        let online = host
+            .online_cpus
+            .clone()
+            .unwrap_or_else(|| host.usable_cpus.clone());
+        match &self.cpus {
+            ObserveCpus::Unmeasured => online
+                .into_iter()
+                .filter(|c| !measured.contains(c))
+                .collect(),
+            ObserveCpus::All => online,
+            ObserveCpus::List(cpus) => cpus.clone(),
+        }
+    }
+
+    pub(super) fn check_against(
+        &self,
+        host: &HostInfo,
+        effective: &BTreeMap<String, Effective>,
+    ) -> Result<(), ConfigError> {
+        let (ObserveCpus::List(cpus), Some(online)) = (&self.cpus, &host.online_cpus) else {
+            return Ok(());
+        };
+        if let Some(bad) = cpus.iter().find(|cpu| !online.contains(cpu)) {
+            return Err(key_error(
+                effective,
+                "observe.cpus",
+                format!(
+                    "CPU {bad} is offline or absent; online CPUs are {}",
+                    format_cpu_list(online)
+                ),
+            ));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,276 @@
+//! What the observer found, rendered: the `latencyd_task_*`,
+//! `latencyd_cpu_interference_*` and `latencyd_observe_*` metric families,
+//! and `/api/v1/observe`'s JSON (its DTOs are here, with the renderer
+//! that fills them).
+
+use prometheus::proto::Metric;
+use serde::Serialize;
+
+use super::proto::{counter, gauge, histogram, label};
+use super::protobuf::Natives;
+use crate::daemon::state::MonitorState;
+use crate::forensics::Capability;
+use crate::observe::{Source, TaskKey};
+use crate::units::NS_PER_SEC;
+
+const NS: f64 = NS_PER_SEC as f64;
+
+/// The task latency histogram's name (with native buckets in the
+/// protobuf exposition).
+pub const TASK_HISTOGRAM: &str = "latencyd_task_wakeup_latency_seconds";
+
+fn task_labels(key: &TaskKey) -> Vec<prometheus::proto::LabelPair> {
+    vec![
+        label("container", &key.container),
+        label("cpu", &key.cpu.to_string()),
+        label("task", &key.task),
+    ]
+}
+
+/// `latencyd_task_wakeup_latency_seconds`, one per task series.
+pub fn task_histograms(state: &MonitorState) -> Vec<Metric> {
+    state
+        .observe
+        .tasks
+        .iter()
+        .map(|(key, v)| {
+            histogram(
+                task_labels(key),
+                &v.buckets,
+                v.lifetime.count,
+                v.lifetime.sum_ns,
+            )
+        })
+        .collect()
+}
+
+/// The native buckets matching `task_histograms`.
+pub fn task_natives(state: &MonitorState) -> Natives {
+    state
+        .observe
+        .tasks
+        .iter()
+        .map(|(key, v)| {
+            let labels = vec![
+                ("container".to_string(), key.container.clone()),
+                ("cpu".to_string(), key.cpu.to_string()),
+                ("task".to_string(), key.task.clone()),
+            ];
+            (labels, super::native::of(&v.lifetime))
+        })
+        .collect()
+}
+
+/// The metrics of one of the observer's families, `None` for any other
+/// family.
+pub fn family(name: &str, state: &MonitorState, now_ns: u64) -> Option<Vec<Metric>> {
+    let o = &state.observe;
+    let by_name = |seconds: bool| -> Vec<Metric> {
+        o.cpus
+            .iter()
+            .flat_map(|(cpu, view)| {
+                view.by_name.iter().filter_map(move |((source, name), t)| {
+                    // SMIs have a count but no duration.
+                    if seconds && *source == Source::Smi {
+                        return None;
+                    }
+                    let labels = vec![
+                        label("cpu", &cpu.to_string()),
+                        label("name", name),
+                        label("source", source.name()),
+                    ];
+                    let value = if seconds {
+                        t.ns as f64 / NS
+                    } else {
+                        t.count as f64
+                    };
+                    Some(counter(labels, value))
+                })
+            })
+            .collect()
+    };
+    let per_cpu = |value: &dyn Fn(&crate::daemon::state::ObservedCpu) -> u64| -> Vec<Metric> {
+        o.cpus
+            .iter()
+            .map(|(cpu, view)| counter(vec![label("cpu", &cpu.to_string())], value(view) as f64))
+            .collect()
+    };
+    Some(match name {
+        TASK_HISTOGRAM => task_histograms(state),
+        "latencyd_task_wakeup_latency_window_max_seconds" => o
+            .tasks
+            .iter()
+            .filter_map(|(key, v)| {
+                let max = v.window.max(now_ns)?;
+                Some(gauge(task_labels(key), max as f64 / NS))
+            })
+            .collect(),
+        "latencyd_task_wakeup_latency_max_seconds" => o
+            .tasks
+            .iter()
+            .map(|(key, v)| gauge(task_labels(key), v.lifetime.max_ns as f64 / NS))
+            .collect(),
+        "latencyd_cpu_interference_seconds_total" => by_name(true),
+        "latencyd_cpu_interference_total" => by_name(false),
+        "latencyd_cpu_interference_window_max_seconds" => o
+            .cpus
+            .iter()
+            .flat_map(|(cpu, view)| {
+                view.longest.iter().filter_map(move |(source, window)| {
+                    let max = window.max(now_ns)?;
+                    let labels = vec![
+                        label("cpu", &cpu.to_string()),
+                        label("source", source.name()),
+                    ];
+                    Some(gauge(labels, max as f64 / NS))
+                })
+            })
+            .collect(),
+        "latencyd_observe_available" => {
+            let status = o.status();
+            if !status.enabled {
+                return Some(vec![]);
+            }
+            vec![gauge(vec![], f64::from(u8::from(status.available)))]
+        }
+        "latencyd_observe_lost_events_total" => per_cpu(&|v| v.lost_events),
+        "latencyd_observe_unseen_wakeups_total" => per_cpu(&|v| v.unseen_wakeups),
+        _ => return None,
+    })
+}
+
+/// `/api/v1/observe`.
+#[derive(Debug, Serialize)]
+pub struct ObserveJson {
+    pub enabled: bool,
+    pub available: bool,
+    pub reason: Option<String>,
+    /// The window of the `window_max_ns` fields.
+    pub window_ns: u64,
+    pub capabilities: Vec<Capability>,
+    pub observer: ObserverJson,
+    pub cpus: Vec<ObservedCpuJson>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ObserverJson {
+    pub pages: u64,
+    pub events: u64,
+    pub thread_cpu_ns: u64,
+    pub intervals_merged: u64,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ObservedCpuJson {
+    pub cpu: usize,
+    /// Longest single interruption per source over the window.
+    pub window_max_ns: std::collections::BTreeMap<&'static str, u64>,
+    pub interference: Vec<InterferenceJson>,
+    pub tasks: Vec<TaskJson>,
+    pub lost_events: u64,
+    pub unseen_wakeups: u64,
+    /// Tasks that left the CPU without their switch-in traced (some
+    /// kernels do not trace switches out of idle): their runs count from
+    /// their first event, a woken one has no sample.
+    pub untraced_switches: u64,
+}
+
+#[derive(Debug, Serialize)]
+pub struct InterferenceJson {
+    pub source: &'static str,
+    pub name: String,
+    /// Total time taken (absent for SMIs, which are only counted).
+    pub ns: Option<u64>,
+    pub count: u64,
+    pub max_ns: Option<u64>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct TaskJson {
+    pub task: String,
+    pub container: String,
+    pub count: u64,
+    pub min_ns: u64,
+    pub avg_ns: u64,
+    pub p99_ns: u64,
+    pub max_ns: u64,
+    pub window_max_ns: Option<u64>,
+    /// Wake-ups later than measure.spike_threshold.
+    pub spikes: u64,
+}
+
+pub fn observe_json(state: &MonitorState, now_ns: u64) -> ObserveJson {
+    let o = &state.observe;
+    let status = o.status();
+    let mut cpus: Vec<ObservedCpuJson> = status
+        .cpus
+        .iter()
+        .map(|&cpu| {
+            let view = o.cpus.get(&cpu);
+            let mut interference: Vec<InterferenceJson> = view
+                .map(|v| {
+                    v.by_name
+                        .iter()
+                        .map(|((source, name), t)| {
+                            let timed = *source != Source::Smi;
+                            InterferenceJson {
+                                source: source.name(),
+                                name: name.clone(),
+                                ns: timed.then_some(t.ns),
+                                count: t.count,
+                                max_ns: timed.then_some(t.max_ns),
+                            }
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            interference.sort_by(|a, b| b.ns.cmp(&a.ns).then(a.name.cmp(&b.name)));
+            ObservedCpuJson {
+                cpu,
+                window_max_ns: view
+                    .map(|v| {
+                        v.longest
+                            .iter()
+                            .filter_map(|(s, w)| Some((s.name(), w.max(now_ns)?)))
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+                interference,
+                tasks: o
+                    .tasks
+                    .iter()
+                    .filter(|(key, _)| key.cpu == cpu)
+                    .map(|(key, v)| TaskJson {
+                        task: key.task.clone(),
+                        container: key.container.clone(),
+                        count: v.lifetime.count,
+                        min_ns: v.lifetime.min_ns(),
+                        avg_ns: v.lifetime.avg_ns().round() as u64,
+                        p99_ns: v.lifetime.quantile_ns(990_000),
+                        max_ns: v.lifetime.max_ns,
+                        window_max_ns: v.window.max(now_ns),
+                        spikes: v.lifetime.spikes,
+                    })
+                    .collect(),
+                lost_events: view.map_or(0, |v| v.lost_events),
+                unseen_wakeups: view.map_or(0, |v| v.unseen_wakeups),
+                untraced_switches: view.map_or(0, |v| v.untraced_switches),
+            }
+        })
+        .collect();
+    cpus.sort_by_key(|c| c.cpu);
+    ObserveJson {
+        enabled: status.enabled,
+        available: status.available,
+        reason: status.reason.clone(),
+        window_ns: state.config.export.max_window_ns,
+        capabilities: status.capabilities.clone(),
+        observer: ObserverJson {
+            pages: status.pages,
+            events: status.events,
+            thread_cpu_ns: status.thread_cpu_ns,
+            intervals_merged: status.intervals_merged,
+        },
+        cpus,
+    }
+}
