@@ -30,9 +30,10 @@
 //! are kernel threads, so tests need no `/proc`.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
-use super::format::Event;
-use super::tally::{Comm, CpuTally, Source, TaskKinds, WakeSample, thread_name};
+use super::format::{Event, describe};
+use super::tally::{Comm, Counts, CpuTally, Names, Source, TaskKinds, WakeSample, WorkloadSpike};
 
 /// The softirq vectors' names, by number (`include/linux/interrupt.h`).
 const SOFTIRQ_NAMES: &[&str] = &[
@@ -48,6 +49,8 @@ const SLEEPING_STATES: i64 = 0xff;
 const MAX_TIMERS: usize = 4096;
 /// A wake-up this long after a timer fired is not that timer's.
 const TIMER_WAKEUP_GAP_NS: u64 = 1_000_000;
+/// Events kept for one capture window; more are counted as omitted.
+const MAX_WINDOW_EVENTS: usize = 4096;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Role {
@@ -77,18 +80,21 @@ struct Frame {
     /// IRQ number, softirq vector or system vector index: what the exit
     /// event names.
     id: i64,
-    name: String,
+    name: Arc<str>,
     start_ns: u64,
     nested_ns: u64,
 }
 
 /// A woken real-time task waiting for the CPU.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct Waiting {
     comm: Comm,
     /// From when its latency counts: the wake-up, or the timer's expiry.
     since_ns: u64,
+    woken_ns: u64,
     from_timer: bool,
+    /// What took the CPU while it waited (kept only when captures are on).
+    causes: Vec<(Source, Arc<str>, u64)>,
 }
 
 /// One CPU's accounting.
@@ -106,8 +112,15 @@ pub struct CpuAccount {
     timers: HashMap<u64, (i64, i32)>,
     /// Timers that fired: pid → (when, how late in the timer's clock).
     fired: HashMap<i32, (u64, u64)>,
-    pub tally: CpuTally,
-    pub samples: Vec<WakeSample>,
+    counts: Counts,
+    names: Names,
+    samples: Vec<WakeSample>,
+    /// A wake-up at least this late is handed over with what ran.
+    capture_ns: Option<u64>,
+    /// The events while a task waits (only when captures are on).
+    window: Vec<(u64, i32, &'static str, String)>,
+    window_omitted: u64,
+    spikes: Vec<WorkloadSpike>,
 }
 
 impl CpuAccount {
@@ -121,17 +134,49 @@ impl CpuAccount {
             preempted: HashMap::new(),
             timers: HashMap::new(),
             fired: HashMap::new(),
-            tally: CpuTally::default(),
+            counts: Counts::default(),
+            names: Names::default(),
             samples: Vec::new(),
+            capture_ns: None,
+            window: Vec::new(),
+            window_omitted: 0,
+            spikes: Vec::new(),
         }
+    }
+
+    /// Wake-ups at least `threshold_ns` late are handed over as
+    /// `WorkloadSpike`s with what ran while the task waited.
+    pub fn capturing(mut self, threshold_ns: Option<u64>) -> CpuAccount {
+        self.capture_ns = threshold_ns;
+        self
     }
 
     /// The tallies and samples since the last call.
     pub fn take(&mut self) -> (CpuTally, Vec<WakeSample>) {
-        (
-            std::mem::take(&mut self.tally),
-            std::mem::take(&mut self.samples),
-        )
+        (self.counts.take(), std::mem::take(&mut self.samples))
+    }
+
+    /// The late wake-ups since the last call.
+    pub fn take_spikes(&mut self) -> Vec<WorkloadSpike> {
+        std::mem::take(&mut self.spikes)
+    }
+
+    /// Interference: into the interval's counts and, when captures are
+    /// on, into each waiting task's causes.
+    fn count(&mut self, source: Source, name: &Arc<str>, ns: u64, end_ns: u64) {
+        self.counts.add(source, name, ns, end_ns);
+        if self.capture_ns.is_none() || ns == 0 {
+            return;
+        }
+        for w in self.waiting.values_mut() {
+            if end_ns <= w.woken_ns {
+                continue;
+            }
+            match w.causes.iter_mut().find(|c| c.0 == source && c.1 == *name) {
+                Some(cause) => cause.2 += ns,
+                None => w.causes.push((source, Arc::clone(name), ns)),
+            }
+        }
     }
 
     /// Interrupt time ending at `ns` goes to whatever it interrupted.
@@ -143,7 +188,7 @@ impl CpuAccount {
         }
     }
 
-    fn enter(&mut self, ts: u64, source: Source, id: i64, name: String) {
+    fn enter(&mut self, ts: u64, source: Source, id: i64, name: Arc<str>) {
         self.frames.push(Frame {
             source,
             id,
@@ -166,7 +211,7 @@ impl CpuAccount {
         self.frames.truncate(at + 1);
         let frame = self.frames.pop().expect("found above");
         let whole = ts.saturating_sub(frame.start_ns);
-        self.tally.add(
+        self.count(
             source,
             &frame.name,
             whole.saturating_sub(frame.nested_ns),
@@ -202,8 +247,8 @@ impl CpuAccount {
                 .saturating_sub(run.nested_ns - nested_then),
         };
         if taken > 0 {
-            self.tally
-                .add(Source::Thread, &thread_name(comm), taken, ts);
+            let name = self.names.thread(comm);
+            self.count(Source::Thread, &name, taken, ts);
         }
         true
     }
@@ -233,39 +278,99 @@ impl CpuAccount {
         });
     }
 
+    /// A late wake-up handed over with what ran while the task waited and
+    /// the events from its wake-up to `ts`, when it runs (`event`).
+    fn spike(&mut self, ts: u64, pid: i32, w: Waiting, event: &Event<'_>) {
+        let mut causes: Vec<(Source, String, u64)> = w
+            .causes
+            .iter()
+            .map(|(source, name, ns)| (*source, name.to_string(), *ns))
+            .collect();
+        causes.sort_by(|a, b| b.2.cmp(&a.2).then_with(|| a.1.cmp(&b.1)));
+        let mut events: Vec<(u64, i32, &'static str, String)> = self
+            .window
+            .iter()
+            .filter(|e| e.0 >= w.woken_ns)
+            .cloned()
+            .collect();
+        let (name, fields) = describe(event, &self.vector_names);
+        let context = match event {
+            Event::Switch { prev_pid, .. } => *prev_pid,
+            _ => pid,
+        };
+        events.push((ts, context, name, fields));
+        self.spikes.push(WorkloadSpike {
+            pid,
+            comm: w.comm,
+            latency_ns: ts.saturating_sub(w.since_ns),
+            since_ns: w.since_ns,
+            woken_ns: w.woken_ns,
+            ran_ns: ts,
+            from_timer: w.from_timer,
+            causes,
+            events,
+            events_omitted: self.window_omitted,
+        });
+    }
+
     /// Takes one event of this CPU at `ts` (`CLOCK_MONOTONIC`), recorded
     /// in the context of `pid` (its `common_pid`: the task current then).
     pub fn feed(&mut self, ts: u64, pid: i32, event: &Event<'_>, kinds: &mut impl TaskKinds) {
         if !matches!(event, Event::Switch { .. }) {
             self.infer_running(ts, pid);
         }
+        let recording = self.capture_ns.is_some() && !self.waiting.is_empty();
+        self.handle(ts, event, kinds);
+        if recording || (self.capture_ns.is_some() && !self.waiting.is_empty()) {
+            if self.window.len() < MAX_WINDOW_EVENTS {
+                let (name, fields) = describe(event, &self.vector_names);
+                self.window.push((ts, pid, name, fields));
+            } else {
+                self.window_omitted += 1;
+            }
+        }
+        if self.waiting.is_empty() && !self.window.is_empty() {
+            self.window.clear();
+            self.window_omitted = 0;
+        }
+    }
+
+    fn handle(&mut self, ts: u64, event: &Event<'_>, kinds: &mut impl TaskKinds) {
         match *event {
             Event::IrqEntry { irq, name } => {
-                let name = format!("{irq}:{}", String::from_utf8_lossy(name));
+                let name = self.names.of(Source::Irq, i64::from(irq), || {
+                    format!("{irq}:{}", String::from_utf8_lossy(name))
+                });
                 self.enter(ts, Source::Irq, i64::from(irq), name);
             }
             Event::IrqExit { irq } => self.exit(ts, Source::Irq, i64::from(irq)),
             Event::SoftirqEntry { vec } => {
-                let name = SOFTIRQ_NAMES
-                    .get(vec as usize)
-                    .map_or_else(|| format!("vec{vec}"), |n| n.to_string());
+                let name = self.names.of(Source::Softirq, i64::from(vec), || {
+                    SOFTIRQ_NAMES
+                        .get(vec as usize)
+                        .map_or_else(|| format!("vec{vec}"), |n| n.to_string())
+                });
                 self.enter(ts, Source::Softirq, i64::from(vec), name);
             }
             Event::SoftirqExit { vec } => self.exit(ts, Source::Softirq, i64::from(vec)),
             Event::VectorEntry { vector } => {
-                let name = self
-                    .vector_names
-                    .get(vector)
-                    .cloned()
-                    .unwrap_or_else(|| format!("vector{vector}"));
                 // Vectors count as hard IRQs; their ids stay apart from
                 // IRQ numbers.
-                self.enter(ts, Source::Irq, -1 - vector as i64, name);
+                let id = -1 - vector as i64;
+                let names = &self.vector_names;
+                let name = self.names.of(Source::Irq, id, || {
+                    names
+                        .get(vector)
+                        .cloned()
+                        .unwrap_or_else(|| format!("vector{vector}"))
+                });
+                self.enter(ts, Source::Irq, id, name);
             }
             Event::VectorExit { vector } => self.exit(ts, Source::Irq, -1 - vector as i64),
             Event::Nmi { delta_ns } => {
                 let ns = delta_ns.max(0) as u64;
-                self.tally.add(Source::Nmi, "nmi", ns, ts);
+                let name = self.names.of(Source::Nmi, 0, || "nmi".to_string());
+                self.count(Source::Nmi, &name, ns, ts);
                 self.nest(ns);
             }
             Event::TimerStart {
@@ -310,7 +415,9 @@ impl CpuAccount {
                     Waiting {
                         comm: Comm::new(comm),
                         since_ns,
+                        woken_ns: ts,
                         from_timer,
+                        causes: Vec::new(),
                     },
                 );
                 if let Some(running) = &mut self.running
@@ -331,7 +438,7 @@ impl CpuAccount {
                 next_prio,
             } => {
                 if !self.close_run(ts, prev_pid, prev_prio, prev_comm, kinds) {
-                    self.tally.untraced_switches += 1;
+                    self.counts.untraced_switches += 1;
                 }
                 if prev_pid != 0 {
                     if prev_state & SLEEPING_STATES == 0 && prev_prio < MAX_RT_PRIO {
@@ -345,20 +452,27 @@ impl CpuAccount {
                 let role = Self::role(next_pid, next_prio, next_comm, kinds);
                 match self.waiting.remove(&next_pid) {
                     Some(w) if role == Role::Workload => {
+                        let latency_ns = ts.saturating_sub(w.since_ns);
                         self.samples.push(WakeSample {
                             pid: next_pid,
                             comm: w.comm,
-                            latency_ns: ts.saturating_sub(w.since_ns),
+                            latency_ns,
                             at_ns: ts,
                             from_timer: w.from_timer,
                         });
                         self.preempted.remove(&next_pid);
+                        if self
+                            .capture_ns
+                            .is_some_and(|at_least| latency_ns >= at_least)
+                        {
+                            self.spike(ts, next_pid, w, event);
+                        }
                     }
                     // A kernel thread's wake-up is not the workload's.
                     Some(_) => {}
                     None => {
                         if self.preempted.remove(&next_pid).is_none() && role == Role::Workload {
-                            self.tally.unseen_wakeups += 1;
+                            self.counts.unseen_wakeups += 1;
                         }
                     }
                 }
@@ -615,6 +729,62 @@ mod tests {
         assert_eq!(ns(&t, Source::Thread, "spinner"), 9_000 - 2_010 - 100);
         assert_eq!(samples.len(), 1);
         assert_eq!(samples[0].latency_ns, 9_000 - 2_010);
+    }
+
+    #[test]
+    fn a_wake_up_over_the_capture_threshold_is_handed_over_with_what_ran() {
+        let mut a = Feeder {
+            a: CpuAccount::new(1, &[]).capturing(Some(5_000)),
+            current: 0,
+        };
+        let k = &mut Kinds;
+        a.feed(0, &switch(IDLE, 0, SPIN), k);
+        // Under the threshold: a sample, no spike.
+        a.feed(100, &wakeup("rtapp", APP.1, APP.2, 1), k);
+        a.feed(1_100, &switch(SPIN, 0, APP), k);
+        a.feed(1_200, &switch(APP, 1, SPIN), k);
+        // Over it: the spinner and an IRQ while the workload waited.
+        a.feed(2_000, &wakeup("rtapp", APP.1, APP.2, 1), k);
+        a.feed(
+            3_000,
+            &Event::IrqEntry {
+                irq: 5,
+                name: b"eth0",
+            },
+            k,
+        );
+        a.feed(3_500, &Event::IrqExit { irq: 5 }, k);
+        a.feed(12_000, &switch(SPIN, 0, APP), k);
+        let spikes = a.a.take_spikes();
+        assert_eq!(spikes.len(), 1, "{spikes:?}");
+        let s = &spikes[0];
+        assert_eq!(
+            (s.pid, s.latency_ns, s.woken_ns, s.ran_ns),
+            (APP.1, 10_000, 2_000, 12_000)
+        );
+        assert_eq!(
+            s.causes,
+            vec![
+                (Source::Thread, "spinner".to_string(), 10_000 - 500),
+                (Source::Irq, "5:eth0".to_string(), 500),
+            ]
+        );
+        let names: Vec<&str> = s.events.iter().map(|e| e.2).collect();
+        assert_eq!(
+            names,
+            [
+                "sched_wakeup",
+                "irq_handler_entry",
+                "irq_handler_exit",
+                "sched_switch"
+            ]
+        );
+        assert_eq!(
+            s.events[3].1, SPIN.1,
+            "the switch runs in the spinner's context"
+        );
+        // The window is dropped once nobody waits.
+        assert!(a.a.window.is_empty());
     }
 
     #[test]

@@ -349,6 +349,64 @@ impl Decoder {
     }
 }
 
+/// An event as the kernel's text output names and prints it, for a
+/// capture: (event name, fields).
+pub fn describe(event: &Event<'_>, vector_names: &[String]) -> (&'static str, String) {
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    let vector = |v: usize| vector_names.get(v).cloned().unwrap_or_default();
+    match *event {
+        Event::Switch {
+            prev_comm,
+            prev_pid,
+            prev_prio,
+            prev_state,
+            next_comm,
+            next_pid,
+            next_prio,
+        } => (
+            "sched_switch",
+            format!(
+                "prev_comm={} prev_pid={prev_pid} prev_prio={prev_prio} prev_state={prev_state:#x} \
+                 ==> next_comm={} next_pid={next_pid} next_prio={next_prio}",
+                text(prev_comm),
+                text(next_comm)
+            ),
+        ),
+        Event::Wakeup {
+            comm,
+            pid,
+            prio,
+            target_cpu,
+        } => (
+            "sched_wakeup",
+            format!(
+                "comm={} pid={pid} prio={prio} target_cpu={target_cpu:03}",
+                text(comm)
+            ),
+        ),
+        Event::IrqEntry { irq, name } => (
+            "irq_handler_entry",
+            format!("irq={irq} name={}", text(name)),
+        ),
+        Event::IrqExit { irq } => ("irq_handler_exit", format!("irq={irq}")),
+        Event::SoftirqEntry { vec } => ("softirq_entry", format!("vec={vec}")),
+        Event::SoftirqExit { vec } => ("softirq_exit", format!("vec={vec}")),
+        Event::VectorEntry { vector: v } => ("vector_entry", vector(v)),
+        Event::VectorExit { vector: v } => ("vector_exit", vector(v)),
+        Event::Nmi { delta_ns } => ("nmi_handler", format!("delta_ns: {delta_ns}")),
+        Event::TimerStart {
+            timer, softexpires, ..
+        } => (
+            "hrtimer_start",
+            format!("hrtimer={timer:#x} softexpires={softexpires}"),
+        ),
+        Event::TimerExpire { timer, now } => (
+            "hrtimer_expire_entry",
+            format!("hrtimer={timer:#x} now={now}"),
+        ),
+    }
+}
+
 /// The task current when a record was written (`common_pid`: the same
 /// place in every event's format, after the type, flags and preemption
 /// count), or 0 for a record too short to say.

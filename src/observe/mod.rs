@@ -18,6 +18,7 @@ pub mod account;
 pub mod format;
 pub mod observer;
 pub mod ring;
+pub mod spike;
 pub mod tally;
 pub mod tasks;
 pub mod tracer;
@@ -49,6 +50,9 @@ pub struct Settings {
     /// A task's wake-up at least this late is a spike (its histograms'
     /// spike count, as `measure.spike_threshold` for samplers).
     pub spike_threshold_ns: u64,
+    /// A task's wake-up at least this late is handed over for a capture
+    /// (`forensics.threshold` while forensics runs).
+    pub capture_threshold_ns: Option<u64>,
 }
 
 /// A real-time task's series: its CPU, its name, its container.
@@ -72,6 +76,8 @@ pub struct Interval {
     pub tasks: BTreeMap<TaskKey, LatencyStats>,
     /// Events the ring buffers lost, per CPU.
     pub lost_events: BTreeMap<usize, u64>,
+    /// Wake-ups over the capture threshold, with what ran meanwhile.
+    pub spikes: Vec<(TaskKey, tally::WorkloadSpike)>,
 }
 
 impl Interval {
@@ -94,10 +100,14 @@ impl Interval {
         for (cpu, n) in other.lost_events {
             *self.lost_events.entry(cpu).or_default() += n;
         }
+        self.spikes.extend(other.spikes);
     }
 
     pub fn is_empty(&self) -> bool {
-        self.cpus.is_empty() && self.tasks.is_empty() && self.lost_events.is_empty()
+        self.cpus.is_empty()
+            && self.tasks.is_empty()
+            && self.lost_events.is_empty()
+            && self.spikes.is_empty()
     }
 }
 

@@ -1,7 +1,9 @@
 //! The observer thread: every 100 ms it reads each observed CPU's new
-//! ring-buffer pages, accounts them, adds steal (`/proc/stat`) and, once
-//! a second, SMI counts (MSR 0x34), and hands the interval to the
-//! collector through a bounded queue. An ordinary thread, never the
+//! ring-buffer pages, accounts them, and hands the interval to the
+//! collector through a bounded queue; once a second it also reads steal
+//! (`/proc/stat`), SMI counts (MSR 0x34), the ring buffers' lost-event
+//! counters and its own CPU time (each a file to open and format: read
+//! every tick they cost more than the events of an idle CPU). An ordinary thread, never the
 //! exporter's runtime or a sampler; a full queue makes it keep merging
 //! into the interval it holds, so nothing is lost and nothing waits.
 
@@ -10,10 +12,10 @@ use std::path::Path;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError, sync_channel};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::account::CpuAccount;
-use super::tally::{CpuTally, Source, WakeSample};
+use super::tally::{Comm, CpuTally, Source, WakeSample};
 use super::tasks::ProcTasks;
 use super::tracer::Tracer;
 use super::{Interval, OTHER, Settings, Status, TaskKey};
@@ -22,6 +24,8 @@ use crate::stats::LatencyStats;
 
 /// How often the ring buffers are read.
 const TICK: Duration = Duration::from_millis(100);
+/// Every how many ticks the counters outside the ring buffers are read.
+const HOUSEKEEPING_TICKS: u64 = 10;
 /// Intervals that may wait for the collector.
 const QUEUE: usize = 16;
 
@@ -156,7 +160,6 @@ struct Worker {
     tasks: ProcTasks,
     smi: Option<SmiCounters>,
     smi_last: BTreeMap<usize, u64>,
-    smi_read: Option<Instant>,
     steal_last: BTreeMap<usize, u64>,
     lost_last: BTreeMap<usize, u64>,
     /// Task series given their own labels so far.
@@ -164,6 +167,7 @@ struct Worker {
     /// Interference names given their own labels so far, per CPU.
     names: BTreeMap<usize, BTreeSet<(Source, String)>>,
     samples_seen: u64,
+    ticks: u64,
     status: Arc<Mutex<Status>>,
     sender: SyncSender<Interval>,
     /// An interval the collector has not taken yet.
@@ -181,7 +185,10 @@ impl Worker {
         let accounts = tracer
             .readers
             .iter()
-            .map(|(cpu, _)| CpuAccount::new(*cpu, &tracer.decoder.vector_names))
+            .map(|(cpu, _)| {
+                CpuAccount::new(*cpu, &tracer.decoder.vector_names)
+                    .capturing(settings.capture_threshold_ns)
+            })
             .collect();
         let mut worker = Worker {
             settings,
@@ -190,19 +197,19 @@ impl Worker {
             tasks: ProcTasks::new(Path::new("/proc")),
             smi,
             smi_last: BTreeMap::new(),
-            smi_read: None,
             steal_last: BTreeMap::new(),
             lost_last: BTreeMap::new(),
             series: BTreeSet::new(),
             names: BTreeMap::new(),
             samples_seen: 0,
+            ticks: 0,
             status,
             sender,
             pending: None,
         };
         // Baselines: only what happens from now on is counted.
         worker.steal_deltas();
-        worker.smi_deltas(true);
+        worker.smi_deltas();
         for cpu in worker.settings.cpus.clone() {
             worker.lost_last.insert(cpu, worker.tracer.lost(cpu));
         }
@@ -249,39 +256,51 @@ impl Worker {
                 Err(err) => error = Some(format!("CPU {cpu}: reading trace_pipe_raw: {err}")),
             }
         }
+        self.ticks += 1;
+        let housekeeping = self.ticks.is_multiple_of(HOUSEKEEPING_TICKS);
         for idx in 0..self.accounts.len() {
             let cpu = self.tracer.readers[idx].0;
             let (tally, samples) = self.accounts[idx].take();
             self.add_samples(&mut interval, cpu, &samples);
-            let lost = self.tracer.lost(cpu);
-            let before = self.lost_last.insert(cpu, lost).unwrap_or(lost);
-            if lost > before {
-                interval.lost_events.insert(cpu, lost - before);
+            for spike in self.accounts[idx].take_spikes() {
+                let key = self.key_of(cpu, spike.pid, &spike.comm);
+                interval.spikes.push((key, spike));
+            }
+            if housekeeping {
+                let lost = self.tracer.lost(cpu);
+                let before = self.lost_last.insert(cpu, lost).unwrap_or(lost);
+                if lost > before {
+                    interval.lost_events.insert(cpu, lost - before);
+                }
             }
             self.add_tally(&mut interval, cpu, tally);
         }
-        for (cpu, ns) in self.steal_deltas() {
-            let tally = interval.cpus.entry(cpu).or_default();
-            tally.add(
-                Source::Steal,
-                "steal",
-                ns,
-                crate::rt::sys::monotonic_now_ns(),
-            );
-        }
-        for (cpu, n) in self.smi_deltas(false) {
-            let tally = interval.cpus.entry(cpu).or_default();
-            let entry = tally
-                .by_name
-                .entry((Source::Smi, "smi".to_string()))
-                .or_default();
-            entry.count += n;
+        if housekeeping {
+            for (cpu, ns) in self.steal_deltas() {
+                let tally = interval.cpus.entry(cpu).or_default();
+                tally.add(
+                    Source::Steal,
+                    "steal",
+                    ns,
+                    crate::rt::sys::monotonic_now_ns(),
+                );
+            }
+            for (cpu, n) in self.smi_deltas() {
+                let tally = interval.cpus.entry(cpu).or_default();
+                let entry = tally
+                    .by_name
+                    .entry((Source::Smi, "smi".to_string()))
+                    .or_default();
+                entry.count += n;
+            }
         }
         {
             let mut status = lock(&self.status);
             status.pages += pages;
             status.events += events;
-            status.thread_cpu_ns = thread_cpu_ns().unwrap_or(status.thread_cpu_ns);
+            if housekeeping {
+                status.thread_cpu_ns = thread_cpu_ns().unwrap_or(status.thread_cpu_ns);
+            }
             if let Some(error) = error {
                 status.reason = Some(error);
             }
@@ -289,25 +308,31 @@ impl Worker {
         self.send(interval);
     }
 
-    /// The samples as task series, `other` beyond `max_tasks`.
+    /// A task's series, `other` beyond `max_tasks`.
+    fn key_of(&mut self, cpu: usize, pid: i32, comm: &Comm) -> TaskKey {
+        let key = TaskKey {
+            cpu,
+            task: comm.to_string_lossy(),
+            container: self.tasks.container(pid, comm.as_bytes()),
+        };
+        if self.series.contains(&key) {
+            return key;
+        }
+        if self.series.len() < self.settings.max_tasks {
+            self.series.insert(key.clone());
+            return key;
+        }
+        TaskKey {
+            cpu,
+            task: OTHER.to_string(),
+            container: String::new(),
+        }
+    }
+
+    /// The samples as task series.
     fn add_samples(&mut self, interval: &mut Interval, cpu: usize, samples: &[WakeSample]) {
         for s in samples {
-            let mut key = TaskKey {
-                cpu,
-                task: s.comm.to_string_lossy(),
-                container: self.tasks.container(s.pid, s.comm.as_bytes()),
-            };
-            if !self.series.contains(&key) {
-                if self.series.len() < self.settings.max_tasks {
-                    self.series.insert(key.clone());
-                } else {
-                    key = TaskKey {
-                        cpu,
-                        task: OTHER.to_string(),
-                        container: String::new(),
-                    };
-                }
-            }
+            let key = self.key_of(cpu, s.pid, &s.comm);
             let threshold = self.settings.spike_threshold_ns;
             let stats = interval
                 .tasks
@@ -359,18 +384,10 @@ impl Worker {
 
     /// SMIs per observed CPU since the last read (read once a second:
     /// reading another CPU's MSR interrupts it).
-    fn smi_deltas(&mut self, now: bool) -> Vec<(usize, u64)> {
+    fn smi_deltas(&mut self) -> Vec<(usize, u64)> {
         let Some(smi) = &self.smi else {
             return Vec::new();
         };
-        if !now
-            && self
-                .smi_read
-                .is_some_and(|at| at.elapsed() < Duration::from_secs(1))
-        {
-            return Vec::new();
-        }
-        self.smi_read = Some(Instant::now());
         let mut out = Vec::new();
         for (cpu, count) in smi.read() {
             let Some(count) = count else { continue };

@@ -2,11 +2,13 @@
 //! longest single one, a task's name as the kernel keeps it, one wake-up
 //! of a real-time task, and the names threads are counted under.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 /// Where interference came from (`source` label). SMIs and steal are
 /// counted from hardware and `/proc/stat`, not from events.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[repr(u8)]
 pub enum Source {
     Irq,
     Softirq,
@@ -160,6 +162,102 @@ pub fn thread_name(comm: &[u8]) -> String {
         return family.to_string();
     }
     name.into_owned()
+}
+
+/// One CPU's interval as it accumulates: per (source, interned name) a
+/// tally, no allocation per event (names are `Names`' shared strings);
+/// turned into a `CpuTally` once an interval.
+#[derive(Debug, Default)]
+pub struct Counts {
+    by_name: HashMap<(Source, Arc<str>), Tally>,
+    longest: [Option<(u64, u64)>; 6],
+    pub unseen_wakeups: u64,
+    pub untraced_switches: u64,
+}
+
+impl Counts {
+    pub fn add(&mut self, source: Source, name: &Arc<str>, ns: u64, end_ns: u64) {
+        let tally = match self.by_name.get_mut(&(source, Arc::clone(name))) {
+            Some(t) => t,
+            None => self.by_name.entry((source, Arc::clone(name))).or_default(),
+        };
+        tally.ns += ns;
+        tally.count += 1;
+        tally.max_ns = tally.max_ns.max(ns);
+        let longest = &mut self.longest[source as usize];
+        if longest.is_none_or(|(max, _)| ns > max) {
+            *longest = Some((ns, end_ns));
+        }
+    }
+
+    /// The interval so far, and a fresh start.
+    pub fn take(&mut self) -> CpuTally {
+        let tally = CpuTally {
+            by_name: self
+                .by_name
+                .drain()
+                .map(|((source, name), t)| ((source, name.to_string()), t))
+                .collect(),
+            longest: Source::ALL
+                .iter()
+                .filter_map(|&s| Some((s, self.longest[s as usize]?)))
+                .collect(),
+            unseen_wakeups: self.unseen_wakeups,
+            untraced_switches: self.untraced_switches,
+        };
+        *self = Counts::default();
+        tally
+    }
+}
+
+/// Interference names, made once and shared: by source and number (an
+/// IRQ, a softirq vector, a system vector) and by task name.
+#[derive(Debug, Default)]
+pub struct Names {
+    by_id: HashMap<(Source, i64), Arc<str>>,
+    threads: HashMap<Comm, Arc<str>>,
+}
+
+impl Names {
+    pub fn of(&mut self, source: Source, id: i64, make: impl FnOnce() -> String) -> Arc<str> {
+        Arc::clone(
+            self.by_id
+                .entry((source, id))
+                .or_insert_with(|| Arc::from(make())),
+        )
+    }
+
+    /// The name a thread's interference counts under (`thread_name`).
+    pub fn thread(&mut self, comm: &[u8]) -> Arc<str> {
+        if self.threads.len() > 4096 {
+            self.threads.clear();
+        }
+        Arc::clone(
+            self.threads
+                .entry(Comm::new(comm))
+                .or_insert_with(|| Arc::from(thread_name(comm))),
+        )
+    }
+}
+
+/// A real-time task's wake-up at least the capture threshold late, with
+/// what ran while it waited: what the observer turns into a capture.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkloadSpike {
+    pub pid: i32,
+    pub comm: Comm,
+    pub latency_ns: u64,
+    /// From when its latency counts (the time it asked for, or its
+    /// wake-up), when it was woken, and when it ran (`CLOCK_MONOTONIC`).
+    pub since_ns: u64,
+    pub woken_ns: u64,
+    pub ran_ns: u64,
+    pub from_timer: bool,
+    /// What took the CPU while it waited: source, name, time.
+    pub causes: Vec<(Source, String, u64)>,
+    /// The events from its wake-up to its run: time, pid, event, fields.
+    pub events: Vec<(u64, i32, &'static str, String)>,
+    pub events_omitted: u64,
 }
 
 #[cfg(test)]

@@ -46,11 +46,17 @@ impl ProcTasks {
             let dir = self.root.join(pid.to_string());
             let stat = std::fs::read_to_string(dir.join("stat")).unwrap_or_default();
             let cgroup = std::fs::read_to_string(dir.join("cgroup")).unwrap_or_default();
+            // A task /proc does not show (gone already, or hidden by
+            // ProtectProc=invisible): a kernel thread if its name is one.
+            let kernel_thread = match stat_flags(&stat) {
+                Some(flags) => flags & PF_KTHREAD != 0,
+                None => named_like_a_kernel_thread(comm.as_bytes()),
+            };
             self.cache.insert(
                 pid,
                 Known {
                     comm,
-                    kernel_thread: stat_flags(&stat).is_some_and(|f| f & PF_KTHREAD != 0),
+                    kernel_thread,
                     container: container_of(&cgroup),
                 },
             );
@@ -68,6 +74,29 @@ impl TaskKinds for ProcTasks {
     fn is_kernel_thread(&mut self, pid: i32, comm: &[u8]) -> bool {
         self.known(pid, comm).kernel_thread
     }
+}
+
+/// The names of the kernel's own threads that may run with a real-time
+/// policy (per-CPU threads `family/N`, threaded IRQs `irq/N-name`, RCU and
+/// timer threads).
+fn named_like_a_kernel_thread(comm: &[u8]) -> bool {
+    let name = String::from_utf8_lossy(comm);
+    const FAMILIES: &[&str] = &[
+        "migration/",
+        "ksoftirqd/",
+        "kworker/",
+        "irq/",
+        "rcuc/",
+        "rcuop/",
+        "rcuog/",
+        "ktimers/",
+        "cpuhp/",
+        "watchdog/",
+        "idle_inject/",
+        "posixcputmr/",
+    ];
+    FAMILIES.iter().any(|f| name.starts_with(f))
+        || matches!(name.as_ref(), "rcu_preempt" | "rcu_sched" | "kthreadd")
 }
 
 /// The flags field of `/proc/PID/stat` (after the parenthesised name,
@@ -192,8 +221,12 @@ mod tests {
         assert!(tasks.is_kernel_thread(77, b"kthreadd"));
         // ...but a new name on the pid is a new task.
         assert!(!tasks.is_kernel_thread(77, b"rtapp"));
-        // A task gone: a user task of no container.
+        // A task gone (or hidden): a user task of no container, unless
+        // its name is a kernel thread's.
         assert!(!tasks.is_kernel_thread(78, b"gone"));
         assert_eq!(tasks.container(78, b"gone"), "");
+        assert!(tasks.is_kernel_thread(79, b"migration/3"));
+        assert!(tasks.is_kernel_thread(80, b"irq/24-virtio0"));
+        assert!(!tasks.is_kernel_thread(81, b"irqbalance"));
     }
 }
