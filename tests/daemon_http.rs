@@ -168,6 +168,7 @@ fn journal() -> Arc<Journal> {
         deadline_mono_ns: NOW_NS - 5 * S,
         wakeup_mono_ns: NOW_NS - 5 * S + 3_000_000,
         sampler_tid: 4243,
+        task: None,
         verdict: "CPU 2 woke 3.00ms late: task culprit (pid 77, SCHED_FIFO 95) ran 2.99ms (100%) \
                   while the sampler waited"
             .to_string(),

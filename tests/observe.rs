@@ -95,6 +95,8 @@ fn workload(cpu: usize, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<()> {
         .unwrap()
 }
 
+/// A daemon sampling `measure_cpus` and observing `observe_cpus`, with
+/// forensics capturing wake-ups 5 ms late or more into `dir/spikes`.
 fn start_daemon(
     dir: &std::path::Path,
     port: u16,
@@ -107,7 +109,11 @@ fn start_daemon(
             "cpus = \"{measure_cpus}\"\npriority = {SAMPLER_PRIORITY}\nspike_threshold = \"2ms\""
         ),
         "max_window = \"10s\"",
-        &format!("[observe]\nenabled = true\ncpus = \"{observe_cpus}\"\n"),
+        &format!(
+            "[observe]\nenabled = true\ncpus = \"{observe_cpus}\"\n[forensics]\nenabled = true\n\
+             threshold = \"5ms\"\nper_cpu_interval = \"0s\"\ndir = \"{}\"\n",
+            dir.join("spikes").display()
+        ),
     );
     Daemon::start(
         latencyd()
@@ -260,6 +266,49 @@ fn a_spinning_thread_shows_in_the_workloads_latency_the_interference_and_the_ale
         test,
         "no burst of device interrupts steered at the observed CPU: this VM has no steerable \
          IRQ with traffic (the block IRQ is managed); IRQ accounting is unit-tested",
+    );
+
+    // Captured like a sampler's spike: the task named, the spinner as the
+    // main cause, the causes adding up to the latency.
+    let mut capture = Value::Null;
+    wait_until(
+        "a capture of the workload's late wake-up",
+        Duration::from_millis(100),
+        Duration::from_secs(5),
+        || {
+            let (_, body) = daemon.get("/api/v1/spikes");
+            let json: Value = serde_json::from_str(&body).unwrap();
+            capture = json["spikes"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|c| c["task"]["name"] == "rt-workload")
+                .cloned()
+                .unwrap_or(Value::Null);
+            !capture.is_null()
+        },
+    );
+    let verdict = capture["verdict"].as_str().unwrap();
+    assert!(
+        verdict.contains("task rt-workload") && verdict.contains("task spinner ran"),
+        "{capture}"
+    );
+    assert_eq!(capture["causes"][0]["name"], "spinner", "{capture}");
+    let total: u64 = capture["causes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["duration_ns"].as_u64().unwrap())
+        .sum();
+    assert_eq!(total, capture["latency_ns"].as_u64().unwrap(), "{capture}");
+    let (status, whole) = daemon.get(&format!(
+        "/api/v1/spikes/{}",
+        capture["id"].as_str().unwrap()
+    ));
+    assert_eq!(status, 200, "{whole}");
+    assert!(
+        whole.contains("sched_wakeup") && whole.contains("sched_switch"),
+        "{whole}"
     );
 
     // Prometheus fires the task's alert, with its labels.

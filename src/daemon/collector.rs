@@ -100,9 +100,17 @@ impl Collector {
             )?,
             ..Collected::default()
         };
-        // The observer's intervals: plain memory work under the lock.
-        self.observer
-            .drain(|interval| lock(state).observe.absorb(interval));
+        // The observer's intervals: plain memory work under the lock; its
+        // workload spikes go to the forensics recorder (never waiting).
+        let recorder = &self.recorder;
+        let now = (crate::rt::sys::monotonic_now_ns(), (self.unix_ns)());
+        self.observer.drain(|mut interval| {
+            let spikes = std::mem::take(&mut interval.spikes);
+            lock(state).observe.absorb(interval);
+            for (key, spike) in &spikes {
+                recorder.file(crate::observe::spike::capture(key, spike, now));
+            }
+        });
         if let Some((accumulator, keeper)) = &mut self.record {
             // Filed under the host's facts in force as the interval ends.
             if accumulator.due_ns() <= (self.unix_ns)() {

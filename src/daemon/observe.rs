@@ -19,6 +19,11 @@ pub(super) fn settings(config: &Config, host: &HostInfo, measured: &[usize]) -> 
         max_tasks: o.max_tasks,
         max_names: o.max_names,
         spike_threshold_ns: config.measure.spike_threshold_ns,
+        // Captured like a sampler's spike, when forensics runs.
+        capture_threshold_ns: config
+            .forensics
+            .enabled
+            .then_some(config.forensics.threshold_ns),
     }
 }
 

@@ -27,5 +27,5 @@ pub mod verdict;
 pub use attribution::{CAUSE_KINDS, Cause};
 pub use journal::{Journal, JournalData, Settings, Spike, UNCAPTURED_REASONS};
 pub use recorder::Recorder;
-pub use store::{Capture, Summary};
+pub use store::{Capture, Summary, TaskRef};
 pub use tracefs::Capability;

@@ -28,6 +28,9 @@ use crate::units::{NS_PER_SEC, format_rfc3339_ms};
 
 enum Message {
     Spike(Spike),
+    /// A capture made elsewhere (the observer's, of a workload task),
+    /// kept within the same limits.
+    Made(Box<Capture>),
     /// Answered once every message before it is handled.
     Flush(SyncSender<()>),
     Stop,
@@ -171,6 +174,24 @@ impl Recorder {
         }
     }
 
+    /// Hands a capture made elsewhere (a workload task's, by the
+    /// observer) to the recorder without waiting; it is kept within the
+    /// same rate limits and bounds as the recorder's own.
+    pub fn file(&self, capture: Capture) {
+        let Some(sender) = &self.sender else {
+            return;
+        };
+        let cpu = capture.summary.cpu;
+        if sender.try_send(Message::Made(Box::new(capture))).is_err() {
+            *self
+                .journal
+                .lock()
+                .uncaptured
+                .entry((cpu, "busy"))
+                .or_default() += 1;
+        }
+    }
+
     /// Waits until every spike noticed so far is captured or counted.
     pub fn flush(&self) {
         let Some(sender) = &self.sender else {
@@ -231,6 +252,12 @@ impl Worker {
             }
             match receiver.recv_timeout(TICK) {
                 Ok(Message::Spike(spike)) => self.handle(spike),
+                Ok(Message::Made(capture)) => {
+                    let (cpu, at) = (capture.summary.cpu, capture.summary.wakeup_mono_ns);
+                    if self.within_limits(cpu, at) {
+                        self.keep(*capture);
+                    }
+                }
                 Ok(Message::Flush(ack)) => {
                     let _ = ack.send(());
                 }
@@ -263,22 +290,31 @@ impl Worker {
             .or_default() += 1;
     }
 
-    fn handle(&mut self, spike: Spike) {
+    /// Whether a capture of `cpu` at `wakeup_ns` is within the rate
+    /// limits (and counts it against them), else counts it rate-limited.
+    fn within_limits(&mut self, cpu: usize, wakeup_ns: u64) -> bool {
         let s = &self.settings;
-        let minute_ago = spike.wakeup_ns.saturating_sub(60 * NS_PER_SEC);
+        let minute_ago = wakeup_ns.saturating_sub(60 * NS_PER_SEC);
         while self.minute.front().is_some_and(|&t| t < minute_ago) {
             self.minute.pop_front();
         }
         let too_soon = self
             .last_capture
-            .get(&spike.cpu)
-            .is_some_and(|&last| spike.wakeup_ns < last.saturating_add(s.per_cpu_gap_ns));
+            .get(&cpu)
+            .is_some_and(|&last| wakeup_ns < last.saturating_add(s.per_cpu_gap_ns));
         if too_soon || self.minute.len() >= s.max_per_minute {
-            self.count_uncaptured(spike.cpu, "rate_limited");
+            self.count_uncaptured(cpu, "rate_limited");
+            return false;
+        }
+        self.last_capture.insert(cpu, wakeup_ns);
+        self.minute.push_back(wakeup_ns);
+        true
+    }
+
+    fn handle(&mut self, spike: Spike) {
+        if !self.within_limits(spike.cpu, spike.wakeup_ns) {
             return;
         }
-        self.last_capture.insert(spike.cpu, spike.wakeup_ns);
-        self.minute.push_back(spike.wakeup_ns);
         match self.capture(spike) {
             Ok(capture) => self.keep(capture),
             Err(reason) => {
@@ -338,6 +374,7 @@ impl Worker {
             deadline_mono_ns: deadline,
             wakeup_mono_ns: spike.wakeup_ns,
             sampler_tid: spike.sampler_tid,
+            task: None,
             verdict: verdict(spike.cpu, spike.latency_ns, &found.causes),
             causes: found.causes,
             timer_late_ns: found.timer_late_ns,

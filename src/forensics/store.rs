@@ -25,11 +25,25 @@ pub struct Capture {
     pub events: Vec<Event>,
 }
 
+/// The real-time task of an observed CPU whose wake-up was late, for a
+/// capture the observer made (`[observe]`); `None` for a sampler's.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskRef {
+    pub name: String,
+    pub pid: i32,
+    /// Its container or service (`observe::tasks::container_of`), or "".
+    pub container: String,
+}
+
 /// A capture without its events: what `/api/v1/spikes` lists.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Summary {
     pub id: String,
     pub cpu: usize,
+    /// The task whose wake-up was late when it is a workload's, not a
+    /// sampler's (captures written before there were any have none).
+    #[serde(default)]
+    pub task: Option<TaskRef>,
     /// The wake-up's wall-clock time, RFC 3339.
     pub at: String,
     pub latency_ns: u64,
@@ -235,6 +249,7 @@ mod tests {
                 deadline_mono_ns: 1,
                 wakeup_mono_ns: 1_000_001,
                 sampler_tid: 5,
+                task: None,
                 verdict: "v".into(),
                 causes: vec![],
                 timer_late_ns: None,

@@ -108,7 +108,7 @@ pub fn locate_for(configured: &Path, who: &str) -> Result<PathBuf, String> {
         Err(err) if err.kind() == ErrorKind::PermissionDenied => {
             return Err(format!(
                 "cannot access tracefs at {} (permission denied): {who} needs root, or \
-                 access to tracefs (see deploy/systemd/latencyd-forensics.conf)",
+                 access to tracefs (see deploy/systemd/latencyd-{who}.conf)",
                 configured.display()
             ));
         }
@@ -165,7 +165,7 @@ impl Instance {
             ) {
                 format!(
                     " ({who} needs root, or write access to tracefs: see \
-                 deploy/systemd/latencyd-forensics.conf)"
+                 deploy/systemd/latencyd-{who}.conf)"
                 )
             } else {
                 String::new()

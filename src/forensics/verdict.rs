@@ -13,9 +13,15 @@ pub fn human(ns: u64) -> String {
     }
 }
 
-/// One line naming the main cause.
+/// One line naming the main cause of a sampler's late wake-up.
 pub fn verdict(cpu: usize, latency_ns: u64, causes: &[Cause]) -> String {
-    let late = format!("CPU {cpu} woke {} late", human(latency_ns));
+    verdict_of(&format!("CPU {cpu}"), "the sampler", latency_ns, causes)
+}
+
+/// One line naming the main cause: `who` woke late (`CPU 2`, `task rtapp
+/// (pid 7) on CPU 3`), `waiter` waited (`the sampler`, `it`).
+pub fn verdict_of(who: &str, waiter: &str, latency_ns: u64, causes: &[Cause]) -> String {
+    let late = format!("{who} woke {} late", human(latency_ns));
     let Some(main) = causes.first() else {
         return format!("{late}: no cause could be named");
     };
@@ -29,9 +35,11 @@ pub fn verdict(cpu: usize, latency_ns: u64, causes: &[Cause]) -> String {
                 _ => String::new(),
             };
             format!(
-                "{late}: task {} (pid {}{how}) ran {took} while the sampler waited",
-                main.name,
-                main.pid.unwrap_or(0)
+                "{late}: {} ran {took} while {waiter} waited",
+                match main.pid {
+                    Some(pid) => format!("task {} (pid {pid}{how})", main.name),
+                    None => format!("task {}", main.name),
+                }
             )
         }
         "irq" => format!("{late}: interrupt handler {} took {took}", main.name),
