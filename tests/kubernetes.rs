@@ -144,7 +144,9 @@ fn every_overlay_renders_to_manifests_an_operator_can_apply() {
         }
         assert!(container["startupProbe"].is_null(), "{name}");
 
-        // Only the two capabilities the samplers need.
+        // Only the two capabilities the samplers need; the observe overlay
+        // adds tracefs write access, the node's tracefs and PID namespace
+        // (docs/observe.md, "On Kubernetes"), and only it.
         let security = &container["securityContext"];
         assert_eq!(security["capabilities"]["drop"][0], "ALL", "{name}");
         let added: Vec<&str> = security["capabilities"]["add"]
@@ -153,7 +155,22 @@ fn every_overlay_renders_to_manifests_an_operator_can_apply() {
             .iter()
             .map(str_of)
             .collect();
-        assert_eq!(added, ["SYS_NICE", "IPC_LOCK"], "{name}");
+        let observes = name.ends_with("observe");
+        if observes {
+            assert_eq!(added, ["SYS_NICE", "IPC_LOCK", "DAC_OVERRIDE"], "{name}");
+            assert_eq!(pod["hostPID"], true, "{name}");
+            assert!(
+                pod["volumes"]
+                    .as_sequence()
+                    .unwrap()
+                    .iter()
+                    .any(|v| v["hostPath"]["path"] == "/sys/kernel/tracing"),
+                "{name}: no tracefs volume"
+            );
+        } else {
+            assert_eq!(added, ["SYS_NICE", "IPC_LOCK"], "{name}");
+            assert!(pod["hostPID"].is_null(), "{name}");
+        }
         assert_eq!(security["privileged"], false, "{name}");
         assert_eq!(security["readOnlyRootFilesystem"], true, "{name}");
 

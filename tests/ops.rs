@@ -228,6 +228,18 @@ fn the_unit_is_hardened_and_verifies_clean() {
         score <= 2.1,
         "exposure with the forensics drop-in {score} > 2.1"
     );
+    // With the observe drop-in (the same, and other users' processes
+    // visible in /proc): the rating its comment states.
+    let (drop_in, score) = with_drop_in("latencyd-observe.conf");
+    assert!(drop_in.contains("rates\n# the unit with this drop-in 2.2"));
+    assert!(
+        drop_in.contains("ProtectProc=default")
+            && drop_in.contains("ReadWritePaths=/sys/kernel/tracing")
+    );
+    assert!(
+        score <= 2.2,
+        "exposure with the observe drop-in {score} > 2.2"
+    );
 
     // What the issue asks of the unit, line by line.
     for needed in [

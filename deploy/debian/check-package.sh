@@ -69,11 +69,12 @@ signer=$(zcat /usr/share/doc/latencyd/changelog.Debian.gz | sed -n 's/^ -- \(.*>
 /usr/bin/latencyd check-config /etc/latencyd/latencyd.toml >/dev/null || fail "the shipped configuration is invalid"
 for f in grafana/dashboards/latencyd-host.json grafana/dashboards/latencyd-fleet.json \
          prometheus/latencyd.rules.yml systemd/latencyd-pmqos.conf systemd/latencyd-forensics.conf \
+         systemd/latencyd-observe.conf \
          udev/60-cpu-dma-latency.rules; do
     [ -f "/usr/share/latencyd/$f" ] || fail "missing /usr/share/latencyd/$f"
 done
 [ -f /usr/share/doc/latencyd/runbooks.md ] || fail "missing /usr/share/doc/latencyd/runbooks.md"
-for doc in README configuration metrics api operations runbooks forensics record measure benchmarks; do
+for doc in README configuration metrics api operations runbooks forensics observe record measure benchmarks; do
     [ -f "/usr/share/doc/latencyd/docs/$doc.md" ] || fail "missing /usr/share/doc/latencyd/docs/$doc.md (README links to it)"
 done
 dpkg-query -W -f='${Conffiles}\n' latencyd | grep -q /etc/latencyd/latencyd.toml || fail "the configuration is not a conffile"
