@@ -169,6 +169,7 @@ fn journal() -> Arc<Journal> {
         wakeup_mono_ns: NOW_NS - 5 * S + 3_000_000,
         sampler_tid: 4243,
         task: None,
+        trigger: "threshold".to_string(),
         verdict: "CPU 2 woke 3.00ms late: task culprit (pid 77, SCHED_FIFO 95) ran 2.99ms (100%) \
                   while the sampler waited"
             .to_string(),
@@ -776,6 +777,14 @@ async fn status_page_shows_host_samplers_table_and_plot() {
     assert!(page.contains("6.12.0-rt5") && page.contains("PREEMPT_RT"));
     // CPUs left out are listed, so a missing row is never read as a quiet CPU.
     assert!(page.contains("<ul id=\"unmeasured\""), "{page}");
+    // The observed CPU: its worst task in the window and what took most.
+    assert!(
+        page.contains(
+            "Observed, without a sampler: CPU 3 — task rtapp at worst 2.00ms in the window; \
+             most time taken by thread spinner (1.99ms since start)"
+        ),
+        "{page}"
+    );
     assert!(page.contains("Not measured: CPU 1 — not in measure.cpus"));
     assert!(page.contains("Not measured: CPU 3 — outside this process"));
     // The record beside forensics: where, how much, the last write, errors.

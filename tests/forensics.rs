@@ -96,6 +96,48 @@ fn capture_naming(daemon: &Daemon, cpu: usize, tid: i32) -> Option<Value> {
 }
 
 #[test]
+fn a_new_window_maximum_under_the_threshold_is_captured_as_new_max() {
+    if !real_kernel("tests/forensics.rs (new maxima)") {
+        return;
+    }
+    let _turn = one_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    // A threshold no wake-up here reaches: every capture is a new maximum.
+    let daemon = forensics_daemon(
+        dir.path(),
+        "threshold = \"10s\"\ncapture_new_max = true\nper_cpu_interval = \"0s\"",
+    );
+    let mut found = Value::Null;
+    wait_until(
+        "a new maximum's capture",
+        Duration::from_millis(100),
+        Duration::from_secs(15),
+        || {
+            let spikes = json_of(&daemon, "/api/v1/spikes");
+            found = spikes["spikes"][0].clone();
+            !found.is_null()
+        },
+    );
+    assert_eq!(found["trigger"], "new_max", "{found}");
+    let id = found["id"].as_str().unwrap();
+    assert!(id.ends_with("-max"), "{id}");
+    assert!(found["latency_ns"].as_u64().unwrap() < 10_000_000_000);
+    // Served whole like any capture; with the threshold out of reach,
+    // every capture there is a new maximum.
+    let (status, _) = daemon.get(&format!("/api/v1/spikes/{id}"));
+    assert_eq!(status, 200);
+    let spikes = json_of(&daemon, "/api/v1/spikes");
+    assert!(
+        spikes["spikes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|s| s["trigger"] == "new_max"),
+        "{spikes}"
+    );
+}
+
+#[test]
 fn a_busy_real_time_task_is_named_as_the_main_cause() {
     let _turn = one_at_a_time();
     if !real_kernel("a_busy_real_time_task_is_named_as_the_main_cause") {

@@ -24,6 +24,8 @@ pub struct ForensicsConfig {
     pub tracefs: PathBuf,
     pub per_cpu_interval_ns: u64,
     pub max_per_minute: usize,
+    /// Also capture each new maximum of a CPU's window under the threshold.
+    pub capture_new_max: bool,
 }
 
 impl ForensicsConfig {
@@ -52,6 +54,7 @@ impl ForensicsConfig {
             "tracefs",
             "per_cpu_interval",
             "max_per_minute",
+            "capture_new_max",
         ])?;
         let enabled = r.read("enabled", || false, as_bool, |b| b.to_string())?;
         let threshold_ns = r.read(
@@ -153,6 +156,7 @@ impl ForensicsConfig {
             },
             |n| n.to_string(),
         )?;
+        let capture_new_max = r.read("capture_new_max", || false, as_bool, |b| b.to_string())?;
         Ok(ForensicsConfig {
             enabled,
             threshold_ns,
@@ -163,6 +167,7 @@ impl ForensicsConfig {
             tracefs,
             per_cpu_interval_ns,
             max_per_minute,
+            capture_new_max,
         })
     }
 }

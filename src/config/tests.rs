@@ -56,7 +56,7 @@ fn defaults_need_no_file() {
             .values()
             .all(|e| e.source == "built-in default")
     );
-    assert_eq!(config.effective.len(), 35, "every key is listed");
+    assert_eq!(config.effective.len(), 41, "every key is listed");
     assert_eq!(config.record.enabled, super::record::Switch::Auto);
     if std::env::var_os("STATE_DIRECTORY").is_none() {
         assert!(!config.record.on(), "no state directory, no record");
@@ -68,6 +68,47 @@ fn defaults_need_no_file() {
     assert_eq!(config.record.interval_ns, 300 * NS_PER_SEC);
     assert!(!config.forensics.enabled, "forensics is off by default");
     assert_eq!(config.forensics.threshold_ns, 500 * NS_PER_US);
+    assert!(!config.forensics.capture_new_max);
+    assert!(!config.observe.enabled, "observe is off by default");
+    assert_eq!(config.observe.cpus, super::ObserveCpus::Unmeasured);
+    assert_eq!(
+        (config.observe.max_tasks, config.observe.max_names),
+        (64, 64)
+    );
+}
+
+#[test]
+fn observe_values_are_checked_and_named() {
+    for (toml, key, says) in [
+        ("cpus = \"two\"", "observe.cpus", "\"unmeasured\" or \"all\""),
+        ("cpus = \"3-1\"", "observe.cpus", "\"unmeasured\" or \"all\""),
+        ("max_tasks = 0", "observe.max_tasks", "between 1 and 4096"),
+        ("max_names = 5000", "observe.max_names", "between 1 and 4096"),
+        ("buffer_size_kb = 8", "observe.buffer_size_kb", "between 64 and"),
+        ("enabled = \"yes\"", "observe.enabled", "true or false"),
+        ("tasks = 3", "observe.tasks", "unknown key"),
+    ] {
+        let (config, _file) = load(Some(&format!("[observe]\n{toml}\n")), &[], &[]);
+        let err = config.unwrap_err();
+        assert_eq!(err.key, key, "{toml}: {err}");
+        assert!(err.reason.contains(says), "{toml}: {err}");
+    }
+    let (config, _file) = load(Some("[observe]\nenabled = true\ncpus = \"2-3\"\n"), &[], &[]);
+    let config = config.unwrap();
+    assert_eq!(config.observe.cpus, super::ObserveCpus::List(vec![2, 3]));
+    // Listed CPUs must be online; outside the affinity mask is fine.
+    let host = crate::host::HostInfo {
+        usable_cpus: vec![0],
+        online_cpus: Some(vec![0, 1, 2]),
+        ..crate::host::HostInfo::detect()
+    };
+    let err = config.check_against(&host).unwrap_err();
+    assert_eq!(err.key, "observe.cpus");
+    assert!(err.reason.contains("CPU 3 is offline"), "{err}");
+    assert_eq!(config.observe.cpu_list(&host, &[0]), vec![2, 3]);
+    let mut unmeasured = config.observe.clone();
+    unmeasured.cpus = super::ObserveCpus::Unmeasured;
+    assert_eq!(unmeasured.cpu_list(&host, &[0]), vec![1, 2]);
 }
 
 #[test]

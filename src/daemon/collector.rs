@@ -15,7 +15,7 @@ use std::time::Instant;
 use tokio::task::JoinHandle;
 
 use super::state::{MonitorState, lock};
-use crate::forensics::{Recorder, Spike};
+use crate::forensics::{Recorder, Spike, Trigger};
 use crate::observe::Observer;
 use crate::record::{Accumulator, Keeper};
 use crate::rt::engine::{Candidate, Engine, RestartOutcome, StartError};
@@ -178,8 +178,10 @@ impl Collector {
 /// Merges every published interval into the state and reaps the samplers
 /// of CPUs gone offline (their last intervals included); returns those
 /// CPUs. An interval whose maximum reaches the forensics threshold is
-/// handed to the recorder (after the lock is released; it never waits).
-/// Every interval also goes into the record's interval in progress.
+/// handed to the recorder (after the lock is released; it never waits),
+/// and with `forensics.capture_new_max` one whose maximum is a new
+/// maximum of its CPU's window. Every interval also goes into the
+/// record's interval in progress.
 fn absorb(
     engine: &mut Engine,
     state: &Mutex<MonitorState>,
@@ -188,16 +190,21 @@ fn absorb(
 ) -> Result<Vec<usize>, Box<dyn std::error::Error>> {
     let threshold = recorder.threshold_ns();
     let cpus: Vec<usize> = engine.slots.iter().map(|slot| slot.cpu).collect();
-    let mut spikes: Vec<(usize, u64, u64)> = Vec::new();
+    let mut spikes: Vec<(usize, u64, u64, Trigger)> = Vec::new();
+    let now_ns = crate::rt::sys::monotonic_now_ns();
     let mut take = |s: &mut MonitorState, idx: usize, interval: &LatencyStats| {
         if let Some(accumulator) = record.as_deref_mut() {
             accumulator.add(cpus[idx], interval);
         }
         if let (Some(threshold), Some(at)) = (threshold, interval.max_at_ns())
             && interval.count > 0
-            && interval.max_ns >= threshold
         {
-            spikes.push((idx, interval.max_ns, at));
+            let window_max = s.cpus[idx].window.max(now_ns).unwrap_or(0);
+            if interval.max_ns >= threshold {
+                spikes.push((idx, interval.max_ns, at, Trigger::Threshold));
+            } else if s.config.forensics.capture_new_max && interval.max_ns > window_max {
+                spikes.push((idx, interval.max_ns, at, Trigger::NewMax));
+            }
         }
         s.cpus[idx].absorb(interval)
     };
@@ -206,13 +213,14 @@ fn absorb(
         engine.drain(|idx, interval| take(&mut s, idx, interval))?;
         engine.reap_offline(|idx, interval| take(&mut s, idx, interval))?
     };
-    for (idx, latency_ns, wakeup_ns) in spikes {
+    for (idx, latency_ns, wakeup_ns, trigger) in spikes {
         let slot = &engine.slots[idx];
         recorder.notice(Spike {
             cpu: slot.cpu,
             sampler_tid: slot.shared().tid(),
             latency_ns,
             wakeup_ns,
+            trigger,
         });
     }
     Ok(offline)

@@ -32,7 +32,27 @@ pub struct Settings {
     pub max_per_minute: usize,
 }
 
-/// A wake-up at least `threshold_ns` late, as the consumer saw it.
+/// Why a wake-up is captured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Trigger {
+    /// At least `forensics.threshold` late.
+    Threshold,
+    /// A new maximum of its CPU's window (`forensics.capture_new_max`),
+    /// under the threshold: its own rate limits, and the first evicted.
+    NewMax,
+}
+
+impl Trigger {
+    /// The capture's `trigger` field.
+    pub fn name(self) -> &'static str {
+        match self {
+            Trigger::Threshold => "threshold",
+            Trigger::NewMax => "new_max",
+        }
+    }
+}
+
+/// A wake-up to capture, as the consumer saw it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Spike {
     pub cpu: usize,
@@ -40,6 +60,7 @@ pub struct Spike {
     pub latency_ns: u64,
     /// When the sampler read the time on waking, `CLOCK_MONOTONIC`.
     pub wakeup_ns: u64,
+    pub trigger: Trigger,
 }
 
 /// Why a spike was not captured (a bounded set: they label a counter).

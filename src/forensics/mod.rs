@@ -25,7 +25,7 @@ pub mod tracefs;
 pub mod verdict;
 
 pub use attribution::{CAUSE_KINDS, Cause};
-pub use journal::{Journal, JournalData, Settings, Spike, UNCAPTURED_REASONS};
+pub use journal::{Journal, JournalData, Settings, Spike, Trigger, UNCAPTURED_REASONS};
 pub use recorder::Recorder;
 pub use store::{Capture, Summary, TaskRef};
 pub use tracefs::Capability;

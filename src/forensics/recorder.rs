@@ -18,9 +18,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::attribution::Attributor;
 use super::events::{Line, parse_line};
-use super::journal::{Journal, JournalData, Settings, Spike};
+use super::journal::{Journal, JournalData, Settings, Spike, Trigger};
 use super::noise::{SmiCounters, StealHistory};
-use super::store::{Capture, Store, Summary, make_id};
+use super::store::{Capture, Store, Summary, make_id, make_new_max_id};
 use super::tracefs::{self, Capability, Instance};
 use super::verdict::verdict;
 use crate::rt::sys;
@@ -116,7 +116,7 @@ impl Recorder {
             smi_last: BTreeMap::new(),
             journal: Arc::clone(&journal),
             last_capture: BTreeMap::new(),
-            minute: VecDeque::new(),
+            minute: BTreeMap::new(),
         };
         let thread = std::thread::Builder::new()
             .name("latencyd-forensics".to_string())
@@ -234,10 +234,11 @@ struct Worker {
     /// Each CPU's last SMI reading: (monotonic ns, count).
     smi_last: BTreeMap<usize, (u64, u64)>,
     journal: Arc<Journal>,
-    /// Each CPU's last captured wake-up.
-    last_capture: BTreeMap<usize, u64>,
-    /// The wake-ups captured in the last minute.
-    minute: VecDeque<u64>,
+    /// Each trigger's and CPU's last captured wake-up: new maxima have
+    /// their own budget, never counted against threshold captures.
+    last_capture: BTreeMap<(Trigger, usize), u64>,
+    /// Each trigger's wake-ups captured in the last minute.
+    minute: BTreeMap<Trigger, VecDeque<u64>>,
 }
 
 impl Worker {
@@ -254,7 +255,7 @@ impl Worker {
                 Ok(Message::Spike(spike)) => self.handle(spike),
                 Ok(Message::Made(capture)) => {
                     let (cpu, at) = (capture.summary.cpu, capture.summary.wakeup_mono_ns);
-                    if self.within_limits(cpu, at) {
+                    if self.within_limits(cpu, at, Trigger::Threshold) {
                         self.keep(*capture);
                     }
                 }
@@ -292,27 +293,28 @@ impl Worker {
 
     /// Whether a capture of `cpu` at `wakeup_ns` is within the rate
     /// limits (and counts it against them), else counts it rate-limited.
-    fn within_limits(&mut self, cpu: usize, wakeup_ns: u64) -> bool {
+    fn within_limits(&mut self, cpu: usize, wakeup_ns: u64, trigger: Trigger) -> bool {
         let s = &self.settings;
         let minute_ago = wakeup_ns.saturating_sub(60 * NS_PER_SEC);
-        while self.minute.front().is_some_and(|&t| t < minute_ago) {
-            self.minute.pop_front();
+        let minute = self.minute.entry(trigger).or_default();
+        while minute.front().is_some_and(|&t| t < minute_ago) {
+            minute.pop_front();
         }
         let too_soon = self
             .last_capture
-            .get(&cpu)
+            .get(&(trigger, cpu))
             .is_some_and(|&last| wakeup_ns < last.saturating_add(s.per_cpu_gap_ns));
-        if too_soon || self.minute.len() >= s.max_per_minute {
+        if too_soon || minute.len() >= s.max_per_minute {
             self.count_uncaptured(cpu, "rate_limited");
             return false;
         }
-        self.last_capture.insert(cpu, wakeup_ns);
-        self.minute.push_back(wakeup_ns);
+        minute.push_back(wakeup_ns);
+        self.last_capture.insert((trigger, cpu), wakeup_ns);
         true
     }
 
     fn handle(&mut self, spike: Spike) {
-        if !self.within_limits(spike.cpu, spike.wakeup_ns) {
+        if !self.within_limits(spike.cpu, spike.wakeup_ns, spike.trigger) {
             return;
         }
         match self.capture(spike) {
@@ -367,7 +369,11 @@ impl Worker {
             .map_or(0, |d| d.as_nanos() as u64);
         let at_unix = wall_now.saturating_sub(now.saturating_sub(spike.wakeup_ns));
         let summary = Summary {
-            id: make_id(at_unix, spike.cpu),
+            id: match spike.trigger {
+                Trigger::Threshold => make_id(at_unix, spike.cpu),
+                Trigger::NewMax => make_new_max_id(at_unix, spike.cpu),
+            },
+            trigger: spike.trigger.name().to_string(),
             cpu: spike.cpu,
             at: format_rfc3339_ms(at_unix),
             latency_ns: spike.latency_ns,

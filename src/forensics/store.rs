@@ -44,6 +44,10 @@ pub struct Summary {
     /// sampler's (captures written before there were any have none).
     #[serde(default)]
     pub task: Option<TaskRef>,
+    /// `threshold` (at least `forensics.threshold` late) or `new_max` (a
+    /// new maximum of its CPU's window, `forensics.capture_new_max`).
+    #[serde(default = "threshold_trigger")]
+    pub trigger: String,
     /// The wake-up's wall-clock time, RFC 3339.
     pub at: String,
     pub latency_ns: u64,
@@ -67,8 +71,16 @@ pub struct Summary {
     pub events_omitted: u64,
 }
 
+fn threshold_trigger() -> String {
+    "threshold".to_string()
+}
+
+/// The suffix of a new maximum's capture id: the store evicts those first.
+const NEW_MAX_SUFFIX: &str = "-max";
+
 /// Whether `id` is shaped like a capture's id (and so safe in a path).
 pub fn valid_id(id: &str) -> bool {
+    let id = id.strip_suffix(NEW_MAX_SUFFIX).unwrap_or(id);
     let Some((ms, cpu)) = id.split_once("-cpu") else {
         return false;
     };
@@ -81,6 +93,11 @@ pub fn valid_id(id: &str) -> bool {
 
 pub fn make_id(unix_ns: u64, cpu: usize) -> String {
     format!("{:013}-cpu{cpu}", unix_ns / 1_000_000)
+}
+
+/// A new maximum's capture id: `make_id`'s, with `-max` after it.
+pub fn make_new_max_id(unix_ns: u64, cpu: usize) -> String {
+    format!("{}{NEW_MAX_SUFFIX}", make_id(unix_ns, cpu))
 }
 
 /// The capture directory and its bounds.
@@ -135,7 +152,7 @@ impl Store {
             )
         })?;
         let _ = fs::remove_file(probe);
-        store.prune();
+        store.prune(None);
         let mut summaries = Vec::new();
         for (id, _) in store.listing().into_iter().rev() {
             let Ok(text) = fs::read_to_string(store.path_of(&id)) else {
@@ -205,16 +222,26 @@ impl Store {
         }
         Ok(Written {
             bytes,
-            removed: self.prune(),
+            removed: self.prune(Some(id)),
         })
     }
 
-    /// Deletes the oldest captures until the bounds hold.
-    fn prune(&self) -> Vec<String> {
+    /// Deletes captures until the bounds hold: new maxima first, then
+    /// threshold captures, oldest first each; never `keep` (the capture
+    /// just written).
+    fn prune(&self, keep: Option<&str>) -> Vec<String> {
         let mut files = self.listing();
-        let mut total: u64 = files.iter().map(|(_, b)| b).sum();
+        files.retain(|(id, _)| Some(id.as_str()) != keep);
+        files.sort_by_key(|(id, _)| (!id.ends_with(NEW_MAX_SUFFIX), id.clone()));
+        let kept_bytes = keep
+            .and_then(|id| fs::metadata(self.path_of(id)).ok())
+            .map_or(0, |m| m.len());
+        let kept = usize::from(keep.is_some());
+        let mut total: u64 = files.iter().map(|(_, b)| b).sum::<u64>() + kept_bytes;
         let mut removed = Vec::new();
-        while !files.is_empty() && (files.len() > self.max_captures || total > self.max_bytes) {
+        while !files.is_empty()
+            && (files.len() + kept > self.max_captures || total > self.max_bytes)
+        {
             let (id, bytes) = files.remove(0);
             if fs::remove_file(self.path_of(&id)).is_ok() {
                 total -= bytes;
@@ -250,6 +277,7 @@ mod tests {
                 wakeup_mono_ns: 1_000_001,
                 sampler_tid: 5,
                 task: None,
+                trigger: "threshold".into(),
                 verdict: "v".into(),
                 causes: vec![],
                 timer_late_ns: None,
@@ -276,6 +304,13 @@ mod tests {
     fn ids_sort_by_time_and_nothing_else_passes() {
         assert_eq!(make_id(1_795_315_538_123_456_789, 3), "1795315538123-cpu3");
         assert!(valid_id("1795315538123-cpu3"));
+        assert_eq!(
+            make_new_max_id(1_795_315_538_123_456_789, 3),
+            "1795315538123-cpu3-max"
+        );
+        assert!(valid_id("1795315538123-cpu3-max"));
+        assert!(!valid_id("1795315538123-cpu3-max-max"));
+        assert!(!valid_id("1795315538123-max"));
         for bad in [
             "",
             "x",
@@ -335,6 +370,49 @@ mod tests {
             .unwrap_err();
         assert!(err.contains("forensics.max_bytes"), "{err}");
         assert!(Store::read(dir.path(), "1700000000100-cpu1").is_none());
+    }
+
+    #[test]
+    fn new_maxima_are_evicted_before_threshold_captures_but_never_the_one_just_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, _) = Store::open(dir.path(), 3, 1_000_000).unwrap();
+        let new_max = |ms: u64| {
+            let mut c = capture(1_700_000_000_000 + ms, 0, 1);
+            c.summary.id = make_new_max_id((1_700_000_000_000 + ms) * 1_000_000, 0);
+            c.summary.trigger = "new_max".into();
+            c
+        };
+        store.write(&capture(1_700_000_000_001, 0, 1)).unwrap();
+        store.write(&new_max(2)).unwrap();
+        store.write(&capture(1_700_000_000_003, 0, 1)).unwrap();
+        // Full: a threshold capture evicts the new maximum, not the older
+        // threshold capture.
+        let written = store.write(&capture(1_700_000_000_004, 0, 1)).unwrap();
+        assert_eq!(written.removed, ["1700000000002-cpu0-max"]);
+        // A new maximum on a store full of threshold captures is kept (it
+        // is the evidence of the worst so far); the oldest threshold one
+        // goes instead.
+        let written = store.write(&new_max(5)).unwrap();
+        assert_eq!(written.removed, ["1700000000001-cpu0"]);
+        let ids: Vec<String> = store.listing().into_iter().map(|(id, _)| id).collect();
+        assert_eq!(
+            ids,
+            [
+                "1700000000003-cpu0",
+                "1700000000004-cpu0",
+                "1700000000005-cpu0-max"
+            ]
+        );
+        // A later new maximum replaces the earlier one first.
+        let written = store.write(&new_max(6)).unwrap();
+        assert_eq!(written.removed, ["1700000000005-cpu0-max"]);
+        // Old captures without a trigger read back as threshold ones.
+        let text = serde_json::to_string(&capture(1, 0, 0))
+            .unwrap()
+            .replace(",\"trigger\":\"threshold\"", "");
+        assert!(!text.contains("trigger"));
+        let back: Capture = serde_json::from_str(&text).unwrap();
+        assert_eq!(back.summary.trigger, "threshold");
     }
 
     #[test]

@@ -23,7 +23,7 @@ use super::options::{Alignment, JsonTarget, MeasureOptions, PUBLISH_PERIOD_NS};
 use super::report::{RunReport, ThreadReport};
 use super::tuning::{IdleStates, check_resolution, hold_pm_qos, smi_counters};
 use super::{json, text};
-use crate::forensics::Spike;
+use crate::forensics::{Spike, Trigger};
 use crate::host::HostInfo;
 use crate::rt::clock::Timing;
 use crate::rt::engine::{DEFAULT_START_TIMEOUT, Engine, EngineSpec, ThreadSetup};
@@ -238,6 +238,7 @@ pub fn run(options: &MeasureOptions, host: &HostInfo, cmdline: String) -> anyhow
                     sampler_tid: tid,
                     latency_ns,
                     wakeup_ns,
+                    trigger: Trigger::Threshold,
                 });
             }
         }

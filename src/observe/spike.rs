@@ -86,6 +86,7 @@ pub fn capture(key: &TaskKey, spike: &WorkloadSpike, now: (u64, u64)) -> Capture
                 pid: spike.pid,
                 container: key.container.clone(),
             }),
+            trigger: "threshold".to_string(),
             at: format_rfc3339_ms(at_unix),
             latency_ns: spike.latency_ns,
             deadline_mono_ns: spike.since_ns,

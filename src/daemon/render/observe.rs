@@ -10,6 +10,7 @@ use super::proto::{counter, gauge, histogram, label};
 use super::protobuf::Natives;
 use crate::daemon::state::MonitorState;
 use crate::forensics::Capability;
+use crate::forensics::verdict::human;
 use crate::observe::{Source, TaskKey};
 use crate::units::NS_PER_SEC;
 
@@ -137,6 +138,51 @@ pub fn family(name: &str, state: &MonitorState, now_ns: u64) -> Option<Vec<Metri
         "latencyd_observe_unseen_wakeups_total" => per_cpu(&|v| v.unseen_wakeups),
         _ => return None,
     })
+}
+
+/// The status page's lines on the observed CPUs: per CPU its worst task
+/// in the window and what took the most time since start; or why the
+/// observer does not run (nothing when it is off).
+pub fn page_lines(state: &MonitorState, now_ns: u64) -> Vec<String> {
+    let o = &state.observe;
+    let status = o.status();
+    if !status.enabled {
+        return vec![];
+    }
+    if !status.available {
+        return vec![format!(
+            "Observing is enabled but unavailable: {} (/api/v1/observe)",
+            status.reason.as_deref().unwrap_or("unknown reason")
+        )];
+    }
+    status
+        .cpus
+        .iter()
+        .map(|&cpu| {
+            let worst = o
+                .tasks
+                .iter()
+                .filter(|(key, _)| key.cpu == cpu)
+                .filter_map(|(key, v)| Some((v.window.max(now_ns)?, key)))
+                .max_by_key(|(max, _)| *max)
+                .map_or_else(
+                    || "no real-time task woke in the window".to_string(),
+                    |(max, key)| format!("task {} at worst {} in the window", key.task, human(max)),
+                );
+            let most = o
+                .cpus
+                .get(&cpu)
+                .and_then(|v| v.by_name.iter().max_by_key(|(_, t)| t.ns))
+                .map_or_else(String::new, |((source, name), t)| {
+                    format!(
+                        "; most time taken by {} {name} ({} since start)",
+                        source.name(),
+                        human(t.ns)
+                    )
+                });
+            format!("Observed, without a sampler: CPU {cpu} — {worst}{most} (/api/v1/observe)")
+        })
+        .collect()
 }
 
 /// `/api/v1/observe`.

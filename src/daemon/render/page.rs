@@ -47,6 +47,9 @@ pub struct Snapshot {
     pub non_rt_reasons: Vec<String>,
     /// Online CPUs without a sampler, with why.
     pub unmeasured: Vec<(usize, crate::sampling::Unmeasured)>,
+    /// What the observer says of the CPUs it watches, one line each (or
+    /// why it does not run), as text.
+    pub observed: Vec<String>,
     pub interval_ns: u64,
     pub max_window_ns: u64,
     /// The span the plot covers: `None` for the lifetime.
@@ -105,6 +108,7 @@ impl Snapshot {
             healthy: health.healthy,
             non_rt_reasons: s.non_rt_reasons.clone(),
             unmeasured: s.unmeasured.clone(),
+            observed: super::observe::page_lines(s, now_ns),
             interval_ns: s.config.measure.interval_ns,
             max_window_ns: s.config.export.max_window_ns,
             forensics_enabled: s.config.forensics.enabled,
@@ -329,21 +333,25 @@ pub fn render_page(snap: &Snapshot, plot_svg: Result<&str, &str>) -> String {
 
 /// Online CPUs without a sampler, grouped by reason, so that a CPU left
 /// out is never mistaken for one that is quiet. Left out by the
-/// configuration is said plainly; by the system, as a problem.
+/// configuration is said plainly; by the system, as a problem. Then what
+/// the observer sees on the CPUs it watches.
 fn render_unmeasured(html: &mut String, snap: &Snapshot) {
-    if snap.unmeasured.is_empty() {
+    if snap.unmeasured.is_empty() && snap.observed.is_empty() {
         return;
     }
     let mut reasons: Vec<crate::sampling::Unmeasured> =
         snap.unmeasured.iter().map(|&(_, r)| r).collect();
     reasons.sort();
     reasons.dedup();
-    let class = if reasons == [crate::sampling::Unmeasured::Config] {
+    let class = if reasons.is_empty() || reasons == [crate::sampling::Unmeasured::Config] {
         "sub"
     } else {
         "bad"
     };
     let _ = writeln!(html, "<ul id=\"unmeasured\" class=\"{class}\">");
+    for line in &snap.observed {
+        let _ = writeln!(html, "<li class=\"sub\">{}</li>", escape(line));
+    }
     for reason in reasons {
         let cpus: Vec<usize> = snap
             .unmeasured
