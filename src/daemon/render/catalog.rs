@@ -153,13 +153,13 @@ pub const FAMILIES: &[(&str, &str, MetricType, &[&str])] = &[
     ),
     (
         "latencyd_cpu_interference_total",
-        "How often an observed CPU was interrupted, by source (irq, softirq, nmi, thread, smi, steal) and name (steal: 100 ms readings that found some).",
+        "How often an observed CPU was interrupted, by source (irq, softirq, nmi, thread, smi, steal) and name (steal: one-second readings that found some).",
         MetricType::COUNTER,
         &["cpu", "name", "source"],
     ),
     (
         "latencyd_cpu_interference_window_max_seconds",
-        "Longest single interruption of an observed CPU by source in the trailing window (export.max_window), filed by when it ended; steal in 100 ms readings.",
+        "Longest single interruption of an observed CPU by source in the trailing window (export.max_window), filed by when it ended; steal in one-second readings.",
         MetricType::GAUGE,
         &["cpu", "source"],
     ),
