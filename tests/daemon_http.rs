@@ -1020,8 +1020,19 @@ async fn the_protobuf_exposition_carries_native_buckets_that_add_up() {
             text.contains(&format!("# TYPE {name} ")),
             "{name} is in the text too"
         );
+        let native = name == "latencyd_wakeup_latency_seconds"
+            || name == "latencyd_task_wakeup_latency_seconds";
         if name == "latencyd_wakeup_latency_seconds" {
             assert_eq!(family.metric.len(), 2, "one per CPU");
+        }
+        if name == "latencyd_task_wakeup_latency_seconds" {
+            assert_eq!(family.metric.len(), 1, "the observed task");
+            assert_eq!(
+                family.metric[0].histogram.as_ref().unwrap().sample_count,
+                Some(20)
+            );
+        }
+        if native {
             for metric in &family.metric {
                 let h = metric.histogram.as_ref().unwrap();
                 assert_eq!(h.schema, Some(7));

@@ -80,11 +80,27 @@ fn defaults_need_no_file() {
 #[test]
 fn observe_values_are_checked_and_named() {
     for (toml, key, says) in [
-        ("cpus = \"two\"", "observe.cpus", "\"unmeasured\" or \"all\""),
-        ("cpus = \"3-1\"", "observe.cpus", "\"unmeasured\" or \"all\""),
+        (
+            "cpus = \"two\"",
+            "observe.cpus",
+            "\"unmeasured\" or \"all\"",
+        ),
+        (
+            "cpus = \"3-1\"",
+            "observe.cpus",
+            "\"unmeasured\" or \"all\"",
+        ),
         ("max_tasks = 0", "observe.max_tasks", "between 1 and 4096"),
-        ("max_names = 5000", "observe.max_names", "between 1 and 4096"),
-        ("buffer_size_kb = 8", "observe.buffer_size_kb", "between 64 and"),
+        (
+            "max_names = 5000",
+            "observe.max_names",
+            "between 1 and 4096",
+        ),
+        (
+            "buffer_size_kb = 8",
+            "observe.buffer_size_kb",
+            "between 64 and",
+        ),
         ("enabled = \"yes\"", "observe.enabled", "true or false"),
         ("tasks = 3", "observe.tasks", "unknown key"),
     ] {
@@ -93,7 +109,11 @@ fn observe_values_are_checked_and_named() {
         assert_eq!(err.key, key, "{toml}: {err}");
         assert!(err.reason.contains(says), "{toml}: {err}");
     }
-    let (config, _file) = load(Some("[observe]\nenabled = true\ncpus = \"2-3\"\n"), &[], &[]);
+    let (config, _file) = load(
+        Some("[observe]\nenabled = true\ncpus = \"2-3\"\n"),
+        &[],
+        &[],
+    );
     let config = config.unwrap();
     assert_eq!(config.observe.cpus, super::ObserveCpus::List(vec![2, 3]));
     // Listed CPUs must be online; outside the affinity mask is fine.

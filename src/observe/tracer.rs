@@ -251,3 +251,35 @@ impl Tracer {
             .sum()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_kernel_without_an_event_the_accounting_needs_is_named() {
+        // Looks like tracefs (an instances directory, writable files),
+        // but has no events: the first missing one is named.
+        let dir = tempfile::tempdir().unwrap();
+        fs::create_dir(dir.path().join("instances")).unwrap();
+        let err = Tracer::open(dir.path(), 1024, &[1]).err().unwrap();
+        assert!(
+            err.contains("no sched:sched_switch trace event, which observe needs"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn tracefs_files_are_read_whole_in_one_large_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("header_page");
+        let text = "field: u64 timestamp;".repeat(5_000);
+        fs::write(&path, &text).unwrap();
+        assert_eq!(read(&path).unwrap(), text);
+        assert!(
+            read(&dir.path().join("none"))
+                .unwrap_err()
+                .contains("cannot read")
+        );
+    }
+}
