@@ -2,15 +2,16 @@
 
 use std::path::PathBuf;
 
-use super::{ConfigError, SectionReader, as_bool, as_duration_ns, as_integer, as_string, quoted};
+use super::{
+    ConfigError, SectionReader, as_bool, as_duration_ns, as_integer, as_ring_buffer_kb, as_string,
+    quoted,
+};
 use crate::forensics::Settings;
 use crate::forensics::tracefs::DEFAULT_TRACEFS;
 use crate::units::{NS_PER_SEC, NS_PER_US, format_duration_ns};
 
 const MAX_CAPTURES_LIMIT: i64 = 10_000;
 const MIN_BYTES: i64 = 64 * 1024;
-const MIN_BUFFER_KB: i64 = 64;
-const MAX_BUFFER_KB: i64 = 1024 * 1024;
 const MAX_PER_MINUTE_LIMIT: i64 = 600;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -115,15 +116,7 @@ impl ForensicsConfig {
         let buffer_size_kb = r.read(
             "buffer_size_kb",
             || 1024,
-            |v| {
-                let n = as_integer(v)?;
-                if !(MIN_BUFFER_KB..=MAX_BUFFER_KB).contains(&n) {
-                    return Err(format!(
-                        "must be between {MIN_BUFFER_KB} and {MAX_BUFFER_KB} KiB per CPU"
-                    ));
-                }
-                Ok(n as u64)
-            },
+            as_ring_buffer_kb,
             |n| n.to_string(),
         )?;
         let tracefs = r.read(

@@ -35,7 +35,7 @@ pub use record::{RecordConfig, Switch as RecordSwitch};
 use values::*;
 pub(crate) use values::{
     SectionReader, as_bool, as_cpu_selection, as_duration_list_ns, as_duration_ns, as_integer,
-    as_string, key_error, quoted,
+    as_ring_buffer_kb, as_string, key_error, quoted,
 };
 
 use crate::host::HostInfo;

@@ -4,15 +4,14 @@
 use std::collections::BTreeMap;
 
 use super::{
-    ConfigError, Effective, SectionReader, as_bool, as_integer, as_string, key_error, quoted,
+    ConfigError, Effective, SectionReader, as_bool, as_integer, as_ring_buffer_kb, as_string,
+    key_error, quoted,
 };
 use crate::cpulist::{format_cpu_list, parse_cpu_list};
 use crate::host::HostInfo;
 
 const MAX_TASKS_LIMIT: i64 = 4096;
 const MAX_NAMES_LIMIT: i64 = 4096;
-const MIN_BUFFER_KB: i64 = 64;
-const MAX_BUFFER_KB: i64 = 1024 * 1024;
 
 /// Which CPUs to observe.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -92,15 +91,7 @@ impl ObserveConfig {
         let buffer_size_kb = r.read(
             "buffer_size_kb",
             || 1024,
-            |v| {
-                let n = as_integer(v)?;
-                if !(MIN_BUFFER_KB..=MAX_BUFFER_KB).contains(&n) {
-                    return Err(format!(
-                        "must be between {MIN_BUFFER_KB} and {MAX_BUFFER_KB} (KiB per CPU)"
-                    ));
-                }
-                Ok(n as u64)
-            },
+            as_ring_buffer_kb,
             |n| n.to_string(),
         )?;
         Ok(ObserveConfig {

@@ -244,6 +244,18 @@ pub(crate) fn as_integer(value: &Value) -> Result<i64, String> {
     }
 }
 
+/// A per-CPU tracefs ring buffer's size in KiB (`buffer_size_kb` of
+/// `[forensics]` and `[observe]`): 64 KiB to 1 GiB.
+pub(crate) fn as_ring_buffer_kb(value: &Value) -> Result<u64, String> {
+    const MIN_KB: i64 = 64;
+    const MAX_KB: i64 = 1024 * 1024;
+    let n = as_integer(value)?;
+    if !(MIN_KB..=MAX_KB).contains(&n) {
+        return Err(format!("must be between {MIN_KB} and {MAX_KB} KiB per CPU"));
+    }
+    Ok(n as u64)
+}
+
 /// `"all"` or a CPU list such as `"0-3,8"`.
 pub(crate) fn as_cpu_selection(value: &Value) -> Result<CpuSelection, String> {
     CpuSelection::parse(&as_string(value)?)

@@ -788,6 +788,22 @@ mod tests {
     }
 
     #[test]
+    fn sched_deadline_and_rr_tasks_are_workload_too() {
+        // SCHED_DEADLINE tasks have the kernel priority -1; SCHED_RR ones
+        // a real-time priority like FIFO's.
+        let mut a = Feeder::new(&[]);
+        let k = &mut Kinds;
+        a.feed(0, &wakeup("dl-task", 3000, -1, 1), k);
+        a.feed(40, &switch(IDLE, 0, ("dl-task", 3000, -1)), k);
+        a.feed(50, &switch(("dl-task", 3000, -1), 1, IDLE), k);
+        a.feed(60, &wakeup("rr-task", 3001, 89, 1), k);
+        a.feed(90, &switch(IDLE, 0, ("rr-task", 3001, 89)), k);
+        let (_, samples) = a.take();
+        let got: Vec<(i32, u64)> = samples.iter().map(|s| (s.pid, s.latency_ns)).collect();
+        assert_eq!(got, [(3000, 40), (3001, 30)]);
+    }
+
+    #[test]
     fn a_kernel_threads_wake_up_is_not_a_workload_sample() {
         let mut a = Feeder::new(&[]);
         let k = &mut Kinds;
