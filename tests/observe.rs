@@ -106,7 +106,7 @@ fn start_daemon(
     let config = daemon_config(
         dir,
         &format!(
-            "cpus = \"{measure_cpus}\"\npriority = {SAMPLER_PRIORITY}\nspike_threshold = \"2ms\""
+            "cpus = \"{measure_cpus}\"\npriority = {SAMPLER_PRIORITY}\nspike_threshold = \"5ms\""
         ),
         "max_window = \"10s\"",
         &format!(
@@ -197,7 +197,8 @@ fn a_spinning_thread_shows_in_the_workloads_latency_the_interference_and_the_ale
             let window = prometheus.value(&format!(
                 "latencyd_task_wakeup_latency_window_max_seconds{{cpu=\"{observed}\",task=\"rt-workload\"}}"
             ));
-            window.is_some_and(|w| w < 0.002)
+            // The budget is 5 ms: above most of this VM's own spikes.
+            window.is_some_and(|w| w < 0.005)
         },
     );
     let before = cpu_of(&observe_json(&daemon), observed);
@@ -390,17 +391,20 @@ fn on_a_sampled_cpu_the_counters_account_for_the_samplers_late_wake_up() {
         )
         .unwrap_or(0.0)
     };
+    // The sampler's deadline comes at most one interval after the spin
+    // begins: it wakes at least the spin less 1 ms late. A window quiet
+    // below half that first, so that the window's maximum after the spin
+    // is the test's (this VM's own spikes reach a few ms: CI once waited
+    // 30 s in vain for a window without one over 1 ms, and once read a
+    // 1.7 ms one as the test's).
+    let spun = (SPIN - Duration::from_millis(1)).as_secs_f64() * 0.9;
     wait_until(
-        "a window without a spike over 1 ms",
+        "a window without a spike over half the test's",
         Duration::from_millis(200),
         Duration::from_secs(30),
-        || window_max(&daemon) < 0.001,
+        || window_max(&daemon) < spun / 2.0,
     );
     busy_named_thread(cpu, SAMPLER_PRIORITY + 1, SPIN, "spinner");
-    // The sampler's deadline came at most one interval after the spin
-    // began: it woke at least the spin less 1 ms late. (Waiting for just
-    // "over 1 ms" once read a 1.7 ms spike of the VM's own that came first.)
-    let spun = (SPIN - Duration::from_millis(1)).as_secs_f64() * 0.9;
     wait_until(
         "the sampler's late wake-up",
         Duration::from_millis(100),

@@ -3,9 +3,10 @@
 //! collector through a bounded queue; once a second it also reads steal
 //! (`/proc/stat`), SMI counts (MSR 0x34), the ring buffers' lost-event
 //! counters and its own CPU time (each a file to open and format: read
-//! every tick they cost more than the events of an idle CPU). An ordinary thread, never the
-//! exporter's runtime or a sampler; a full queue makes it keep merging
-//! into the interval it holds, so nothing is lost and nothing waits.
+//! every tick they cost more than the events of an idle CPU). An ordinary
+//! thread, never the exporter's runtime or a sampler; a full queue makes
+//! it keep merging into the interval it holds, so nothing is lost and
+//! nothing waits.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
