@@ -75,10 +75,7 @@ pub struct CpuTally {
 
 impl CpuTally {
     pub fn add(&mut self, source: Source, name: &str, ns: u64, end_ns: u64) {
-        let tally = match self.by_name.get_mut(&(source, name.to_string())) {
-            Some(t) => t,
-            None => self.by_name.entry((source, name.to_string())).or_default(),
-        };
+        let tally = self.by_name.entry((source, name.to_string())).or_default();
         tally.ns += ns;
         tally.count += 1;
         tally.max_ns = tally.max_ns.max(ns);
@@ -177,10 +174,7 @@ pub struct Counts {
 
 impl Counts {
     pub fn add(&mut self, source: Source, name: &Arc<str>, ns: u64, end_ns: u64) {
-        let tally = match self.by_name.get_mut(&(source, Arc::clone(name))) {
-            Some(t) => t,
-            None => self.by_name.entry((source, Arc::clone(name))).or_default(),
-        };
+        let tally = self.by_name.entry((source, Arc::clone(name))).or_default();
         tally.ns += ns;
         tally.count += 1;
         tally.max_ns = tally.max_ns.max(ns);
