@@ -609,33 +609,23 @@ fn samplers_without_a_real_time_policy_sleep_with_a_1ns_timer_slack() {
 
 #[test]
 fn the_runtime_thread_wakes_once_per_collector_tick() {
-    // The collector ticks every 100 ms on a timerfd. With tokio's own
-    // 100 ms interval the runtime thread woke twice per tick (its timer
-    // wheel moves a deadline past 64 ms down a level before it is due):
-    // ~20 voluntary switches a second instead of ~10.
+    // The collector ticks every 200 ms on a timerfd, once more 100 ms later
+    // when a sampler's interval was not there yet (rare: its wake-up after
+    // the boundary came over 5 ms late). With tokio's own interval the
+    // runtime thread woke twice per tick (its timer wheel moves a deadline
+    // past 64 ms down a level before it is due): ~10 voluntary switches a
+    // second instead of ~5, and ~20 when it ticked every 100 ms.
     let dir = tempfile::tempdir().unwrap();
     let config = daemon_config(dir.path(), "", "", "");
     let mut daemon = Daemon::start(&mut run_with(&config));
     assert_eq!(daemon.get("/healthz").0, 200);
-    let pid = daemon.child.id();
-    let switches = || {
-        std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/status"))
-            .unwrap()
-            .lines()
-            .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
-            .unwrap()
-            .trim()
-            .parse::<u64>()
-            .unwrap()
-    };
-    let before = switches();
-    let started = std::time::Instant::now();
-    std::thread::sleep(std::time::Duration::from_secs(3));
-    let per_second = (switches() - before) as f64 / started.elapsed().as_secs_f64();
-    // 10 ticks a second, the 10 s status refresh, nothing else while no
-    // one scrapes; a late tick is merged into the next, never added.
+    let per_second =
+        runtime_thread_wakeups_per_second(daemon.child.id(), std::time::Duration::from_secs(3));
+    // 5 ticks a second, a few catch-ups, the 10 s status refresh, nothing
+    // else while no one scrapes; a late tick is merged into the next,
+    // never added.
     assert!(
-        (3.0..=14.0).contains(&per_second),
+        (3.0..=8.0).contains(&per_second),
         "the runtime thread switched {per_second:.1} times a second"
     );
     daemon.signal(libc::SIGTERM);

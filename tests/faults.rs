@@ -2,8 +2,9 @@
 //! injection (`--features fault-injection`, which scripts/test enables): a
 //! sampler that dies turns /healthz to 503 and the daemon exits non-zero
 //! so systemd restarts it; a sampler that is stuck stops the watchdog
-//! pings and turns /healthz to 503, and does not hold up shutdown; a
-//! sampler whose restart is slow never holds up `/metrics`.
+//! pings and turns /healthz to 503, does not hold up shutdown, and makes
+//! the collector look again once per period, not more; a sampler whose
+//! restart is slow never holds up `/metrics`.
 //!
 //! Built without the feature these tests cannot run, and that fails the
 //! suite unless `LATENCYD_TEST_WITHOUT_FAULTS=1` says it is meant.
@@ -171,6 +172,32 @@ mod with_faults {
             "{}",
             daemon.log_text()
         );
+    }
+
+    #[test]
+    fn a_silent_sampler_brings_one_catch_up_tick_per_period_not_more() {
+        // The collector ticks every 200 ms; a tick that finds a running
+        // sampler's interval missing looks again 100 ms later, once. A
+        // sampler stuck in its sleep is missing at every tick: 5 regular
+        // and 5 catch-up ticks a second. Healthy, ~5 (tests/daemon.rs,
+        // the_runtime_thread_wakes_once_per_collector_tick).
+        let dir = tempfile::tempdir().unwrap();
+        let config = daemon_config(dir.path(), "", "", "");
+        let mut daemon = Daemon::start(
+            latencyd()
+                .args(["run", "--config"])
+                .arg(&config)
+                .env("FAULT_INJECTION_LATENCYD", "stall:0:200"),
+        );
+        std::thread::sleep(Duration::from_millis(500));
+        let per_second =
+            runtime_thread_wakeups_per_second(daemon.child.id(), Duration::from_secs(3));
+        assert!(
+            (8.5..=13.0).contains(&per_second),
+            "the runtime thread switched {per_second:.1} times a second"
+        );
+        daemon.signal(libc::SIGTERM);
+        assert_eq!(daemon.child.wait().unwrap().code(), Some(0));
     }
 
     #[test]

@@ -24,8 +24,9 @@ use crate::stats::LatencyStats;
 use crate::units::NS_PER_MS;
 
 /// Samplers hand over their interval at every multiple of 200 ms of
-/// `CLOCK_MONOTONIC`. With the collector's 100 ms tick just after those
-/// boundaries a wake-up reaches `/metrics` about 0 to 210 ms after it
+/// `CLOCK_MONOTONIC`. With the collector ticking just after those
+/// boundaries (and once more, 100 ms later, when a sampler had not handed
+/// over yet) a wake-up reaches `/metrics` about 0 to 210 ms after it
 /// happened (`benches/lag.rs` measured p99 205 ms; ARCHITECTURE.md, "From
 /// a wake-up to an alert"), and 200 ms divides a second, so no interval
 /// straddles the windows' seconds.
@@ -42,6 +43,10 @@ pub(super) struct Collected {
     pub resumed: Vec<usize>,
     /// CPUs back online whose sampler could not be started yet, and why.
     pub not_resumed: Vec<(usize, String)>,
+    /// A running sampler handed nothing over since the previous tick: its
+    /// interval is late (its wake-up after the boundary was), and the
+    /// event loop looks again before the next period.
+    pub awaited: bool,
 }
 
 /// A restart job on the blocking pool: its slot, and what it returns.
@@ -91,13 +96,19 @@ impl Collector {
         engine: &mut Engine,
         state: &Mutex<MonitorState>,
     ) -> Result<Collected, Box<dyn std::error::Error>> {
+        let (offline, handed_over) = absorb(
+            engine,
+            state,
+            &self.recorder,
+            self.record.as_mut().map(|r| &mut r.0),
+        )?;
         let mut found = Collected {
-            offline: absorb(
-                engine,
-                state,
-                &self.recorder,
-                self.record.as_mut().map(|r| &mut r.0),
-            )?,
+            offline,
+            awaited: engine
+                .slots
+                .iter()
+                .zip(&handed_over)
+                .any(|(slot, &handed)| !handed && is_running(slot)),
             ..Collected::default()
         };
         // The observer's intervals: plain memory work under the lock; its
@@ -177,7 +188,7 @@ impl Collector {
 
 /// Merges every published interval into the state and reaps the samplers
 /// of CPUs gone offline (their last intervals included); returns those
-/// CPUs. An interval whose maximum reaches the forensics threshold is
+/// CPUs, and per slot whether it handed anything over. An interval whose maximum reaches the forensics threshold is
 /// handed to the recorder (after the lock is released; it never waits),
 /// and with `forensics.capture_new_max` one whose maximum is a new
 /// maximum of its CPU's window. Every interval also goes into the
@@ -187,12 +198,14 @@ fn absorb(
     state: &Mutex<MonitorState>,
     recorder: &Recorder,
     mut record: Option<&mut Accumulator>,
-) -> Result<Vec<usize>, Box<dyn std::error::Error>> {
+) -> Result<(Vec<usize>, Vec<bool>), Box<dyn std::error::Error>> {
     let threshold = recorder.threshold_ns();
+    let mut handed_over = vec![false; engine.slots.len()];
     let cpus: Vec<usize> = engine.slots.iter().map(|slot| slot.cpu).collect();
     let mut spikes: Vec<(usize, u64, u64, Trigger)> = Vec::new();
     let now_ns = crate::rt::sys::monotonic_now_ns();
     let mut take = |s: &mut MonitorState, idx: usize, interval: &LatencyStats| {
+        handed_over[idx] = true;
         if let Some(accumulator) = record.as_deref_mut() {
             accumulator.add(cpus[idx], interval);
         }
@@ -223,7 +236,16 @@ fn absorb(
             trigger,
         });
     }
-    Ok(offline)
+    Ok((offline, handed_over))
+}
+
+/// The slot's sampler is sampling: it hands an interval over every period.
+fn is_running(slot: &crate::rt::engine::Slot) -> bool {
+    !slot.is_offline()
+        && matches!(
+            slot.shared().state(),
+            SamplerState::RunningRealtime | SamplerState::RunningNonRealtime
+        )
 }
 
 /// Copies each sampler's heartbeat and condition into its view, and notes

@@ -357,6 +357,25 @@ pub fn synthetic_host(usable_cpus: &[usize], online_cpus: &[usize]) -> latencyd:
     }
 }
 
+/// How many times a process's main thread (the daemon's runtime thread)
+/// has switched out of its own accord, sampled over `span`, per second.
+pub fn runtime_thread_wakeups_per_second(pid: u32, span: std::time::Duration) -> f64 {
+    let switches = || {
+        std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/status"))
+            .unwrap()
+            .lines()
+            .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+            .unwrap()
+            .trim()
+            .parse::<u64>()
+            .unwrap()
+    };
+    let before = switches();
+    let started = std::time::Instant::now();
+    std::thread::sleep(span);
+    (switches() - before) as f64 / started.elapsed().as_secs_f64()
+}
+
 /// Polls `ready` every `poll` until it holds; fails the test, naming
 /// `what`, after `timeout`.
 pub fn wait_until(

@@ -10,7 +10,8 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use super::timespec_of;
 
 /// A non-blocking, close-on-exec `CLOCK_MONOTONIC` timerfd armed with an
-/// absolute first expiry and a period. Closed when dropped.
+/// absolute first expiry and a period (re-armed, it may also expire just
+/// once). Closed when dropped.
 #[derive(Debug)]
 pub struct PeriodicTimerFd {
     fd: OwnedFd,
@@ -40,6 +41,15 @@ impl PeriodicTimerFd {
         // SAFETY: `raw` is a descriptor just returned to us and owned by
         // nothing else.
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        let timer = PeriodicTimerFd { fd };
+        timer.rearm(first_ns, period_ns)?;
+        Ok(timer)
+    }
+
+    /// Arms it anew: first expiry at the absolute `first_ns`, then every
+    /// `period_ns`, or only once if `period_ns` is 0. Expirations not yet
+    /// read are dropped.
+    pub fn rearm(&self, first_ns: u64, period_ns: u64) -> io::Result<()> {
         let spec = libc::itimerspec {
             it_interval: timespec_of(period_ns),
             // An it_value of 0 would disarm it: the epoch's first instant
@@ -50,7 +60,7 @@ impl PeriodicTimerFd {
         // value is not asked for.
         let rc = unsafe {
             libc::timerfd_settime(
-                fd.as_raw_fd(),
+                self.fd.as_raw_fd(),
                 libc::TFD_TIMER_ABSTIME,
                 &spec,
                 std::ptr::null_mut(),
@@ -59,7 +69,7 @@ impl PeriodicTimerFd {
         if rc != 0 {
             return Err(io::Error::last_os_error());
         }
-        Ok(PeriodicTimerFd { fd })
+        Ok(())
     }
 
     /// The expirations since the last read (at least 1), or
@@ -112,6 +122,26 @@ mod tests {
             timer.expirations().unwrap_err().kind(),
             io::ErrorKind::WouldBlock
         );
+    }
+
+    #[test]
+    fn rearmed_once_it_expires_once_then_keeps_the_new_period() {
+        let now = monotonic_now_ns();
+        let timer = PeriodicTimerFd::new(now + 10_000_000_000, 10_000_000).unwrap();
+        // Once, 20 ms from now, instead of the period far away.
+        timer.rearm(now + 20_000_000, 0).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(60));
+        assert_eq!(timer.expirations().unwrap(), 1);
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        assert_eq!(
+            timer.expirations().unwrap_err().kind(),
+            io::ErrorKind::WouldBlock,
+            "a one-shot expiry does not repeat"
+        );
+        // Back to a period: due at once, then every 10 ms.
+        timer.rearm(monotonic_now_ns(), 10_000_000).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(25));
+        assert!(timer.expirations().unwrap() >= 2);
     }
 
     #[test]
