@@ -37,24 +37,11 @@ import subprocess
 import sys
 import time
 
+from schedstat import threads
+
 
 def env(name, default):
     return os.environ.get(name, default)
-
-
-def threads(pid):
-    """{tid: (comm, ns_on_cpu, times_run)} of a running process."""
-    out = {}
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        try:
-            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
-                ns, _wait, runs = (int(v) for v in f.read().split())
-            with open(f"/proc/{pid}/task/{tid}/comm") as f:
-                comm = f.read().strip()
-        except (FileNotFoundError, ProcessLookupError):
-            continue
-        out[int(tid)] = (comm, ns, runs)
-    return out
 
 
 def is_measurement_thread(tool, pid, tid, comm):

@@ -33,6 +33,8 @@ import tempfile
 import time
 import urllib.request
 
+from schedstat import threads
+
 
 def env(name, default):
     return os.environ.get(name, default)
@@ -49,14 +51,7 @@ CPUS = env("CPUS", "all")
 def cpu_ns(pid):
     """(all threads, all but the samplers) CPU time in ns."""
     total = other = 0
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        try:
-            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
-                ns = int(f.read().split()[0])
-            with open(f"/proc/{pid}/task/{tid}/comm") as f:
-                comm = f.read().strip()
-        except (FileNotFoundError, ProcessLookupError):
-            continue
+    for comm, ns, _runs in threads(pid).values():
         total += ns
         if not comm.startswith("sampler-cpu"):
             other += ns

@@ -37,6 +37,8 @@ import tempfile
 import time
 import urllib.request
 
+from schedstat import thread, threads
+
 
 def env(name, default):
     return os.environ.get(name, default)
@@ -50,18 +52,8 @@ LOAD = env("LOAD", "idle")
 
 
 def schedstat(pid):
-    """{comm-or-tid: (ns_on_cpu, times_run)} of every thread of pid."""
-    out = {}
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        try:
-            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
-                ns, _wait, runs = (int(v) for v in f.read().split())
-            with open(f"/proc/{pid}/task/{tid}/comm") as f:
-                comm = f.read().strip()
-        except (FileNotFoundError, ProcessLookupError):
-            continue
-        out[f"{comm}/{tid}"] = (ns, runs)
-    return out
+    """{comm/tid: (ns_on_cpu, times_run)} of every thread of pid."""
+    return {f"{comm}/{tid}": (ns, runs) for tid, (comm, ns, runs) in threads(pid).items()}
 
 
 def total(stats, prefix=""):
@@ -100,10 +92,7 @@ def workload_thread(load):
 
 
 def thread_ns(pid_tid):
-    pid, tid = pid_tid
-    with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
-        ns, _wait, runs = (int(v) for v in f.read().split())
-    return ns, runs
+    return thread(*pid_tid)
 
 
 def run(observe, workdir):
