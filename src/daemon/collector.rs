@@ -123,9 +123,12 @@ impl Collector {
             }
         });
         if let Some((accumulator, keeper)) = &mut self.record {
-            // Filed under the host's facts in force as the interval ends.
-            if accumulator.due_ns() <= (self.unix_ns)() {
-                accumulator.set_fingerprint(Arc::clone(&lock(state).fingerprint.current));
+            // Filed under the host's facts in force as the interval ended,
+            // not as the tick after it finds them (up to a period later).
+            let due_ns = accumulator.due_ns();
+            if due_ns <= (self.unix_ns)() {
+                let in_force = Arc::clone(lock(state).fingerprint.in_force_at(due_ns));
+                accumulator.set_fingerprint(in_force);
             }
             if let Some(batch) = accumulator.take((self.unix_ns)(), false) {
                 keeper.submit(batch);
@@ -188,11 +191,12 @@ impl Collector {
 
 /// Merges every published interval into the state and reaps the samplers
 /// of CPUs gone offline (their last intervals included); returns those
-/// CPUs, and per slot whether it handed anything over. An interval whose maximum reaches the forensics threshold is
-/// handed to the recorder (after the lock is released; it never waits),
-/// and with `forensics.capture_new_max` one whose maximum is a new
-/// maximum of its CPU's window. Every interval also goes into the
-/// record's interval in progress.
+/// CPUs, and per slot whether it handed anything over. An interval whose
+/// maximum reaches the forensics threshold is handed to the recorder
+/// (after the lock is released; it never waits), and with
+/// `forensics.capture_new_max` one whose maximum is a new maximum of its
+/// CPU's window. Every interval also goes into the record's interval in
+/// progress.
 fn absorb(
     engine: &mut Engine,
     state: &Mutex<MonitorState>,

@@ -36,6 +36,9 @@ pub struct HostChange {
 #[derive(Debug, Clone)]
 pub struct HostTrack {
     pub current: Arc<Fingerprint>,
+    /// The facts in force before the latest change seen while running:
+    /// what an interval that ended before that change is filed under.
+    pub previous: Option<Arc<Fingerprint>>,
     pub id: String,
     /// When the facts in force were first read (wall time, ns).
     pub since_unix_ns: u64,
@@ -63,6 +66,7 @@ impl HostTrack {
         HostTrack {
             id: first.id(),
             current: Arc::new(first),
+            previous: None,
             since_unix_ns: now_unix_ns,
             read_unix_ns: now_unix_ns,
             read_duration_ns: read_ns,
@@ -89,10 +93,11 @@ impl HostTrack {
         self.topology = topology;
         let facts = read.changes_since(&self.current);
         let id = read.id();
-        self.current = Arc::new(read);
+        let before = std::mem::replace(&mut self.current, Arc::new(read));
         if facts.is_empty() {
             return None;
         }
+        self.previous = Some(before);
         let change = HostChange {
             at_unix_ns: now_unix_ns,
             from_id: std::mem::replace(&mut self.id, id.clone()),
@@ -102,6 +107,18 @@ impl HostTrack {
         };
         self.record(change.clone());
         Some(change)
+    }
+
+    /// The facts in force at the wall time `unix_ns` (ns): the current
+    /// ones, or those before the latest change for a time before it was
+    /// seen. One change back is enough for the record, which asks within a
+    /// collector tick of an interval's end, while the facts are re-read at
+    /// most once a second.
+    pub fn in_force_at(&self, unix_ns: u64) -> &Arc<Fingerprint> {
+        match &self.previous {
+            Some(previous) if unix_ns < self.since_unix_ns => previous,
+            _ => &self.current,
+        }
     }
 
     /// Adds a change found at start against the record's last fingerprint.
@@ -151,6 +168,38 @@ mod tests {
         f.insert("cpuidle.states[cpu1]", Fact::known(states));
         f.insert("pm_qos.holders", Fact::known(holders));
         f
+    }
+
+    #[test]
+    fn the_facts_in_force_at_a_time_before_the_latest_change_are_those_before_it() {
+        let mut track = HostTrack::new(fp("POLL 0us, C1 2us", "a(1)"), Vec::new(), 100, 5);
+        let first_id = track.id.clone();
+        assert_eq!(track.in_force_at(50).id(), first_id, "nothing older known");
+        track.observe(
+            fp("POLL 0us", "a(1)"),
+            Vec::new(),
+            1_000,
+            5,
+            ChangeSeen::Running,
+        );
+        let second_id = track.id.clone();
+        assert_ne!(first_id, second_id);
+        // An interval that ended at 900 was under the first facts, even if
+        // the record asks after the change was seen.
+        assert_eq!(track.in_force_at(900).id(), first_id);
+        assert_eq!(track.in_force_at(1_000).id(), second_id);
+        assert_eq!(track.in_force_at(1_100).id(), second_id);
+        // A re-read with only volatile facts changed is no change: the
+        // time of the latest change, and what was before it, stay.
+        track.observe(
+            fp("POLL 0us", "a(2)"),
+            Vec::new(),
+            2_000,
+            5,
+            ChangeSeen::Running,
+        );
+        assert_eq!(track.in_force_at(900).id(), first_id);
+        assert_eq!(track.in_force_at(1_500).id(), second_id);
     }
 
     #[test]
