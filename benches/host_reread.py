@@ -31,8 +31,8 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 
+import daemon
 from schedstat import threads
 
 
@@ -58,11 +58,6 @@ def cpu_ns(pid):
     return total, other
 
 
-def get(addr, path):
-    with urllib.request.urlopen(f"http://{addr}{path}", timeout=5) as r:
-        return r.read().decode()
-
-
 def run(reread, workdir):
     config = os.path.join(workdir, "latencyd.toml")
     realtime = "" if os.geteuid() == 0 else "[realtime]\nrequired = false\n"
@@ -72,28 +67,13 @@ def run(reread, workdir):
             f'[export]\nlisten = "127.0.0.1:0"\n[record]\nenabled = false\n'
             f'[host]\nreread_interval = "{reread}"\n{realtime}'
         )
-    proc = subprocess.Popen(
-        [LATENCYD, "run", "--config", config],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    addr = None
-    deadline = time.time() + 15
-    while addr is None and time.time() < deadline:
-        line = proc.stderr.readline()
-        found = re.search(r"serving https?://([0-9.:\[\]]+)", line)
-        if found:
-            addr = found.group(1)
-    if addr is None:
-        proc.kill()
-        sys.exit("latencyd did not start")
+    proc, addr = daemon.start(LATENCYD, config)
     time.sleep(WARMUP)
     before = cpu_ns(proc.pid)
     time.sleep(DURATION)
     after = cpu_ns(proc.pid)
-    latency = json.loads(get(addr, "/api/v1/latency"))["cpus"]
-    metrics = get(addr, "/metrics")
+    latency = json.loads(daemon.get(addr, "/api/v1/latency"))["cpus"]
+    metrics = daemon.get(addr, "/metrics")
     read_s = float(
         re.search(r"^latencyd_host_facts_read_duration_seconds (\S+)$", metrics, re.M).group(1)
     )

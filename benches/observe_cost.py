@@ -29,14 +29,13 @@ Needs root (real-time samplers, tracefs) and two CPUs.
 
 import json
 import os
-import re
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 
+import daemon
 from schedstat import thread, threads
 
 
@@ -58,11 +57,6 @@ def schedstat(pid):
 
 def total(stats, prefix=""):
     return sum(ns for name, (ns, _) in stats.items() if name.startswith(prefix))
-
-
-def get(addr, path):
-    with urllib.request.urlopen(f"http://{addr}{path}", timeout=5) as r:
-        return r.read().decode()
 
 
 def start_load():
@@ -104,31 +98,17 @@ def run(observe, workdir):
             f'[observe]\nenabled = {"true" if observe else "false"}\ncpus = "1"\n'
         )
     load = start_load()
-    proc = subprocess.Popen(
-        [LATENCYD, "run", "--config", config],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    addr = None
-    deadline = time.time() + 15
-    while addr is None and time.time() < deadline:
-        found = re.search(r"serving https?://([0-9.:\[\]]+)", proc.stderr.readline())
-        if found:
-            addr = found.group(1)
-    if addr is None:
-        proc.kill()
-        sys.exit("latencyd did not start")
+    proc, addr = daemon.start(LATENCYD, config)
     time.sleep(WARMUP)
     work = workload_thread(load)
     before = schedstat(proc.pid)
     work_before = thread_ns(work) if work else None
-    obs_before = json.loads(get(addr, "/api/v1/observe"))
+    obs_before = json.loads(daemon.get(addr, "/api/v1/observe"))
     time.sleep(DURATION)
     after = schedstat(proc.pid)
     work_after = thread_ns(work) if work else None
-    obs_after = json.loads(get(addr, "/api/v1/observe"))
-    latency = json.loads(get(addr, "/api/v1/latency"))["cpus"][0]
+    obs_after = json.loads(daemon.get(addr, "/api/v1/observe"))
+    latency = json.loads(daemon.get(addr, "/api/v1/latency"))["cpus"][0]
     proc.terminate()
     proc.wait(timeout=10)
     if load is not None:
