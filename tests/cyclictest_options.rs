@@ -88,27 +88,10 @@ const LINES: &[&str] = &[
     "--smi -a0 -q -p80",
 ];
 
-/// Splits on blanks, keeping double-quoted words whole.
+/// The line's words as a POSIX shell splits them, `{dir}` replaced.
 fn words(line: &str, dir: &Path) -> Vec<String> {
     let line = line.replace("{dir}", &dir.display().to_string());
-    let mut words = Vec::new();
-    let mut word = String::new();
-    let mut quoted = false;
-    for c in line.chars() {
-        match c {
-            '"' => quoted = !quoted,
-            ' ' if !quoted => {
-                if !word.is_empty() {
-                    words.push(std::mem::take(&mut word));
-                }
-            }
-            c => word.push(c),
-        }
-    }
-    if !word.is_empty() {
-        words.push(word);
-    }
-    words
+    shell_words::split(&line).unwrap_or_else(|err| panic!("{line}: {err}"))
 }
 
 /// What a run shows that a harness reads.

@@ -243,31 +243,8 @@ mod tests {
     }
 
     fn read(line: &str) -> Result<Normalized, GetoptError> {
-        let words: Vec<String> = shell_words(line);
+        let words = shell_words::split(line).unwrap();
         normalize(&measure(), &words)
-    }
-
-    /// Splits on blanks, keeping double-quoted words whole (enough for the
-    /// command lines below).
-    fn shell_words(line: &str) -> Vec<String> {
-        let mut words = Vec::new();
-        let mut word = String::new();
-        let mut quoted = false;
-        for c in line.chars() {
-            match c {
-                '"' => quoted = !quoted,
-                ' ' if !quoted => {
-                    if !word.is_empty() {
-                        words.push(std::mem::take(&mut word));
-                    }
-                }
-                c => word.push(c),
-            }
-        }
-        if !word.is_empty() {
-            words.push(word);
-        }
-        words
     }
 
     fn args(line: &str) -> Vec<String> {
