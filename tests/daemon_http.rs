@@ -125,6 +125,10 @@ fn observed(config: &Config) -> latencyd::daemon::state::ObserveState {
         pages: 12,
         events: 3_400,
         thread_cpu_ns: 1_500_000,
+        // Reads fail now: counted and named, the observer still available.
+        read_errors: 2,
+        last_read_error: Some("CPU 3: reading trace_pipe_raw: Input/output error".to_string()),
+        failing_after: Some(0),
         ..Status::default()
     };
     let mut state =
@@ -405,6 +409,14 @@ async fn observe_api_lists_interference_by_source_and_each_tasks_latency() {
     assert_eq!(cpu["tasks"][0]["window_max_ns"], 2_000_000);
     assert_eq!(cpu["tasks"][0]["container"], "rtapp.service");
     assert_eq!(cpu["lost_events"], 7);
+    // Failed reads are counted and named, never taken for unavailability.
+    assert_eq!(json["available"], true);
+    assert_eq!(json["reason"], Value::Null);
+    assert_eq!(json["observer"]["read_errors"], 2);
+    assert_eq!(
+        json["observer"]["last_read_error"],
+        "CPU 3: reading trace_pipe_raw: Input/output error"
+    );
     // Off: said so, nothing else.
     let record_dir = tempfile::tempdir().unwrap();
     let (_, _, body) = get(
@@ -782,6 +794,13 @@ async fn status_page_shows_host_samplers_table_and_plot() {
         page.contains(
             "Observed, without a sampler: CPU 3 — task rtapp at worst 2.00ms in the window; \
              most time taken by thread spinner (1.99ms since start)"
+        ),
+        "{page}"
+    );
+    assert!(
+        page.contains(
+            "Observing: reads of the ring buffers are failing (2 failed reads since start), \
+             the latest: CPU 3: reading trace_pipe_raw: Input/output error"
         ),
         "{page}"
     );

@@ -112,11 +112,11 @@ impl Interval {
 }
 
 /// Whether the observer runs, and what it found on the way.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct Status {
     pub enabled: bool,
     pub available: bool,
-    /// Why it is unavailable, or what went wrong last.
+    /// Why it is unavailable (none while it runs).
     pub reason: Option<String>,
     pub cpus: Vec<usize>,
     pub capabilities: Vec<Capability>,
@@ -127,4 +127,100 @@ pub struct Status {
     pub thread_cpu_ns: u64,
     /// Intervals that waited for the collector (merged, not lost).
     pub intervals_merged: u64,
+    /// Reads of a ring buffer that failed since start (one per CPU and
+    /// tick): what the events of that time said is missing.
+    pub read_errors: u64,
+    /// The latest of them, naming its CPU; kept after reads work again.
+    pub last_read_error: Option<String>,
+    /// While reads fail: `read_errors` before the first of them (the log
+    /// says when failing starts and ends, not at every tick).
+    pub failing_after: Option<u64>,
+}
+
+/// What a tick's reads changed in the observer's health, for the log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReadHealth {
+    /// As before: all reads work, or they still fail.
+    Unchanged,
+    /// The first failure after reads that worked.
+    Failing(String),
+    /// Reads work again after this many failures.
+    Recovered { failed: u64 },
+}
+
+impl Status {
+    /// Counts one tick's reads: the pages and events read, the failed
+    /// reads and the last one's message.
+    pub fn note_tick(
+        &mut self,
+        pages: u64,
+        events: u64,
+        failed: u64,
+        error: Option<String>,
+    ) -> ReadHealth {
+        self.pages += pages;
+        self.events += events;
+        let before = self.read_errors;
+        self.read_errors += failed;
+        if let Some(error) = error {
+            self.last_read_error = Some(error);
+        }
+        match (self.failing_after, failed > 0) {
+            (None, true) => {
+                self.failing_after = Some(before);
+                ReadHealth::Failing(self.last_read_error.clone().unwrap_or_default())
+            }
+            (Some(from), false) => {
+                self.failing_after = None;
+                ReadHealth::Recovered {
+                    failed: before - from,
+                }
+            }
+            _ => ReadHealth::Unchanged,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failed_reads_are_counted_and_said_once_each_way_never_taken_for_unavailability() {
+        let mut status = Status {
+            enabled: true,
+            available: true,
+            ..Status::default()
+        };
+        assert_eq!(status.note_tick(3, 40, 0, None), ReadHealth::Unchanged);
+        let error = "CPU 1: reading trace_pipe_raw: Input/output error".to_string();
+        assert_eq!(
+            status.note_tick(1, 5, 1, Some(error.clone())),
+            ReadHealth::Failing(error.clone())
+        );
+        // Still failing, on two CPUs now: counted, not said again.
+        let second = "CPU 2: a ring-buffer page: a record runs past the page".to_string();
+        assert_eq!(
+            status.note_tick(0, 0, 2, Some(second.clone())),
+            ReadHealth::Unchanged
+        );
+        assert_eq!(
+            status.note_tick(2, 7, 0, None),
+            ReadHealth::Recovered { failed: 3 }
+        );
+        assert_eq!((status.pages, status.events), (6, 52));
+        assert_eq!(status.read_errors, 3);
+        assert_eq!(status.last_read_error.as_deref(), Some(second.as_str()));
+        assert!(status.available && status.reason.is_none());
+        // A later stretch counts its own failures.
+        assert_eq!(
+            status.note_tick(0, 0, 1, Some(error.clone())),
+            ReadHealth::Failing(error)
+        );
+        assert_eq!(
+            status.note_tick(0, 0, 0, None),
+            ReadHealth::Recovered { failed: 1 }
+        );
+        assert_eq!(status.read_errors, 4);
+    }
 }

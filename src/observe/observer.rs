@@ -15,11 +15,13 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use tracing::{info, warn};
+
 use super::account::CpuAccount;
 use super::tally::{Comm, CpuTally, Source, WakeSample};
 use super::tasks::ProcTasks;
 use super::tracer::Tracer;
-use super::{Interval, OTHER, Settings, Status, TaskKey};
+use super::{Interval, OTHER, ReadHealth, Settings, Status, TaskKey};
 use crate::forensics::noise::{SmiCounters, parse_steal};
 use crate::stats::LatencyStats;
 
@@ -234,13 +236,14 @@ impl Worker {
 
     fn tick(&mut self, page: &mut [u8]) {
         let mut interval = Interval::default();
-        let (mut pages, mut events) = (0, 0);
+        let (mut pages, mut events, mut failed) = (0, 0, 0);
         let mut error = None;
         for (idx, (cpu, file)) in self.tracer.readers.iter_mut().enumerate() {
             let account = &mut self.accounts[idx];
             let decoder = &self.tracer.decoder;
             let layout = self.tracer.layout;
             let tasks = &mut self.tasks;
+            let mut cpu_error = None;
             let read = Tracer::drain(file, page, |bytes| {
                 let info = layout.records(bytes, |ts, record| {
                     if let Some(event) = decoder.decode(record) {
@@ -249,12 +252,18 @@ impl Worker {
                 });
                 match info {
                     Ok(info) => events += info.records,
-                    Err(err) => error = Some(format!("CPU {cpu}: a ring-buffer page: {err}")),
+                    Err(err) => cpu_error = Some(format!("CPU {cpu}: a ring-buffer page: {err}")),
                 }
             });
             match read {
                 Ok(n) => pages += n,
-                Err(err) => error = Some(format!("CPU {cpu}: reading trace_pipe_raw: {err}")),
+                Err(err) => cpu_error = Some(format!("CPU {cpu}: reading trace_pipe_raw: {err}")),
+            }
+            // Some of this CPU's events of the tick are missing: one
+            // failed read, whatever failed in it.
+            if cpu_error.is_some() {
+                failed += 1;
+                error = cpu_error;
             }
         }
         self.ticks += 1;
@@ -295,15 +304,21 @@ impl Worker {
                 entry.count += n;
             }
         }
-        {
+        let health = {
             let mut status = lock(&self.status);
-            status.pages += pages;
-            status.events += events;
             if housekeeping {
                 status.thread_cpu_ns = thread_cpu_ns().unwrap_or(status.thread_cpu_ns);
             }
-            if let Some(error) = error {
-                status.reason = Some(error);
+            status.note_tick(pages, events, failed, error)
+        };
+        match health {
+            ReadHealth::Unchanged => {}
+            ReadHealth::Failing(error) => warn!(
+                "observe: {error}; that CPU's events are missing while reads fail \
+                 (latencyd_observe_read_errors_total counts them)"
+            ),
+            ReadHealth::Recovered { failed } => {
+                info!("observe: the ring buffers are read again, after {failed} failed reads")
             }
         }
         self.send(interval);

@@ -170,6 +170,12 @@ pub const FAMILIES: &[(&str, &str, MetricType, &[&str])] = &[
         &[],
     ),
     (
+        "latencyd_observe_read_errors_total",
+        "Reads of an observed CPU's ring buffer that failed (one per CPU and 100 ms read): that CPU's events of the time are missing from the interference and latencies. The latest error is in /api/v1/observe. Absent unless the observer runs.",
+        MetricType::COUNTER,
+        &[],
+    ),
+    (
         "latencyd_observe_lost_events_total",
         "Events an observed CPU's ring buffer lost before the observer read them (raise observe.buffer_size_kb); the interference and latencies of that time are incomplete.",
         MetricType::COUNTER,

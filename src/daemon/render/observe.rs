@@ -134,6 +134,13 @@ pub fn family(name: &str, state: &MonitorState, now_ns: u64) -> Option<Vec<Metri
             }
             vec![gauge(vec![], f64::from(u8::from(status.available)))]
         }
+        "latencyd_observe_read_errors_total" => {
+            let status = o.status();
+            if !status.available {
+                return Some(vec![]);
+            }
+            vec![counter(vec![], status.read_errors as f64)]
+        }
         "latencyd_observe_lost_events_total" => per_cpu(&|v| v.lost_events),
         "latencyd_observe_unseen_wakeups_total" => per_cpu(&|v| v.unseen_wakeups),
         _ => return None,
@@ -155,34 +162,40 @@ pub fn page_lines(state: &MonitorState, now_ns: u64) -> Vec<String> {
             status.reason.as_deref().unwrap_or("unknown reason")
         )];
     }
-    status
-        .cpus
-        .iter()
-        .map(|&cpu| {
-            let worst = o
-                .tasks
-                .iter()
-                .filter(|(key, _)| key.cpu == cpu)
-                .filter_map(|(key, v)| Some((v.window.max(now_ns)?, key)))
-                .max_by_key(|(max, _)| *max)
-                .map_or_else(
-                    || "no real-time task woke in the window".to_string(),
-                    |(max, key)| format!("task {} at worst {} in the window", key.task, human(max)),
-                );
-            let most = o
-                .cpus
-                .get(&cpu)
-                .and_then(|v| v.by_name.iter().max_by_key(|(_, t)| t.ns))
-                .map_or_else(String::new, |((source, name), t)| {
-                    format!(
-                        "; most time taken by {} {name} ({} since start)",
-                        source.name(),
-                        human(t.ns)
-                    )
-                });
-            format!("Observed, without a sampler: CPU {cpu} — {worst}{most} (/api/v1/observe)")
-        })
-        .collect()
+    // Failing reads first: the lines below then miss events.
+    let failing = status.failing_after.map(|_| {
+        format!(
+            "Observing: reads of the ring buffers are failing ({} failed reads since start), \
+             the latest: {} (/api/v1/observe)",
+            status.read_errors,
+            status.last_read_error.as_deref().unwrap_or("unknown error")
+        )
+    });
+    let observed = status.cpus.iter().map(|&cpu| {
+        let worst = o
+            .tasks
+            .iter()
+            .filter(|(key, _)| key.cpu == cpu)
+            .filter_map(|(key, v)| Some((v.window.max(now_ns)?, key)))
+            .max_by_key(|(max, _)| *max)
+            .map_or_else(
+                || "no real-time task woke in the window".to_string(),
+                |(max, key)| format!("task {} at worst {} in the window", key.task, human(max)),
+            );
+        let most = o
+            .cpus
+            .get(&cpu)
+            .and_then(|v| v.by_name.iter().max_by_key(|(_, t)| t.ns))
+            .map_or_else(String::new, |((source, name), t)| {
+                format!(
+                    "; most time taken by {} {name} ({} since start)",
+                    source.name(),
+                    human(t.ns)
+                )
+            });
+        format!("Observed, without a sampler: CPU {cpu} — {worst}{most} (/api/v1/observe)")
+    });
+    failing.into_iter().chain(observed).collect()
 }
 
 /// `/api/v1/observe`.
@@ -204,6 +217,9 @@ pub struct ObserverJson {
     pub events: u64,
     pub thread_cpu_ns: u64,
     pub intervals_merged: u64,
+    pub read_errors: u64,
+    /// The latest failed read, naming its CPU (kept once reads work).
+    pub last_read_error: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -316,6 +332,8 @@ pub fn observe_json(state: &MonitorState, now_ns: u64) -> ObserveJson {
             events: status.events,
             thread_cpu_ns: status.thread_cpu_ns,
             intervals_merged: status.intervals_merged,
+            read_errors: status.read_errors,
+            last_read_error: status.last_read_error.clone(),
         },
         cpus,
     }
