@@ -18,13 +18,6 @@ use std::time::{Duration, Instant};
 use common::*;
 use serde_json::Value;
 
-/// One tracefs instance name per host: the tests take turns.
-static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
-    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 const INSTANCE: &str = "/sys/kernel/tracing/instances/latencyd";
 /// The samplers' priority, and the culprit's, above it.
 const PRIORITY: i32 = 80;

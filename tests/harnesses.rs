@@ -18,11 +18,14 @@ mod common;
 use std::path::PathBuf;
 use std::process::Command;
 
-use common::{privileged, report_skip, run_ok, stdout_of};
+use common::{one_at_a_time, privileged, report_skip, run_ok, stdout_of};
 
 /// Runs `script DIR DURATION` where the checkout named by `var` exists and
 /// real-time scheduling is allowed, and checks it reached its verdict.
+/// One harness at a time: each puts a thread at priority 95 or more on
+/// every CPU, and two at once would judge each other's load.
 fn run_harness(test: &str, var: &str, script: &str, duration: &str, verdict: &str) {
+    let _turn = one_at_a_time();
     let Some(dir) = std::env::var_os(var) else {
         report_skip(
             test,

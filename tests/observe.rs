@@ -19,13 +19,6 @@ use common::prometheus::{Prometheus, free_port};
 use common::*;
 use serde_json::Value;
 
-/// One test at a time: each one's spinner would disturb the others.
-static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
-    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 /// The spin: long against the 1 ms period and this VM's own noise.
 const SPIN: Duration = Duration::from_millis(20);
 /// The workload's and the samplers' priority; the spinner runs above.

@@ -16,14 +16,6 @@ use std::time::{Duration, Instant};
 use common::prometheus::{Prometheus, free_port};
 use common::*;
 
-/// The tests take turns: the busy thread of one would be a spike in the
-/// other's daemon too.
-static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
-    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 /// The window of the test daemon: short, so the whole of it is watched.
 const WINDOW: Duration = Duration::from_secs(5);
 /// The sampling interval and priority of the test daemon.

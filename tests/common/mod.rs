@@ -28,6 +28,15 @@ pub fn privileged() -> bool {
     unsafe { libc::geteuid() == 0 }
 }
 
+/// The tests of one binary that would disturb each other (a spinner, a
+/// busy thread or a whole harness on every CPU, or one tracefs instance
+/// name) take turns: each holds this while it runs. Cargo runs a binary's
+/// tests on several threads; a test that panicked lets the next one go.
+pub fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// Flags that let a `measure` run succeed for this user.
 pub fn run_flags() -> Vec<&'static str> {
     if privileged() {
