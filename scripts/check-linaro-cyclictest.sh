@@ -50,7 +50,12 @@ mv "$work/real-result.txt" "$work/real2-result.txt"
 
 # Test case names and pass/fail must match; every thread must have its
 # lines; each min and avg must lie within the spread of cyclictest against
-# itself (its two runs' range, widened by their difference and 1 us).
+# itself: its two runs' range, widened by their difference or a quarter of
+# the larger value, whichever is more, and 1 us (two runs that happen to
+# agree say little of the spread: on this project's VM one 5 s run of
+# cyclictest reads up to a quarter off another, pair ratios of the average
+# 0.74-1.14 in 30 pairs at 1 ms, CONTROL=1 benches/compare_cyclictest.sh;
+# the fault this exists for, a default that differs, read 1.93x).
 # Maxima are printed, not judged: one run's maximum says little on a
 # noisy machine.
 python3 - "$work/real1-result.txt" "$work/latencyd-result.txt" "$work/real2-result.txt" <<'PY'
@@ -78,7 +83,7 @@ for case, (_, value) in sorted(ours.items()):
         failures.append(f"{case}: missing from a run")
         continue
     a, b = first[case][1], again[case][1]
-    spread = abs(a - b) + 1
+    spread = max(abs(a - b), 0.25 * max(a, b)) + 1
     low, high = min(a, b) - spread, max(a, b) + spread
     if not low <= value <= high:
         failures.append(f"{case}: {value:g} outside cyclictest's {a:g}/{b:g} widened to [{low:g}, {high:g}]")

@@ -17,8 +17,13 @@ parser reads the histogram, `# Max Latencies` and `# Break value`.
 Three runs, in this order: cyclictest, latencyd, cyclictest. Fails unless
 latencyd's report has the same nodes (the system and every core, with the
 same priority), samples on every core, and a median and mean per core
-within the spread of cyclictest against itself (the two cyclictest runs'
-range, widened by their difference and 1 us). Maxima are printed, not
+within the spread of cyclictest against itself: the two cyclictest runs'
+range, widened by their difference or a quarter of the larger value,
+whichever is more, and 1 us. Two runs that happen to agree say little of
+that spread: on this project's VM one run of cyclictest reads up to a
+quarter off another (CONTROL=1 benches/compare_cyclictest.sh, 30 pairs of
+5 s at 1 ms: pair ratios of the average 0.74-1.14), while the fault this
+check exists for, a default that differs, read 1.93x. Maxima are printed, not
 judged: on a noisy machine one run's maximum says little. A run whose
 maximum still passes the width is repeated, up to three times, and said.
 
@@ -166,7 +171,7 @@ def main():
                 failures.append(f"{name}: no {field}")
                 continue
             a, b = first[name][field], again[name][field]
-            spread = abs(a - b) + 1.0
+            spread = max(abs(a - b), 0.25 * max(a, b)) + 1.0
             low, high = min(a, b) - spread, max(a, b) + spread
             if not low <= row[field] <= high:
                 failures.append(f"{name}: {field} {row[field]:.1f} outside cyclictest's "
