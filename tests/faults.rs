@@ -36,6 +36,17 @@ mod with_faults {
 
     use super::common::*;
 
+    /// `latencyd run` on the test configuration in `dir`, with the faults
+    /// of `spec` (`kind:cpu:after_ms`, comma-separated) injected.
+    fn run_with_faults(dir: &std::path::Path, spec: &str) -> std::process::Command {
+        let config = daemon_config(dir, "", "", "");
+        let mut cmd = latencyd();
+        cmd.args(["run", "--config"])
+            .arg(&config)
+            .env("FAULT_INJECTION_LATENCYD", spec);
+        cmd
+    }
+
     #[test]
     fn a_fault_injection_build_says_so_in_its_version_and_the_benches_refuse_it() {
         let out =
@@ -58,13 +69,7 @@ mod with_faults {
     #[test]
     fn a_dead_sampler_turns_healthz_to_503_and_the_daemon_exits_1() {
         let dir = tempfile::tempdir().unwrap();
-        let config = daemon_config(dir.path(), "", "", "");
-        let mut daemon = Daemon::start(
-            latencyd()
-                .args(["run", "--config"])
-                .arg(&config)
-                .env("FAULT_INJECTION_LATENCYD", "die:0:700"),
-        );
+        let mut daemon = Daemon::start(&mut run_with_faults(dir.path(), "die:0:700"));
         assert_eq!(daemon.get("/healthz").0, 200);
         let mut saw_503 = false;
         wait_until(
@@ -93,13 +98,7 @@ mod with_faults {
     #[test]
     fn a_clock_that_fails_at_once_is_a_clear_error_and_exit_1() {
         let dir = tempfile::tempdir().unwrap();
-        let config = daemon_config(dir.path(), "", "", "");
-        let output = latencyd()
-            .args(["run", "--config"])
-            .arg(&config)
-            .env("FAULT_INJECTION_LATENCYD", "die:0:0")
-            .output()
-            .unwrap();
+        let output = run_with_faults(dir.path(), "die:0:0").output().unwrap();
         let stderr = stderr_of(&output);
         assert_eq!(output.status.code(), Some(1), "{stderr}");
         // Whether the failure is seen while starting or just after, the
@@ -121,12 +120,8 @@ mod with_faults {
         socket
             .set_read_timeout(Some(Duration::from_millis(50)))
             .unwrap();
-        let config = daemon_config(dir.path(), "", "", "");
         let mut daemon = Daemon::start(
-            latencyd()
-                .args(["run", "--config"])
-                .arg(&config)
-                .env("FAULT_INJECTION_LATENCYD", "stall:0:500")
+            run_with_faults(dir.path(), "stall:0:500")
                 .env("NOTIFY_SOCKET", &socket_path)
                 .env("WATCHDOG_USEC", "300000"),
         );
@@ -182,13 +177,7 @@ mod with_faults {
         // and 5 catch-up ticks a second. Healthy, ~5 (tests/daemon.rs,
         // the_runtime_thread_wakes_once_per_collector_tick).
         let dir = tempfile::tempdir().unwrap();
-        let config = daemon_config(dir.path(), "", "", "");
-        let mut daemon = Daemon::start(
-            latencyd()
-                .args(["run", "--config"])
-                .arg(&config)
-                .env("FAULT_INJECTION_LATENCYD", "stall:0:200"),
-        );
+        let mut daemon = Daemon::start(&mut run_with_faults(dir.path(), "stall:0:200"));
         std::thread::sleep(Duration::from_millis(500));
         let per_second =
             runtime_thread_wakeups_per_second(daemon.child.id(), Duration::from_secs(3));
@@ -207,9 +196,8 @@ mod with_faults {
         // running, and the cycle repeats. /metrics must answer promptly
         // throughout, and the CPU must come back.
         let dir = tempfile::tempdir().unwrap();
-        let config = daemon_config(dir.path(), "", "", "");
-        let daemon = Daemon::start(latencyd().args(["run", "--config"]).arg(&config).env(
-            "FAULT_INJECTION_LATENCYD",
+        let daemon = Daemon::start(&mut run_with_faults(
+            dir.path(),
             "displace:0:500,slowstart:0:2000",
         ));
         let started = Instant::now();
