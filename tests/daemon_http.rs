@@ -220,9 +220,9 @@ fn journal() -> Arc<Journal> {
         data.available = true;
         data.threshold_ns = 500_000;
         data.capabilities = vec![Capability::new(
-            "live_read",
+            "paused_read",
             true,
-            "captures read the ring buffer while it records",
+            "a capture pauses recording while it reads a CPU's buffer",
         )];
         data.recent.push_front(summary);
         data.in_memory.push_front(capture);

@@ -350,6 +350,7 @@ impl Worker {
                 break;
             }
         }
+        // Closing the file lets recording go on.
         drop(reader);
         let now = sys::monotonic_now_ns();
         self.steal.sample(now);

@@ -5,10 +5,19 @@
 //! left alone. The instance records, in overwrite mode, the events that
 //! explain a late wake-up on the measured CPUs only (`tracing_cpumask`),
 //! stamped with the `mono` clock (`CLOCK_MONOTONIC`, the samplers' clock).
-//! A capture reads `per_cpu/cpuN/trace`, which does not consume: with
-//! `options/pause-on-trace` off (Linux 5.11 and later) recording goes on
-//! while it is read. The instance is removed when the recorder stops; one
-//! left by a crash is removed at the next start.
+//!
+//! A capture must read a CPU's history whole. A non-consuming read of a
+//! live, full, overwriting buffer races the writer: the writer overwrites
+//! the oldest page, which is where the read starts, and the kernel's
+//! iterator then skips ahead (`CPU:N [LOST EVENTS]`) — past the very
+//! wake-up the capture is about when the read is slow (seen on Debian's
+//! 6.1 PREEMPT_RT kernel under emulation: 114 of 21,207 events read). So
+//! recording pauses while a capture reads (`options/pause-on-trace`, the
+//! kernel's default, left on), and events in that time are not kept.
+//! Swapping one CPU's buffer with a snapshot buffer would avoid the pause,
+//! but needs RING_BUFFER_ALLOW_SWAP, which none of the kernel matrix's
+//! kernels has (docs/platforms.md). The instance is removed when the
+//! recorder stops; one left by a crash is removed at the next start.
 
 use std::fs;
 use std::io::{BufReader, ErrorKind};
@@ -201,15 +210,16 @@ impl Instance {
         self.write("buffer_size_kb", &buffer_size_kb.to_string())?;
         self.write("tracing_cpumask", &cpumask(cpus))?;
         let pause = self.dir.join("options/pause-on-trace");
-        let live_read = pause.exists() && fs::write(&pause, "0").is_ok();
+        let paused_read = !pause.exists() || fs::write(&pause, "1").is_ok();
         caps.push(Capability::new(
-            "live_read",
-            live_read,
-            if live_read {
-                "captures read the ring buffer while it records (options/pause-on-trace off)"
+            "paused_read",
+            paused_read,
+            if paused_read {
+                "a capture pauses recording while it reads a CPU's buffer, so that the read \
+                 cannot race the writer: events in that time are not kept"
             } else {
-                "this kernel pauses recording while a capture reads the buffer (no \
-                 options/pause-on-trace before Linux 5.11): events during a read are not kept"
+                "options/pause-on-trace cannot be set: a capture reads the buffer while it \
+                 records, and a full buffer may lose the spike to the writer"
             },
         ));
         for event in REQUIRED_EVENTS {
@@ -244,6 +254,10 @@ impl Instance {
             vectors,
             if vectors {
                 "system vectors (local timer, IPIs, irq_work) are traced".to_string()
+            } else if !self.dir.join("events/irq_vectors").exists() {
+                "no irq_vectors events (they are x86's): on this architecture the timer and \
+                 IPIs are interrupts like any other, traced by irq_handler_entry"
+                    .to_string()
             } else {
                 format!(
                     "not traced here ({}): their time goes to the interrupted context",
@@ -277,22 +291,12 @@ impl Instance {
                  IRQ-vs-thread split comes from the hrtimer and wake-up events"
             },
         ));
-        let snapshot = self.dir.join("snapshot").exists();
-        caps.push(Capability::new(
-            "snapshot",
-            snapshot,
-            if snapshot {
-                "a snapshot buffer exists; not needed, captures read the live buffer"
-            } else {
-                "no snapshot buffer (CONFIG_TRACER_SNAPSHOT); not needed, captures read the \
-                 live buffer"
-            },
-        ));
         self.write("tracing_on", "1")?;
         Ok(caps)
     }
 
-    /// The text of one CPU's ring buffer, oldest event first.
+    /// The text of one CPU's ring buffer, oldest event first. Recording
+    /// pauses while it is open (see the module's documentation).
     pub fn read_cpu(&self, cpu: usize) -> std::io::Result<BufReader<fs::File>> {
         let file = fs::File::open(self.dir.join(format!("per_cpu/cpu{cpu}/trace")))?;
         Ok(BufReader::with_capacity(64 * 1024, file))
