@@ -30,8 +30,28 @@ const REQUIRED: &[(&str, &str)] = &[
 const WAKEUP_FILTER: &str = "prio < 100";
 /// Only sleep timers (`hrtimer_wakeup`: clock_nanosleep, nanosleep,
 /// futex and poll timeouts) tell a task's intended wake-up time; others
-/// (the tick, timerfd) would be mistaken for it.
+/// (the tick, timerfd) would be mistaken for it. Linux 6.2 and later
+/// resolve the function's name in a filter.
 const SLEEP_TIMER_FILTER: &str = "function.function == hrtimer_wakeup";
+/// The sleep timers' function, whose address older kernels compare with.
+const SLEEP_TIMER_FUNCTION: &str = "hrtimer_wakeup";
+const KALLSYMS: &str = "/proc/kallsyms";
+
+/// `function == 0x…`, the filter a kernel before 6.2 takes for sleep
+/// timers: the address of `hrtimer_wakeup` from `/proc/kallsyms`. None
+/// when the symbol is missing or its address hidden (all zeroes under
+/// `kptr_restrict`, or to a reader without CAP_SYSLOG).
+fn sleep_timer_filter_by_address(kallsyms: &str) -> Option<String> {
+    kallsyms.lines().find_map(|line| {
+        let mut words = line.split_whitespace();
+        let (address, _kind, name) = (words.next()?, words.next()?, words.next()?);
+        if name != SLEEP_TIMER_FUNCTION || words.next().is_some() {
+            return None;
+        }
+        let address = u64::from_str_radix(address, 16).ok()?;
+        (address != 0).then(|| format!("function == 0x{address:x}"))
+    })
+}
 
 /// The instance, recording, with a reader per observed CPU.
 pub struct Tracer {
@@ -110,20 +130,26 @@ impl Tracer {
             ("timer", "hrtimer_start"),
             ("timer", "hrtimer_expire_entry"),
         ];
-        let timers_ok = timers.iter().all(|(system, name)| {
-            format(system, name).is_ok_and(|text| {
-                instance
-                    .write(
-                        &format!("events/{system}/{name}/filter"),
-                        SLEEP_TIMER_FILTER,
-                    )
-                    .is_ok()
-                    && decoder.add(system, name, &text).is_ok()
-                    && instance
-                        .write(&format!("events/{system}/{name}/enable"), "1")
+        let mut install = |filter: &str| {
+            timers.iter().all(|(system, name)| {
+                format(system, name).is_ok_and(|text| {
+                    instance
+                        .write(&format!("events/{system}/{name}/filter"), filter)
                         .is_ok()
+                        && decoder.add(system, name, &text).is_ok()
+                        && instance
+                            .write(&format!("events/{system}/{name}/enable"), "1")
+                            .is_ok()
+                })
             })
-        });
+        };
+        let by_name = install(SLEEP_TIMER_FILTER);
+        let by_address = !by_name
+            && fs::read_to_string(KALLSYMS)
+                .ok()
+                .and_then(|text| sleep_timer_filter_by_address(&text))
+                .is_some_and(|filter| install(&filter));
+        let timers_ok = by_name || by_address;
         if !timers_ok {
             for (system, name) in timers {
                 let _ = instance.write(&format!("events/{system}/{name}/enable"), "0");
@@ -132,13 +158,18 @@ impl Tracer {
         capabilities.push(Capability::new(
             "sleep_timers",
             timers_ok,
-            if timers_ok {
+            if by_name {
                 "a sleep that a timer ends is measured from the time the task asked for, as \
                  cyclictest does"
+            } else if by_address {
+                "a sleep that a timer ends is measured from the time the task asked for, as \
+                 cyclictest does (timers filtered by hrtimer_wakeup's address from \
+                 /proc/kallsyms: this kernel, before 6.2, filters by address only)"
             } else {
-                "no filter on hrtimer events by function in this kernel (Linux 6.2 and later): \
-                 wake-up latency is measured from the wake-up, without the timer interrupt's \
-                 own delay"
+                "this kernel filters hrtimer events by address only (before 6.2) and \
+                 hrtimer_wakeup's address is hidden in /proc/kallsyms (kptr_restrict, or no \
+                 CAP_SYSLOG): wake-up latency is measured from the wake-up, without the timer \
+                 interrupt's own delay"
             },
         ));
         let nmi = format("nmi", "nmi_handler").is_ok_and(|text| {
@@ -179,8 +210,12 @@ impl Tracer {
         capabilities.push(Capability::new(
             "irq_vectors",
             !vectors.is_empty(),
-            if vectors.is_empty() {
-                "no irq_vectors events (they are x86's): the local timer and IPIs fall into \
+            if vectors.is_empty() && !dir.join("events/irq_vectors").exists() {
+                "no irq_vectors events (they are x86's): on this architecture the timer and \
+                 IPIs are interrupts like any other, counted by number and name"
+                    .to_string()
+            } else if vectors.is_empty() {
+                "the kernel refused the irq_vectors events: the local timer and IPIs fall into \
                  what they interrupted"
                     .to_string()
             } else {
@@ -267,6 +302,24 @@ mod tests {
             err.contains("no sched:sched_switch trace event, which observe needs"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn kernels_before_6_2_filter_sleep_timers_by_address_from_kallsyms() {
+        // /proc/kallsyms of Debian's 6.1 PREEMPT_RT kernel (amd64), as the
+        // kernel matrix captured it, and of the same kernel read without
+        // CAP_SYSLOG (addresses zeroed).
+        let kallsyms = include_str!("../../tests/data/kernels/6.1-rt-amd64/kallsyms");
+        assert_eq!(
+            sleep_timer_filter_by_address(kallsyms).as_deref(),
+            Some("function == 0xffffffff9ff58c90")
+        );
+        let hidden = "0000000000000000 t hrtimer_wakeup\n0000000000000000 t tick_sched_timer\n";
+        assert_eq!(sleep_timer_filter_by_address(hidden), None);
+        // A module's symbol of a similar name is not taken for it.
+        let module = "ffffffffc0001000 t hrtimer_wakeup\t[some_module]\n";
+        assert_eq!(sleep_timer_filter_by_address(module), None);
+        assert_eq!(sleep_timer_filter_by_address(""), None);
     }
 
     #[test]
