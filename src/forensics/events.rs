@@ -179,6 +179,18 @@ impl Event {
     }
 }
 
+/// The interrupt a kernel thread serves, from its name: `irq/24-virtio0`
+/// (an interrupt's thread: every handler on PREEMPT_RT, or under
+/// `threadirqs`) is interrupt 24, action `virtio0`. The name is the
+/// thread's `comm`, cut at 15 bytes, so a long action name is cut too.
+pub fn interrupt_of_thread(comm: &str) -> Option<(u32, &str)> {
+    let (irq, action) = comm.strip_prefix("irq/")?.split_once('-')?;
+    if irq.is_empty() || !irq.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some((irq.parse().ok()?, action))
+}
+
 /// The text between `start` and the next `end` after it.
 fn between<'a>(text: &'a str, start: &str, end: &str) -> Option<&'a str> {
     let from = text.find(start)? + start.len();

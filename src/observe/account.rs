@@ -247,8 +247,8 @@ impl CpuAccount {
                 .saturating_sub(run.nested_ns - nested_then),
         };
         if taken > 0 {
-            let name = self.names.thread(comm);
-            self.count(Source::Thread, &name, taken, ts);
+            let (source, name) = self.names.thread(comm);
+            self.count(source, &name, taken, ts);
         }
         true
     }
@@ -654,6 +654,24 @@ mod tests {
                 .filter(|(s, _)| *s == Source::Thread)
                 .count(),
             2
+        );
+    }
+
+    #[test]
+    fn an_interrupts_thread_counts_as_its_interrupt() {
+        // PREEMPT_RT: the hard part wakes irq/4-ttyS0, which then runs
+        // the handler as a thread (kernel matrix, Debian's 6.1-rt).
+        let mut a = Feeder::new(&[]);
+        let k = &mut Kinds;
+        let thread = ("irq/4-ttyS0", 99, 49);
+        a.feed(0, &switch(IDLE, 0, thread), k);
+        a.feed(500, &switch(thread, 1, IDLE), k);
+        let (t, _) = a.take();
+        assert_eq!(ns(&t, Source::Irq, "4:ttyS0"), 500);
+        assert!(
+            !t.by_name.keys().any(|(s, _)| *s == Source::Thread),
+            "{:?}",
+            t.by_name
         );
     }
 

@@ -5,6 +5,8 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
+use crate::forensics::events::interrupt_of_thread;
+
 /// Where interference came from (`source` label). SMIs and steal are
 /// counted from hardware and `/proc/stat`, not from events.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -146,10 +148,23 @@ pub trait TaskKinds {
     fn is_kernel_thread(&mut self, pid: i32, comm: &[u8]) -> bool;
 }
 
+/// What a thread's interference is counted under: an interrupt's thread
+/// (`irq/24-virtio0`: every handler on PREEMPT_RT, `threadirqs`, or one
+/// that asked for a thread) as the interrupt it serves (`irq`, `24:virtio0`,
+/// the series of its hard part), so an interrupt's time compares between
+/// a PREEMPT_RT kernel and one that runs the whole handler in hard IRQ
+/// context; every other thread as `thread_name`.
+pub fn thread_source(comm: &[u8]) -> (Source, String) {
+    let name = String::from_utf8_lossy(comm);
+    match interrupt_of_thread(&name) {
+        Some((irq, action)) => (Source::Irq, format!("{irq}:{action}")),
+        None => (Source::Thread, thread_name(comm)),
+    }
+}
+
 /// The name interference by a thread is counted under: per-CPU kernel
 /// threads by their family (`kworker/1:2H-kblockd` is `kworker`,
-/// `ksoftirqd/3` is `ksoftirqd`), threaded IRQs and everything else by
-/// their own name.
+/// `ksoftirqd/3` is `ksoftirqd`), everything else by its own name.
 pub fn thread_name(comm: &[u8]) -> String {
     let name = String::from_utf8_lossy(comm);
     if let Some((family, rest)) = name.split_once('/')
@@ -209,7 +224,7 @@ impl Counts {
 #[derive(Debug, Default)]
 pub struct Names {
     by_id: HashMap<(Source, i64), Arc<str>>,
-    threads: HashMap<Comm, Arc<str>>,
+    threads: HashMap<Comm, (Source, Arc<str>)>,
 }
 
 impl Names {
@@ -221,16 +236,16 @@ impl Names {
         )
     }
 
-    /// The name a thread's interference counts under (`thread_name`).
-    pub fn thread(&mut self, comm: &[u8]) -> Arc<str> {
+    /// What a thread's interference counts under (`thread_source`).
+    pub fn thread(&mut self, comm: &[u8]) -> (Source, Arc<str>) {
         if self.threads.len() > 4096 {
             self.threads.clear();
         }
-        Arc::clone(
-            self.threads
-                .entry(Comm::new(comm))
-                .or_insert_with(|| Arc::from(thread_name(comm))),
-        )
+        let (source, name) = self.threads.entry(Comm::new(comm)).or_insert_with(|| {
+            let (source, name) = thread_source(comm);
+            (source, Arc::from(name))
+        });
+        (*source, Arc::clone(name))
     }
 }
 
@@ -263,9 +278,40 @@ mod tests {
         assert_eq!(thread_name(b"kworker/1:2H-kblockd"), "kworker");
         assert_eq!(thread_name(b"ksoftirqd/3"), "ksoftirqd");
         assert_eq!(thread_name(b"migration/12"), "migration");
-        assert_eq!(thread_name(b"irq/24-virtio0"), "irq/24-virtio0");
         assert_eq!(thread_name(b"stress-ng-cpu"), "stress-ng-cpu");
         assert_eq!(thread_name(b"rcu_preempt"), "rcu_preempt");
+    }
+
+    #[test]
+    fn interrupt_threads_count_as_the_interrupt_they_serve() {
+        // Kernel threads of Debian's 6.1 PREEMPT_RT kernel, as the kernel
+        // matrix listed them (`ps -o pid,comm` in the guest): each
+        // `irq/N-name` is the interrupt whose hard part is `N:name`.
+        let ps = include_str!("../../tests/data/kernels/6.1-rt-amd64/ps");
+        let threaded: Vec<(Source, String)> = ps
+            .lines()
+            .filter_map(|line| line.split_whitespace().nth(1))
+            .filter(|comm| comm.starts_with("irq/"))
+            .map(|comm| thread_source(comm.as_bytes()))
+            .collect();
+        assert!(
+            threaded.contains(&(Source::Irq, "4:ttyS0".to_string())),
+            "{threaded:?}"
+        );
+        assert!(threaded.iter().all(|(source, _)| *source == Source::Irq));
+        assert_eq!(
+            thread_source(b"irq/24-virtio0"),
+            (Source::Irq, "24:virtio0".to_string())
+        );
+        // Not an interrupt's thread: counted as a thread.
+        assert_eq!(
+            thread_source(b"irq/worker"),
+            (Source::Thread, "irq/worker".to_string())
+        );
+        assert_eq!(
+            thread_source(b"ksoftirqd/1"),
+            (Source::Thread, "ksoftirqd".to_string())
+        );
     }
 
     #[test]
