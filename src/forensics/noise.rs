@@ -115,12 +115,18 @@ impl SmiCounters {
             .find(|l| l.starts_with("vendor_id"))
             .is_some_and(|l| l.contains("GenuineIntel"));
         if !intel {
+            let arm = cpuinfo.lines().any(|l| l.starts_with("CPU implementer"));
             return (
                 None,
                 Capability::new(
                     "smi_count",
                     false,
-                    "not an Intel CPU: MSR 0x34 (MSR_SMI_COUNT) is Intel's",
+                    if arm {
+                        "SMIs are x86's: on Arm, time the firmware takes (secure monitor calls, \
+                         EL3) has no counter and shows as unaccounted time"
+                    } else {
+                        "not an Intel CPU: MSR 0x34 (MSR_SMI_COUNT) is Intel's"
+                    },
                 ),
             );
         }
@@ -225,6 +231,11 @@ mod tests {
         let (none, cap) = SmiCounters::open(dir.path(), "vendor_id\t: AuthenticAMD\n", &[0]);
         assert!(none.is_none() && !cap.available);
         assert!(cap.detail.contains("not an Intel CPU"), "{}", cap.detail);
+        // On Arm the fact that cannot exist is said as such.
+        let arm = include_str!("../../tests/data/kernels/6.1-rt-arm64/cpuinfo");
+        let (none, cap) = SmiCounters::open(dir.path(), arm, &[0]);
+        assert!(none.is_none() && !cap.available);
+        assert!(cap.detail.starts_with("SMIs are x86's"), "{}", cap.detail);
         let intel = "vendor_id\t: GenuineIntel\n";
         let (none, cap) = SmiCounters::open(dir.path(), intel, &[0]);
         assert!(

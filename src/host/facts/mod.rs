@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use super::fingerprint::{Fact, Fingerprint};
 use crate::cpulist::format_cpu_list;
 
+mod arm;
 mod irq;
 mod kernel;
 
@@ -87,12 +88,14 @@ impl FactReader {
                         .collect()
                 };
                 let models = field("model name");
+                let arm_cores = arm::core_names(&info);
                 fp.insert(
                     "cpu.model",
-                    models.first().map_or_else(
-                        || Fact::absent("/proc/cpuinfo has no model name"),
-                        |m| Fact::known(m.clone()),
-                    ),
+                    match (models.first(), &arm_cores) {
+                        (Some(model), _) => Fact::known(model.clone()),
+                        (None, Some(cores)) => Fact::known(cores.clone()),
+                        (None, None) => Fact::absent("/proc/cpuinfo has no model name"),
+                    },
                 );
                 let microcode = field("microcode");
                 let mut distinct = microcode.clone();
@@ -101,6 +104,11 @@ impl FactReader {
                 fp.insert(
                     "cpu.microcode",
                     match distinct.len() {
+                        // Arm cores have no loadable microcode: their
+                        // revision is part of cpu.model (rNpN).
+                        0 if arm_cores.is_some() => {
+                            Fact::known("none (Arm cores have no loadable microcode)")
+                        }
                         0 => Fact::absent("/proc/cpuinfo has no microcode line"),
                         1 => Fact::known(distinct[0].clone()),
                         // Mixed revisions (a late load that did not reach
@@ -165,6 +173,14 @@ impl FactReader {
             ("dmi.system", "product_name"),
         ] {
             fp.insert(name, self.text(&format!("sys/class/dmi/id/{file}")));
+        }
+        // Boards without DMI (most arm64 ones) name themselves in the
+        // device tree.
+        if fp.value("dmi.system").is_none()
+            && let Ok(model) = fs::read(self.path("proc/device-tree/model"))
+            && let Some(board) = arm::board_model(&model)
+        {
+            fp.insert("dmi.system", Fact::known(board));
         }
     }
 
@@ -433,6 +449,28 @@ mod tests {
             Some("full")
         );
         assert_eq!(selected_word("never"), None);
+    }
+
+    #[test]
+    fn an_arm64_host_names_its_cores_and_board_and_says_it_has_no_microcode() {
+        // /proc/cpuinfo of Debian's 6.1 arm64 kernel on QEMU's Cortex-A72
+        // (kernel matrix), and QEMU virt's device-tree model.
+        let host = SyntheticRoot::new("arm64");
+        host.put(
+            "proc/cpuinfo",
+            include_str!("../../../tests/data/kernels/6.1-rt-arm64/cpuinfo"),
+        );
+        host.put("proc/device-tree/model", "linux,dummy-virt\0");
+        let fp = FactReader::new(&host.0, &[0]).read();
+        assert_eq!(
+            fp.value("cpu.model"),
+            Some("Arm Cortex-A72 r0p3 (0x41/0xd08)")
+        );
+        assert_eq!(
+            fp.value("cpu.microcode"),
+            Some("none (Arm cores have no loadable microcode)")
+        );
+        assert_eq!(fp.value("dmi.system"), Some("linux,dummy-virt"));
     }
 
     #[test]
