@@ -10,8 +10,11 @@
 #                        `skopeo copy oci-archive:FILE docker://REGISTRY/...`
 #                        or `podman load -i FILE`)
 # Environment: LATENCYD_BINARY (default target/release/latencyd, built
-# when absent), IMAGE (default latencyd:VERSION). Storage is buildah's
-# (CONTAINERS_STORAGE_CONF chooses another). Needs root and buildah
+# when absent), LATENCYD_ARCH (the binary's Debian architecture, default
+# this machine's) and for another architecture LATENCYD_LIBDIR, where its
+# glibc is (scripts/arm64 image sets both), IMAGE (default
+# latencyd:VERSION, latencyd:VERSION-ARCH for another architecture).
+# Storage is buildah's (CONTAINERS_STORAGE_CONF chooses another). Needs root and buildah
 # (Debian's buildah package), fonts-dejavu-core.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -29,7 +32,13 @@ font=/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf
 
 version=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n 1)
 revision=$(git rev-parse HEAD 2>/dev/null || echo unknown)
-image=${IMAGE:-latencyd:$version}
+native=$(dpkg --print-architecture 2>/dev/null || echo amd64)
+arch=${LATENCYD_ARCH:-$native}
+if [ "$arch" = "$native" ]; then
+    image=${IMAGE:-latencyd:$version}
+else
+    image=${IMAGE:-latencyd:$version-$arch}
+fi
 binary=${LATENCYD_BINARY:-target/release/latencyd}
 if [ ! -x "$binary" ]; then
     cargo build --release --locked
@@ -45,11 +54,28 @@ trap cleanup EXIT
 
 install -D -m 755 "$binary" "$rootfs/usr/bin/latencyd"
 # The libraries at the paths the loader will look for them, and the loader.
-ldd "$binary" | awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// { print $1 }' |
-    while read -r lib; do
-        mkdir -p "$rootfs$(dirname "$lib")"
-        cp -L "$lib" "$rootfs$lib"
+if [ "$arch" = "$native" ]; then
+    ldd "$binary" | awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// { print $1 }' |
+        while read -r lib; do
+            mkdir -p "$rootfs$(dirname "$lib")"
+            cp -L "$lib" "$rootfs$lib"
+        done
+else
+    # Another architecture's binary: ldd cannot run it; readelf reads what
+    # it needs (glibc's libraries need only each other), taken from
+    # LATENCYD_LIBDIR, that architecture's glibc.
+    case "$arch" in
+        arm64) multiarch=aarch64-linux-gnu ;;
+        *) echo "build.sh: no library layout known for $arch" >&2; exit 2 ;;
+    esac
+    sysroot=${LATENCYD_LIBDIR:?LATENCYD_LIBDIR must name the $arch glibc (scripts/arm64 image)}
+    [ -d "$sysroot" ] || { echo "build.sh: $sysroot is missing" >&2; exit 2; }
+    loader=$(readelf -l "$binary" | sed -n 's/.*program interpreter: \(.*\)\]/\1/p')
+    install -D -m 755 "$(readlink -f "$sysroot/$(basename "$loader")")" "$rootfs$loader"
+    for lib in $(readelf -d "$binary" | sed -n 's/.*Shared library: \[\(.*\)\]/\1/p'); do
+        install -D -m 644 "$(readlink -f "$sysroot/$lib")" "$rootfs/lib/$multiarch/$lib"
     done
+fi
 install -D -m 644 "$font" "$rootfs$font"
 install -D -m 644 config.example.toml "$rootfs/etc/latencyd/latencyd.toml"
 # Mount points: the runtime's, and the record's state directory.
@@ -61,6 +87,7 @@ buildah copy --quiet "$container" "$rootfs" / >/dev/null
 # Root in the container: Kubernetes grants added capabilities (SYS_NICE,
 # IPC_LOCK) only to uid 0 (deploy/kubernetes/base/daemonset.yaml).
 buildah config \
+    --arch "$arch" \
     --entrypoint '["/usr/bin/latencyd"]' \
     --cmd '["run", "--config", "/etc/latencyd/latencyd.toml"]' \
     --user 0:0 \

@@ -5,7 +5,9 @@
 # Prints the path of the .deb.
 #
 # Usage: deploy/debian/build-package.sh
-# Environment: DEBFULLNAME and DEBEMAIL set the Maintainer field.
+# Environment: DEBFULLNAME and DEBEMAIL set the Maintainer field;
+# LATENCYD_DEB_TARGET, another target's package (aarch64-unknown-linux-gnu:
+# scripts/arm64 deb builds its binary first, with CARGO_TARGET_DIR set).
 # Needs cargo-deb (`cargo install --locked cargo-deb`) and gzip.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -13,7 +15,11 @@ command -v cargo-deb >/dev/null || {
     echo "build-package: cargo-deb is missing: cargo install --locked cargo-deb" >&2
     exit 2
 }
-cargo build --release --locked --quiet
+# The man page and completions come from this machine's own binary (they
+# are text, the same for every architecture), built with its own toolchain.
+(unset RUSTC RUSTDOC CARGO_TARGET_DIR; cargo build --release --locked --quiet)
+deb_target=()
+[ -n "${LATENCYD_DEB_TARGET:-}" ] && deb_target=(--target "$LATENCYD_DEB_TARGET")
 assets=target/assets
 mkdir -p "$assets"
 bin=target/release/latencyd
@@ -27,5 +33,5 @@ maintainer=()
 if [ -n "${DEBFULLNAME:-}" ] && [ -n "${DEBEMAIL:-}" ]; then
     maintainer=(--maintainer "$DEBFULLNAME <$DEBEMAIL>")
 fi
-cargo deb --no-build --quiet "${maintainer[@]}" >&2
-ls -t target/debian/latencyd_*.deb | head -n 1
+cargo deb --no-build --quiet "${deb_target[@]}" "${maintainer[@]}" >&2
+ls -t "${CARGO_TARGET_DIR:-target}"/${LATENCYD_DEB_TARGET:+$LATENCYD_DEB_TARGET/}debian/latencyd_*.deb | head -n 1
