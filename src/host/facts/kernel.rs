@@ -105,23 +105,25 @@ impl FactReader {
         }
     }
 
-    /// The preemption model in force: the scheduler's own word where
-    /// debugfs shows it, else what the kernel is built and booted with.
+    /// The preemption model in force: `rt` on a PREEMPT_RT kernel (with
+    /// the dynamic model beside it where debugfs shows one: 6.12's RT
+    /// kernels choose between `full` and `lazy`), else the scheduler's own
+    /// word where debugfs shows it, else what the kernel is built and
+    /// booted with.
     fn preempt(&self, cmdline: Option<&str>, default_preempt: Option<&'static str>) -> Fact {
-        if let Some(mode) = self
+        let dynamic = self
             .text("sys/kernel/debug/sched/preempt")
             .value()
-            .and_then(selected_word)
-        {
-            return Fact::known(mode);
-        }
-        if self.text("sys/kernel/realtime").value() == Some("1") {
-            return Fact::known("rt");
-        }
+            .and_then(selected_word);
         let version = self.text("proc/sys/kernel/version");
         let version = version.value().unwrap_or("");
-        if version.contains("PREEMPT_RT") {
-            return Fact::known("rt");
+        let rt =
+            self.text("sys/kernel/realtime").value() == Some("1") || version.contains("PREEMPT_RT");
+        match (rt, dynamic) {
+            (true, Some(mode)) => return Fact::known(format!("rt ({mode})")),
+            (true, None) => return Fact::known("rt"),
+            (false, Some(mode)) => return Fact::known(mode),
+            (false, None) => {}
         }
         if !version.contains("PREEMPT_DYNAMIC") {
             // Built with one model: the version string names full
@@ -213,6 +215,35 @@ mod tests {
         assert_eq!(cmdline_parameter(line, "mitigations"), Some("off"));
         assert_eq!(cmdline_parameter(line, "nosmt"), None, "init's argument");
         assert_eq!(cmdline_parameter(line, "nohz_full"), None);
+    }
+
+    #[test]
+    fn a_preempt_rt_kernel_is_rt_whatever_its_dynamic_model() {
+        // Debian's 6.12 PREEMPT_RT kernel (kernel matrix): debugfs offers
+        // a dynamic model beside RT, and its selected word is not "rt".
+        let host = super::super::SyntheticRoot::new("rt-dynamic");
+        let (root, put) = (&host.0, |rel: &str, text: &str| host.put(rel, text));
+        put("proc/sys/kernel/osrelease", "6.12.117+deb13-rt-amd64\n");
+        put(
+            "proc/sys/kernel/version",
+            "#1 SMP PREEMPT_RT Debian 6.12.117-1\n",
+        );
+        put("sys/kernel/realtime", "1\n");
+        put(
+            "sys/kernel/debug/sched/preempt",
+            include_str!("../../../tests/data/kernels/6.12-rt-amd64/sched-preempt"),
+        );
+        let fp = FactReader::new(root, &[0]).read();
+        let preempt = fp.value("kernel.preempt").unwrap();
+        assert!(preempt.starts_with("rt ("), "{preempt}");
+        // The same debugfs file on a kernel that is not RT: its word.
+        put("sys/kernel/realtime", "0\n");
+        put("proc/sys/kernel/version", "#1 SMP PREEMPT_DYNAMIC\n");
+        let fp = FactReader::new(root, &[0]).read();
+        assert_eq!(
+            Some(preempt.trim_start_matches("rt (").trim_end_matches(')')),
+            fp.value("kernel.preempt")
+        );
     }
 
     #[test]
