@@ -247,7 +247,7 @@ impl CpuAccount {
                 .saturating_sub(run.nested_ns - nested_then),
         };
         if taken > 0 {
-            let (source, name) = self.names.thread(comm);
+            let (source, name) = self.names.thread(comm, kinds);
             self.count(source, &name, taken, ts);
         }
         true
@@ -503,6 +503,17 @@ mod tests {
         }
     }
 
+    /// Kinds on a host whose interrupt 16 has the action rtc-pl031.
+    struct WithActions;
+    impl TaskKinds for WithActions {
+        fn is_kernel_thread(&mut self, pid: i32, _comm: &[u8]) -> bool {
+            (2..100).contains(&pid)
+        }
+        fn irq_action(&mut self, irq: u32, prefix: &str) -> Option<String> {
+            (irq == 16 && "rtc-pl031".starts_with(prefix)).then(|| "rtc-pl031".to_string())
+        }
+    }
+
     fn switch(
         prev: (&'static str, i32, i32),
         state: i64,
@@ -543,7 +554,7 @@ mod tests {
             }
         }
 
-        fn feed(&mut self, ts: u64, event: &Event<'_>, k: &mut Kinds) {
+        fn feed(&mut self, ts: u64, event: &Event<'_>, k: &mut impl TaskKinds) {
             self.a.feed(ts, self.current, event, k);
             if let Event::Switch { next_pid, .. } = event {
                 self.current = *next_pid;
@@ -668,6 +679,31 @@ mod tests {
         a.feed(500, &switch(thread, 1, IDLE), k);
         let (t, _) = a.take();
         assert_eq!(ns(&t, Source::Irq, "4:ttyS0"), 500);
+        // A thread whose comm was cut at 15 bytes counts under the name
+        // its hard part had.
+        a.feed(
+            600,
+            &Event::IrqEntry {
+                irq: 16,
+                name: b"rtc-pl031",
+            },
+            k,
+        );
+        a.feed(610, &Event::IrqExit { irq: 16 }, k);
+        // As the kernel matrix's 6.1 RT arm64 guest named it.
+        let pl031 = ("irq/16-rtc-pl03", 62, 49);
+        a.feed(700, &switch(IDLE, 0, pl031), k);
+        a.feed(900, &switch(pl031, 1, IDLE), k);
+        let (t, _) = a.take();
+        assert_eq!(ns(&t, Source::Irq, "16:rtc-pl031"), 10 + 200);
+        // The thread first, its hard part on another CPU: the name comes
+        // from the interrupt's action.
+        let mut b = Feeder::new(&[]);
+        let k = &mut WithActions;
+        b.feed(0, &switch(IDLE, 0, pl031), k);
+        b.feed(300, &switch(pl031, 1, IDLE), k);
+        let (t, _) = b.take();
+        assert_eq!(ns(&t, Source::Irq, "16:rtc-pl031"), 300);
         assert!(
             !t.by_name.keys().any(|(s, _)| *s == Source::Thread),
             "{:?}",

@@ -146,6 +146,12 @@ pub struct WakeSample {
 /// scripted in tests).
 pub trait TaskKinds {
     fn is_kernel_thread(&mut self, pid: i32, comm: &[u8]) -> bool;
+
+    /// The full name of interrupt `irq`'s action whose name starts with
+    /// `prefix` (an interrupt thread's `comm` cuts it at 15 bytes).
+    fn irq_action(&mut self, _irq: u32, _prefix: &str) -> Option<String> {
+        None
+    }
 }
 
 /// What a thread's interference is counted under: an interrupt's thread
@@ -236,16 +242,41 @@ impl Names {
         )
     }
 
-    /// What a thread's interference counts under (`thread_source`).
-    pub fn thread(&mut self, comm: &[u8]) -> (Source, Arc<str>) {
+    /// What a thread's interference counts under (`thread_source`). An
+    /// interrupt's thread counts under its interrupt's full name, as the
+    /// hard part does: the thread's `comm` is cut at 15 bytes
+    /// (`irq/16-rtc-pl03` serves `16:rtc-pl031`), so the name comes from
+    /// the interrupt's action (`kinds`), else from the hard part if it was
+    /// seen, else from the `comm`.
+    pub fn thread(&mut self, comm: &[u8], kinds: &mut impl TaskKinds) -> (Source, Arc<str>) {
         if self.threads.len() > 4096 {
             self.threads.clear();
         }
-        let (source, name) = self.threads.entry(Comm::new(comm)).or_insert_with(|| {
-            let (source, name) = thread_source(comm);
-            (source, Arc::from(name))
-        });
-        (*source, Arc::clone(name))
+        if let Some((source, name)) = self.threads.get(&Comm::new(comm)) {
+            return (*source, Arc::clone(name));
+        }
+        let text = String::from_utf8_lossy(comm);
+        let (source, name) = match interrupt_of_thread(&text) {
+            Some((irq, prefix)) => {
+                let full = kinds
+                    .irq_action(irq, prefix)
+                    .map(|action| format!("{irq}:{action}"));
+                let name = match full {
+                    Some(full) => {
+                        let name: Arc<str> = Arc::from(full);
+                        self.by_id
+                            .insert((Source::Irq, i64::from(irq)), Arc::clone(&name));
+                        name
+                    }
+                    None => self.of(Source::Irq, i64::from(irq), || format!("{irq}:{prefix}")),
+                };
+                (Source::Irq, name)
+            }
+            None => (Source::Thread, Arc::from(thread_name(comm))),
+        };
+        self.threads
+            .insert(Comm::new(comm), (source, Arc::clone(&name)));
+        (source, name)
     }
 }
 

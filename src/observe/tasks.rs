@@ -4,6 +4,7 @@
 //! gone before it is read is taken for a user task of no container.
 
 use std::collections::HashMap;
+use std::fs;
 use std::path::{Path, PathBuf};
 
 use super::tally::{Comm, TaskKinds};
@@ -73,6 +74,26 @@ impl ProcTasks {
 impl TaskKinds for ProcTasks {
     fn is_kernel_thread(&mut self, pid: i32, comm: &[u8]) -> bool {
         self.known(pid, comm).kernel_thread
+    }
+
+    /// `/proc/irq/N/` has a directory per action, named as the action.
+    fn irq_action(&mut self, irq: u32, prefix: &str) -> Option<String> {
+        let mut names: Vec<String> = fs::read_dir(self.root.join("irq").join(irq.to_string()))
+            .ok()?
+            .filter_map(|entry| {
+                let entry = entry.ok()?;
+                entry.file_type().ok()?.is_dir().then_some(())?;
+                entry.file_name().into_string().ok()
+            })
+            .filter(|name| name.starts_with(prefix))
+            .collect();
+        names.sort();
+        // The exact name where the comm was not cut, else the only match.
+        match names.iter().position(|name| name == prefix) {
+            Some(i) => Some(names.swap_remove(i)),
+            None if names.len() == 1 => names.pop(),
+            None => None,
+        }
     }
 }
 
@@ -205,6 +226,29 @@ mod tests {
         assert_eq!(flags, 69_238_880);
         assert_ne!(flags & PF_KTHREAD, 0);
         assert_eq!(stat_flags("garbage"), None);
+    }
+
+    #[test]
+    fn an_interrupt_threads_cut_name_is_completed_from_proc_irq() {
+        // /proc/irq/N/ holds a directory per action (and files beside it).
+        let dir = tempfile::tempdir().unwrap();
+        let irq = dir.path().join("irq/16");
+        fs::create_dir_all(irq.join("rtc-pl031")).unwrap();
+        fs::write(irq.join("smp_affinity_list"), "0-1\n").unwrap();
+        fs::create_dir_all(dir.path().join("irq/24/virtio0-config")).unwrap();
+        fs::create_dir_all(dir.path().join("irq/24/virtio0-req")).unwrap();
+        let mut tasks = ProcTasks::new(dir.path());
+        assert_eq!(
+            tasks.irq_action(16, "rtc-pl03").as_deref(),
+            Some("rtc-pl031")
+        );
+        // Two actions the cut name could be: neither is guessed.
+        assert_eq!(tasks.irq_action(24, "virtio0-"), None);
+        assert_eq!(
+            tasks.irq_action(24, "virtio0-req").as_deref(),
+            Some("virtio0-req")
+        );
+        assert_eq!(tasks.irq_action(9, "acpi"), None);
     }
 
     #[test]
