@@ -154,20 +154,6 @@ pub trait TaskKinds {
     }
 }
 
-/// What a thread's interference is counted under: an interrupt's thread
-/// (`irq/24-virtio0`: every handler on PREEMPT_RT, `threadirqs`, or one
-/// that asked for a thread) as the interrupt it serves (`irq`, `24:virtio0`,
-/// the series of its hard part), so an interrupt's time compares between
-/// a PREEMPT_RT kernel and one that runs the whole handler in hard IRQ
-/// context; every other thread as `thread_name`.
-pub fn thread_source(comm: &[u8]) -> (Source, String) {
-    let name = String::from_utf8_lossy(comm);
-    match interrupt_of_thread(&name) {
-        Some((irq, action)) => (Source::Irq, format!("{irq}:{action}")),
-        None => (Source::Thread, thread_name(comm)),
-    }
-}
-
 /// The name interference by a thread is counted under: per-CPU kernel
 /// threads by their family (`kworker/1:2H-kblockd` is `kworker`,
 /// `ksoftirqd/3` is `ksoftirqd`), everything else by its own name.
@@ -242,12 +228,15 @@ impl Names {
         )
     }
 
-    /// What a thread's interference counts under (`thread_source`). An
-    /// interrupt's thread counts under its interrupt's full name, as the
-    /// hard part does: the thread's `comm` is cut at 15 bytes
-    /// (`irq/16-rtc-pl03` serves `16:rtc-pl031`), so the name comes from
-    /// the interrupt's action (`kinds`), else from the hard part if it was
-    /// seen, else from the `comm`.
+    /// What a thread's interference counts under: an interrupt's thread
+    /// (`irq/24-virtio0`: every handler on PREEMPT_RT, `threadirqs`, or one
+    /// that asked for a thread) as the interrupt it serves (`irq`, the
+    /// series of its hard part), so an interrupt's time compares between
+    /// a PREEMPT_RT kernel and one that runs the whole handler in hard IRQ
+    /// context; every other thread as `thread_name`. The thread's `comm`
+    /// is cut at 15 bytes (`irq/16-rtc-pl03` serves `16:rtc-pl031`), so
+    /// the interrupt's name comes from its action (`kinds`), else from the
+    /// hard part if it was seen, else from the `comm`.
     pub fn thread(&mut self, comm: &[u8], kinds: &mut impl TaskKinds) -> (Source, Arc<str>) {
         if self.threads.len() > 4096 {
             self.threads.clear();
@@ -318,12 +307,23 @@ mod tests {
         // Kernel threads of Debian's 6.1 PREEMPT_RT kernel, as the kernel
         // matrix listed them (`ps -o pid,comm` in the guest): each
         // `irq/N-name` is the interrupt whose hard part is `N:name`.
+        struct NoActions;
+        impl TaskKinds for NoActions {
+            fn is_kernel_thread(&mut self, _pid: i32, _comm: &[u8]) -> bool {
+                true
+            }
+        }
+        let mut names = Names::default();
+        let mut source = |comm: &[u8]| {
+            let (source, name) = names.thread(comm, &mut NoActions);
+            (source, name.to_string())
+        };
         let ps = include_str!("../../tests/data/kernels/6.1-rt-amd64/ps");
         let threaded: Vec<(Source, String)> = ps
             .lines()
             .filter_map(|line| line.split_whitespace().nth(1))
             .filter(|comm| comm.starts_with("irq/"))
-            .map(|comm| thread_source(comm.as_bytes()))
+            .map(|comm| source(comm.as_bytes()))
             .collect();
         assert!(
             threaded.contains(&(Source::Irq, "4:ttyS0".to_string())),
@@ -331,16 +331,16 @@ mod tests {
         );
         assert!(threaded.iter().all(|(source, _)| *source == Source::Irq));
         assert_eq!(
-            thread_source(b"irq/24-virtio0"),
+            source(b"irq/24-virtio0"),
             (Source::Irq, "24:virtio0".to_string())
         );
         // Not an interrupt's thread: counted as a thread.
         assert_eq!(
-            thread_source(b"irq/worker"),
+            source(b"irq/worker"),
             (Source::Thread, "irq/worker".to_string())
         );
         assert_eq!(
-            thread_source(b"ksoftirqd/1"),
+            source(b"ksoftirqd/1"),
             (Source::Thread, "ksoftirqd".to_string())
         );
     }
