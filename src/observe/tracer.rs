@@ -166,10 +166,10 @@ impl Tracer {
                  cyclictest does (timers filtered by hrtimer_wakeup's address from \
                  /proc/kallsyms: this kernel, before 6.2, filters by address only)"
             } else {
-                "this kernel filters hrtimer events by address only (before 6.2) and \
-                 hrtimer_wakeup's address is hidden in /proc/kallsyms (kptr_restrict, or no \
-                 CAP_SYSLOG): wake-up latency is measured from the wake-up, without the timer \
-                 interrupt's own delay"
+                "no sleep-timer filter could be set, by name (Linux 6.2 and later) nor by \
+                 hrtimer_wakeup's address (hidden in /proc/kallsyms by kptr_restrict or without \
+                 CAP_SYSLOG, or no hrtimer events): wake-up latency is measured from the \
+                 wake-up, without the timer interrupt's own delay"
             },
         ));
         let nmi = format("nmi", "nmi_handler").is_ok_and(|text| {
