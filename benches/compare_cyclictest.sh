@@ -159,12 +159,13 @@ run_daemon() {
     reader=$READER_PID
     read -r -t 30 -u "${READER[0]}" line || { echo "the daemon's reader did not start" >&2; exit 1; }
     LATENCYD_MEASURE__INTERVAL="${interval_us}us" LATENCYD_MEASURE__PRIORITY="$priority" \
-        LATENCYD_MEASURE__WARMUP="$warmup" LATENCYD_MEASURE__PM_QOS=true "$bin" run --web.listen-address "127.0.0.1:$port" >/dev/null 2>&1 &
+        LATENCYD_MEASURE__WARMUP="$warmup" LATENCYD_MEASURE__PM_QOS=true "$bin" run --web.listen-address "127.0.0.1:$port" >/dev/null 2>"$1.daemon.log" &
     pid=$!
     echo go >&"${READER[1]}"
     if ! wait "$reader"; then
         kill "$pid" 2>/dev/null || true
-        echo "reading the daemon on port $port failed" >&2
+        echo "reading the daemon on port $port failed; the daemon said:" >&2
+        tail -n 20 "$1.daemon.log" >&2
         exit 1
     fi
     kill "$pid" && wait "$pid" 2>/dev/null || true
