@@ -59,9 +59,6 @@ pub fn run(options: &MeasureOptions, host: &HostInfo, cmdline: String) -> anyhow
     let mut stdout = io::stdout().lock();
     let cpus = options.cpus();
 
-    // Before anything changes on the host: what cyclictest refuses to run
-    // without.
-    let smi = options.smi.then(|| smi_counters(&cpus)).transpose()?;
     // What cyclictest prints before the run goes to stdout, or to stderr
     // when stdout carries the JSON only.
     let mut header = Vec::new();
@@ -88,6 +85,10 @@ pub fn run(options: &MeasureOptions, host: &HostInfo, cmdline: String) -> anyhow
     } else {
         io::stderr().write_all(&header)?;
     }
+    // What cyclictest refuses to run without, checked where cyclictest
+    // checks it: after it has said it holds /dev/cpu_dma_latency (the hold
+    // is released on the way out).
+    let smi = options.smi.then(|| smi_counters(&cpus)).transpose()?;
     let idle_states = options
         .deepest_idle_state
         .map(|deepest| IdleStates::limit(Path::new("/sys/devices/system/cpu"), &cpus, deepest))
