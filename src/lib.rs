@@ -20,6 +20,8 @@ pub mod stats;
 // The host, and the choices both front ends make against it.
 pub mod host;
 pub mod sampling;
+// Background load the front ends start and report.
+pub mod load;
 // Configuration of the daemon; plots of any histogram.
 pub mod config;
 pub mod forensics;

@@ -30,6 +30,7 @@ fn main() -> ExitCode {
         Some(Command::Report(args)) => latencyd::report::main(&args),
         Some(Command::Completions { shell }) => print(completions(shell)),
         Some(Command::Manpage) => print(manpage()),
+        Some(Command::LoadGuard { scratch }) => latencyd::load::guard_main(&scratch),
     }
 }
 

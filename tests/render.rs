@@ -67,6 +67,7 @@ fn run(nsecs: bool, bins: Option<usize>, histofall: bool) -> RunReport {
             thread(5, &[], 0, nsecs, bins),
         ],
         notes: vec!["-n: accepted from cyclictest 1.x; clock_nanosleep is always used".to_string()],
+        load: None,
     }
 }
 

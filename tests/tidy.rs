@@ -32,6 +32,7 @@ const LAYERS: &[&[&str]] = &[
     &["rt"],
     &["host"],
     &["sampling"],
+    &["load"],
     &["forensics", "record"],
     &["observe"],
     &["config", "plot"],

@@ -257,6 +257,17 @@ pub struct MeasureArgs {
     #[arg(long = "log-interval", value_name = "TIME", default_value = "1s")]
     pub log_interval: String,
 
+    /// Run a background load while measuring, started once the samplers
+    /// run and stopped at the end (also if latencyd dies): rteval, cpu,
+    /// memory, io, network, irq or all. Needs stress-ng, and rt-tests'
+    /// hackbench for rteval and all; docs/measure.md lists what each runs.
+    #[arg(long, value_name = "PROFILE")]
+    pub load: Option<String>,
+
+    /// The CPUs --load runs on [default: every online CPU, as rteval].
+    #[arg(long = "load-cpus", value_name = "CPUSET")]
+    pub load_cpus: Option<String>,
+
     /// Draw the OSADL-style latency plot of the run into this .svg or .png.
     #[arg(long, value_name = "OUT.svg|OUT.png")]
     pub plot: Option<PathBuf>,

@@ -71,6 +71,14 @@ pub enum Command {
     /// options.
     #[command(hide = true)]
     Manpage,
+    /// Started by latencyd itself for a load (`measure --load`, `[load]`):
+    /// leads the load's process group and kills it when latencyd's pipe
+    /// closes, so that no load process outlives latencyd.
+    #[command(name = "load-guard", hide = true)]
+    LoadGuard {
+        /// The load's scratch directory, removed before the kill.
+        scratch: PathBuf,
+    },
 }
 
 /// The shells `latencyd completions` writes for.
@@ -137,9 +145,14 @@ pub struct ReportArgs {
     /// that differ.
     #[arg(long, num_args = 2, value_names = ["FROM..TO", "FROM..TO"], allow_hyphen_values = true)]
     pub compare: Option<Vec<String>>,
-    /// With --compare: both distributions overlaid, drawn to this file
-    /// (.svg or .png).
-    #[arg(long, value_name = "OUT.svg|OUT.png", requires = "compare")]
+    /// Idle against loaded: the intervals measured while no load ran
+    /// side by side with those measured under a load window's (`[load]`,
+    /// `measure --load --log`), as --compare shows two ranges.
+    #[arg(long, conflicts_with_all = ["compare", "by_fingerprint"])]
+    pub by_load: bool,
+    /// With --compare or --by-load: both distributions overlaid, drawn to
+    /// this file (.svg or .png).
+    #[arg(long, value_name = "OUT.svg|OUT.png")]
     pub plot: Option<PathBuf>,
 }
 

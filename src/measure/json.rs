@@ -10,6 +10,7 @@ use super::report::RunReport;
 use crate::cpulist::format_cpu_list;
 use crate::host::json::{CpuJson, FactJson, facts_json, topology_json};
 use crate::host::{CpuTopology, Fingerprint, HostInfo};
+use crate::load::{LoadJson, LoadReport};
 use crate::stats::REPORTED_QUANTILES;
 use crate::units::civil_from_days;
 
@@ -78,6 +79,8 @@ struct JsonLatencyd<'a> {
     host: HostFacts,
     /// Options accepted but not exactly as typed, or meaning nothing here.
     notes: &'a [String],
+    /// `--load`: the generators, their CPUs and throughput; null without.
+    load: Option<LoadJson>,
 }
 
 /// What decides whether the numbers can be trusted, as detected at start;
@@ -200,6 +203,7 @@ pub fn json_document(report: &RunReport) -> String {
             pm_qos_us: report.pm_qos_us,
             host: HostFacts::of(host, &report.fingerprint, &report.topology),
             notes: &report.notes,
+            load: report.load.as_ref().map(LoadReport::json),
         },
     };
     let mut text = serde_json::to_string_pretty(&doc).expect("the JSON DTOs always serialize");

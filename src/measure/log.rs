@@ -60,7 +60,20 @@ impl MeasureLog {
     /// Writes the finished interval (every interval, or the part in
     /// progress at the end). A failure is said once; the run goes on.
     pub(super) fn write_due(&mut self, end: bool) {
-        let Some(batch) = self.accumulator.take(unix_now_ns(), end) else {
+        let batch = self.accumulator.take(unix_now_ns(), end);
+        self.write(batch);
+    }
+
+    /// From now on the run is under `load` (`--load`'s profile): the
+    /// interval in progress ends here, filed as measured without it.
+    pub(super) fn set_load(&mut self, load: Option<String>) {
+        for batch in self.accumulator.set_load(load, unix_now_ns()) {
+            self.write(Some(batch));
+        }
+    }
+
+    fn write(&mut self, batch: Option<crate::record::Batch>) {
+        let Some(batch) = batch else {
             return;
         };
         if let Err(err) = self.writer.write(&batch, unix_now_ns())

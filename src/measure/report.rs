@@ -6,6 +6,7 @@
 use std::time::SystemTime;
 
 use crate::host::{CpuTopology, Fingerprint, HostInfo};
+use crate::load::LoadReport;
 use crate::rt::sys::Policy;
 use crate::stats::LatencyStats;
 use crate::units::NS_PER_US;
@@ -48,6 +49,8 @@ pub struct RunReport {
     /// Options accepted but not exactly as typed, or meaning nothing here
     /// (`options::Note`, as printed on stderr).
     pub notes: Vec<String>,
+    /// `--load`: what ran beside the samplers and what it achieved.
+    pub load: Option<LoadReport>,
 }
 
 impl RunReport {

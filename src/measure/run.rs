@@ -25,6 +25,7 @@ use super::tuning::{IdleStates, check_resolution, hold_pm_qos, smi_counters};
 use super::{json, text};
 use crate::forensics::{Spike, Trigger};
 use crate::host::HostInfo;
+use crate::load::{LoadSpec, RunningLoad};
 use crate::rt::clock::Timing;
 use crate::rt::engine::{DEFAULT_START_TIMEOUT, Engine, EngineSpec, ThreadSetup};
 use crate::rt::sampler::LoopEndReason;
@@ -55,6 +56,10 @@ pub fn run(options: &MeasureOptions, host: &HostInfo, cmdline: String) -> anyhow
     let status_asked = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGUSR1, Arc::clone(&status_asked))
         .context("cannot install the SIGUSR1 handler")?;
+    // A load needs its programs: said before anything starts.
+    if let Some((profile, _)) = &options.load {
+        crate::load::check_installed(*profile).map_err(|e| anyhow::anyhow!("--load: {e}"))?;
+    }
     let text_to_stdout = options.json != Some(JsonTarget::Stdout);
     let mut stdout = io::stdout().lock();
     let cpus = options.cpus();
@@ -176,6 +181,26 @@ pub fn run(options: &MeasureOptions, host: &HostInfo, cmdline: String) -> anyhow
             "latencyd measure: warning: not real-time: {reason}; results do not show real-time latency"
         );
     }
+    // The load starts once the samplers run (as the issue of a loaded
+    // measurement is what the samplers see under it).
+    let mut load_problems: Vec<String> = Vec::new();
+    let load = match &options.load {
+        Some((profile, load_cpus)) => {
+            match RunningLoad::start(LoadSpec::new(*profile, load_cpus.clone())) {
+                Ok(load) => Some(load),
+                Err(err) => {
+                    let line = format!("--load {profile}: cannot start the load: {err}");
+                    eprintln!("latencyd measure: error: {line}; measuring without it");
+                    load_problems.push(line);
+                    None
+                }
+            }
+        }
+        None => None,
+    };
+    if let (Some(log), Some(_), Some((profile, _))) = (&mut log, &load, &options.load) {
+        log.set_load(Some(profile.name().to_string()));
+    }
     if let Some(main_cpus) = &options.main_affinity
         && let Err(err) = sys::set_current_thread_affinity(main_cpus)
     {
@@ -261,6 +286,11 @@ pub fn run(options: &MeasureOptions, host: &HostInfo, cmdline: String) -> anyhow
                 })
                 .collect()
         };
+        if let Some(load) = &load {
+            for event in load.take_events() {
+                eprintln!("latencyd measure: warning: {event}");
+            }
+        }
         if status_asked.swap(false, Ordering::Relaxed) {
             let rule = "#---------------------------";
             let lines = summary_lines().join("\n");
@@ -304,6 +334,14 @@ pub fn run(options: &MeasureOptions, host: &HostInfo, cmdline: String) -> anyhow
         log.write_due(true);
     }
     let smi_after = smi.as_ref().map(|s| s.read());
+    let load_report = load.map(|load| {
+        let report = load.stop();
+        for event in report.problems() {
+            eprintln!("latencyd measure: warning: load: {event}");
+        }
+        report
+    });
+    load_problems.extend(load_report.iter().flat_map(|r| r.problems()));
     drop(fifo);
     drop(idle_states);
     let finished = outcome.finished;
@@ -341,7 +379,7 @@ pub fn run(options: &MeasureOptions, host: &HostInfo, cmdline: String) -> anyhow
         cmdline,
         start_time,
         end_time: SystemTime::now(),
-        return_code: i32::from(!sampler_errors.is_empty()),
+        return_code: i32::from(!sampler_errors.is_empty() || !load_problems.is_empty()),
         host: host.clone(),
         fingerprint,
         topology,
@@ -363,6 +401,7 @@ pub fn run(options: &MeasureOptions, host: &HostInfo, cmdline: String) -> anyhow
             })
             .collect(),
         notes: options.notes.iter().map(ToString::to_string).collect(),
+        load: load_report,
     };
     drop(pm_qos_hold);
 
@@ -398,6 +437,13 @@ pub fn run(options: &MeasureOptions, host: &HostInfo, cmdline: String) -> anyhow
             Some(path) => fs::write(path, histogram)
                 .with_context(|| format!("--histfile: cannot write {}", path.display()))?,
             None => write!(stdout, "{histogram}")?,
+        }
+    }
+    if let Some(load) = &report.load {
+        if text_to_stdout {
+            write!(stdout, "{}", load.text_block())?;
+        } else {
+            eprint!("{}", load.text_block());
         }
     }
     if capture_from.is_some() {
@@ -443,6 +489,12 @@ pub fn run(options: &MeasureOptions, host: &HostInfo, cmdline: String) -> anyhow
             .with_context(|| format!("cannot draw the plot {}", path.display()))?;
     }
     stdout.flush()?;
+    if !load_problems.is_empty() {
+        sampler_errors.push(format!(
+            "the load did not run as asked: {}",
+            load_problems.join("; ")
+        ));
+    }
     if !sampler_errors.is_empty() {
         bail!("{}", sampler_errors.join("; "));
     }

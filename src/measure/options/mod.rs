@@ -24,6 +24,7 @@ use self::values::{Notes, duration, integer, integer_in, signed_duration, usage}
 use crate::cli::MeasureArgs;
 use crate::cpulist::parse_cpu_list;
 use crate::host::HostInfo;
+use crate::load::Profile;
 use crate::rt::clock::{ClockSource, SleepMode};
 use crate::rt::sampler::LoopPlan;
 use crate::rt::sys::Policy;
@@ -119,6 +120,8 @@ pub struct MeasureOptions {
     /// `--log FILE` and its interval.
     pub log: Option<(PathBuf, u64)>,
     pub plot: Option<PathBuf>,
+    /// `--load PROFILE` on `--load-cpus`.
+    pub load: Option<(Profile, Vec<usize>)>,
     /// What was accepted but not exactly as typed, or means nothing here.
     pub notes: Vec<Note>,
 }
@@ -336,6 +339,36 @@ impl MeasureOptions {
                 parse_cpu_list(text.trim()).map_err(|e| usage("--mainaffinity", e.to_string()))
             })
             .transpose()?;
+        let load = match (&args.load, &args.load_cpus) {
+            (None, None) => None,
+            (None, Some(_)) => {
+                return Err(usage(
+                    "--load-cpus",
+                    "says where a load runs; add --load PROFILE to start one",
+                ));
+            }
+            (Some(name), cpus) => {
+                let profile = Profile::parse(name).map_err(|e| usage("--load", e))?;
+                let cpus = match cpus {
+                    None => host.usable_cpus.clone(),
+                    Some(text) => {
+                        let cpus = parse_cpu_list(text.trim())
+                            .map_err(|e| usage("--load-cpus", e.to_string()))?;
+                        if let Some(cpu) = cpus.iter().find(|c| !host.usable_cpus.contains(c)) {
+                            return Err(usage(
+                                "--load-cpus",
+                                format!(
+                                    "CPU {cpu} is not usable here (usable: {})",
+                                    crate::cpulist::format_cpu_list(&host.usable_cpus)
+                                ),
+                            ));
+                        }
+                        cpus
+                    }
+                };
+                Some((profile, cpus))
+            }
+        };
 
         if args.nanosleep {
             notes.add(
@@ -397,6 +430,7 @@ impl MeasureOptions {
             forensics_ns,
             log,
             plot: args.plot.clone(),
+            load,
             notes: notes.0,
         })
     }

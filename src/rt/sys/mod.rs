@@ -13,6 +13,7 @@ use std::mem::MaybeUninit;
 
 use crate::cpulist::{MAX_CPUS, parse_cpu_list};
 
+pub mod process;
 mod time;
 mod timer;
 mod timerfd;

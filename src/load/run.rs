@@ -1,0 +1,591 @@
+//! A running load: a guard process leading the load's process group, the
+//! generators inside it, and a supervisor thread that restarts hackbench
+//! as it ends (as rteval does), notices generators that exit early, and
+//! stops everything at the end.
+//!
+//! Nothing outlives latencyd: the guard (`latencyd load-guard`) holds the
+//! read end of a pipe whose only write end is latencyd's; when latencyd
+//! closes it — at the end of the load, or by dying, SIGKILL included —
+//! the guard removes the load's scratch directory and kills the whole
+//! group. Generators start in that group, on the load's CPUs, under
+//! `SCHED_OTHER`.
+
+use std::fs;
+use std::io::{self, PipeWriter, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime};
+
+use super::profile::{Generator, HACKBENCH_FDS, Kind, Profile};
+use super::report::{GeneratorReport, LoadReport, Throughput};
+use crate::rt::sys::process::{
+    SIGINT, SIGKILL, group_exists, group_members, prepare_child, signal_group, signal_process,
+};
+
+/// How long stress-ng has to stop on SIGINT and write its metrics.
+const STOP_GRACE: Duration = Duration::from_secs(10);
+/// How long the group has to disappear once killed (its grandchildren are
+/// reaped by init).
+const GONE_WAIT: Duration = Duration::from_secs(5);
+/// The wait before a generator that failed is started again.
+const RETRY_AFTER: Duration = Duration::from_secs(5);
+const POLL: Duration = Duration::from_millis(50);
+
+/// What to run and how: the profile, its CPUs, and the program that
+/// guards the group (`/proc/self/exe load-guard`; tests name the binary).
+#[derive(Debug, Clone)]
+pub struct LoadSpec {
+    pub profile: Profile,
+    pub cpus: Vec<usize>,
+    pub guard_program: PathBuf,
+}
+
+impl LoadSpec {
+    pub fn new(profile: Profile, cpus: Vec<usize>) -> LoadSpec {
+        LoadSpec {
+            profile,
+            cpus,
+            guard_program: PathBuf::from("/proc/self/exe"),
+        }
+    }
+}
+
+struct Shared {
+    stop: AtomicBool,
+    report: Mutex<LoadReport>,
+    events: Mutex<Vec<String>>,
+}
+
+/// A load that is running; `stop` ends it and returns its report.
+pub struct RunningLoad {
+    shared: Arc<Shared>,
+    thread: Option<JoinHandle<()>>,
+    group: i32,
+}
+
+static SCRATCH_SEQ: AtomicU64 = AtomicU64::new(0);
+
+impl RunningLoad {
+    /// Starts the guard and the generators. Fails only when the guard or
+    /// the scratch directory cannot be had; a generator that cannot start
+    /// is an event (`take_events`), counted in its report, and retried.
+    pub fn start(spec: LoadSpec) -> io::Result<RunningLoad> {
+        let scratch = std::env::temp_dir().join(format!(
+            "latencyd-load-{}-{}",
+            std::process::id(),
+            SCRATCH_SEQ.fetch_add(1, Ordering::Relaxed)
+        ));
+        {
+            use std::os::unix::fs::DirBuilderExt;
+            fs::DirBuilder::new()
+                .mode(0o700)
+                .create(&scratch)
+                .map_err(|err| {
+                    io::Error::new(
+                        err.kind(),
+                        format!("cannot create {}: {err}", scratch.display()),
+                    )
+                })?;
+        }
+        let (reader, writer) = io::pipe()?;
+        let mut guard_cmd = Command::new(&spec.guard_program);
+        guard_cmd
+            .arg("load-guard")
+            .arg(&scratch)
+            .stdin(reader)
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit());
+        prepare_child(&mut guard_cmd, 0, &spec.cpus)?;
+        let guard = match guard_cmd.spawn() {
+            Ok(child) => child,
+            Err(err) => {
+                let _ = fs::remove_dir_all(&scratch);
+                return Err(io::Error::new(
+                    err.kind(),
+                    format!(
+                        "cannot start the load's guard ({} load-guard): {err}",
+                        spec.guard_program.display()
+                    ),
+                ));
+            }
+        };
+        let group = guard.id() as i32;
+        let topology = crate::host::topology::read(Path::new("/"), &spec.cpus);
+        let node_of = |cpu: usize| {
+            topology
+                .iter()
+                .find(|t| t.cpu == cpu)
+                .and_then(|t| t.node)
+                .map_or(-1, |node| node as i32)
+        };
+        let generators = spec.profile.generators(&spec.cpus, node_of, &scratch);
+        let report = LoadReport {
+            profile: spec.profile,
+            cpus: spec.cpus.clone(),
+            started: SystemTime::now(),
+            ended: None,
+            generators: generators.iter().map(GeneratorReport::new).collect(),
+            leftover: Vec::new(),
+        };
+        let shared = Arc::new(Shared {
+            stop: AtomicBool::new(false),
+            report: Mutex::new(report),
+            events: Mutex::new(Vec::new()),
+        });
+        let mut supervisor = Supervisor {
+            shared: Arc::clone(&shared),
+            group,
+            guard,
+            writer: Some(writer),
+            scratch,
+            running: generators
+                .into_iter()
+                .map(|generator| Running {
+                    generator,
+                    child: None,
+                    retry_at: Some(Instant::now()),
+                    stress_ops: Vec::new(),
+                    hackbench_seconds: 0.0,
+                    hackbench_runs: 0,
+                })
+                .collect(),
+        };
+        // The generators start before `start` returns, so that a caller
+        // sees them running (and their start-up failures) at once.
+        supervisor.start_due();
+        let thread = std::thread::Builder::new()
+            .name("latencyd-load".to_string())
+            .spawn(move || supervisor.run())?;
+        Ok(RunningLoad {
+            shared,
+            thread: Some(thread),
+            group,
+        })
+    }
+
+    /// The load's process group (its guard's process ID).
+    pub fn group(&self) -> i32 {
+        self.group
+    }
+
+    /// What happened since the last call: generators that failed to start
+    /// or exited early, one line each.
+    pub fn take_events(&self) -> Vec<String> {
+        std::mem::take(&mut *lock(&self.shared.events))
+    }
+
+    /// The report so far (throughput of the completed hackbench runs;
+    /// stress-ng's comes at the end).
+    pub fn snapshot(&self) -> LoadReport {
+        lock(&self.shared.report).clone()
+    }
+
+    /// Stops every generator, waits for the group to be gone, and returns
+    /// the load's report.
+    pub fn stop(mut self) -> LoadReport {
+        self.shared.stop.store(true, Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            thread.thread().unpark();
+            let _ = thread.join();
+        }
+        lock(&self.shared.report).clone()
+    }
+}
+
+impl Drop for RunningLoad {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            thread.thread().unpark();
+            let _ = thread.join();
+        }
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+struct Running {
+    generator: Generator,
+    child: Option<Child>,
+    /// When to start it (again); None while it runs or once stopping.
+    retry_at: Option<Instant>,
+    /// stress-ng: (stressor, bogo-ops, seconds) summed over its runs.
+    stress_ops: Vec<(String, f64, f64)>,
+    hackbench_seconds: f64,
+    hackbench_runs: u64,
+}
+
+struct Supervisor {
+    shared: Arc<Shared>,
+    group: i32,
+    guard: Child,
+    writer: Option<PipeWriter>,
+    scratch: PathBuf,
+    running: Vec<Running>,
+}
+
+impl Supervisor {
+    fn run(mut self) {
+        while !self.shared.stop.load(Ordering::Relaxed) {
+            self.reap();
+            self.start_due();
+            std::thread::park_timeout(POLL);
+        }
+        self.finish();
+    }
+
+    fn event(&self, line: String) {
+        lock(&self.shared.events).push(line);
+    }
+
+    fn publish(&self, idx: usize, f: impl FnOnce(&mut GeneratorReport)) {
+        let mut report = lock(&self.shared.report);
+        if let Some(generator) = report.generators.get_mut(idx) {
+            f(generator);
+        }
+    }
+
+    fn start_due(&mut self) {
+        let now = Instant::now();
+        for idx in 0..self.running.len() {
+            let due = self.running[idx].retry_at.is_some_and(|at| at <= now);
+            if !due || self.running[idx].child.is_some() {
+                continue;
+            }
+            let generator = &self.running[idx].generator;
+            match spawn(generator, self.group, &self.scratch) {
+                Ok(child) => {
+                    self.running[idx].child = Some(child);
+                    self.running[idx].retry_at = None;
+                    self.publish(idx, |r| {
+                        r.starts += 1;
+                        r.running = true;
+                    });
+                }
+                Err(err) => {
+                    let line = format!(
+                        "load generator {} could not start ({}): {err}; trying again in {} s",
+                        generator.name,
+                        generator.command_line(),
+                        RETRY_AFTER.as_secs()
+                    );
+                    self.running[idx].retry_at = Some(now + RETRY_AFTER);
+                    self.publish(idx, |r| {
+                        r.failures += 1;
+                        r.last_failure = Some(line.clone());
+                    });
+                    self.event(line);
+                }
+            }
+        }
+    }
+
+    /// Handles every generator that exited: hackbench's run counted and
+    /// started again, anything else an early exit (counted, retried).
+    fn reap(&mut self) {
+        for idx in 0..self.running.len() {
+            let status = match self.running[idx].child.as_mut().map(Child::try_wait) {
+                Some(Ok(Some(status))) => status,
+                _ => continue,
+            };
+            let mut child = self.running[idx].child.take().expect("checked above");
+            let output = read_all(&mut child);
+            self.absorb(idx, status, &output, false);
+        }
+    }
+
+    /// Takes a finished run's results; `stopping`: the exit was asked for.
+    fn absorb(&mut self, idx: usize, status: ExitStatus, output: &str, stopping: bool) {
+        let run = &mut self.running[idx];
+        let mut failure = None;
+        match &run.generator.kind {
+            Kind::Hackbench { .. } => match hackbench_time(output) {
+                Some(seconds) if status.success() => {
+                    run.hackbench_runs += 1;
+                    run.hackbench_seconds += seconds;
+                    run.retry_at = Some(Instant::now());
+                }
+                _ if stopping => {}
+                _ => failure = Some(exit_text(status, output)),
+            },
+            Kind::StressNg { yaml } => {
+                match fs::read_to_string(yaml) {
+                    Ok(text) => match stress_ng_metrics(&text) {
+                        Ok(metrics) => {
+                            for (stressor, ops, seconds) in metrics {
+                                match run.stress_ops.iter_mut().find(|(s, _, _)| *s == stressor) {
+                                    Some(entry) => {
+                                        entry.1 += ops;
+                                        entry.2 += seconds;
+                                    }
+                                    None => run.stress_ops.push((stressor, ops, seconds)),
+                                }
+                            }
+                        }
+                        Err(err) => {
+                            failure = Some(format!("its metrics could not be read: {err}"));
+                        }
+                    },
+                    Err(err) if stopping => {
+                        failure = Some(format!("it wrote no metrics ({}: {err})", yaml.display()));
+                    }
+                    Err(_) => {}
+                }
+                let _ = fs::remove_file(yaml);
+                if !stopping {
+                    let log =
+                        fs::read_to_string(self.scratch.join("stress-ng.log")).unwrap_or_default();
+                    failure = Some(exit_text(status, &log));
+                }
+            }
+        }
+        let run = &mut self.running[idx];
+        let throughput = throughput_of(run);
+        let name = run.generator.name.clone();
+        if let Some(why) = &failure
+            && !stopping
+        {
+            run.retry_at = Some(Instant::now() + RETRY_AFTER);
+            let line =
+                format!("load generator {name} exited early: {why}; starting it again in 5 s");
+            self.publish(idx, |r| {
+                r.failures += 1;
+                r.last_failure = Some(line.clone());
+            });
+            self.event(line);
+        } else if let Some(why) = failure {
+            let line = format!("load generator {name}: {why}");
+            self.publish(idx, |r| {
+                r.failures += 1;
+                r.last_failure = Some(line.clone());
+            });
+            self.event(line);
+        }
+        let runs = self.running[idx].hackbench_runs;
+        self.publish(idx, |r| {
+            r.running = false;
+            r.completed_runs = runs;
+            r.throughput = throughput;
+        });
+    }
+
+    fn finish(mut self) {
+        for run in &mut self.running {
+            run.retry_at = None;
+        }
+        // stress-ng stops on SIGINT and writes its metrics; hackbench has
+        // nothing to say about a run cut short.
+        let stress: Vec<usize> = (0..self.running.len())
+            .filter(|&i| {
+                matches!(self.running[i].generator.kind, Kind::StressNg { .. })
+                    && self.running[i].child.is_some()
+            })
+            .collect();
+        for &idx in &stress {
+            if let Some(child) = &self.running[idx].child {
+                let _ = signal_process(child.id() as i32, SIGINT);
+            }
+        }
+        let deadline = Instant::now() + STOP_GRACE;
+        for &idx in &stress {
+            while let Some(child) = self.running[idx].child.as_mut() {
+                match child.try_wait() {
+                    Ok(Some(status)) => {
+                        let mut child = self.running[idx].child.take().expect("present");
+                        let output = read_all(&mut child);
+                        self.absorb(idx, status, &output, true);
+                        break;
+                    }
+                    Ok(None) if Instant::now() < deadline => std::thread::sleep(POLL),
+                    _ => {
+                        let name = self.running[idx].generator.name.clone();
+                        let line = format!(
+                            "load generator {name} did not stop within {} s of SIGINT; killed",
+                            STOP_GRACE.as_secs()
+                        );
+                        self.publish(idx, |r| {
+                            r.failures += 1;
+                            r.last_failure = Some(line.clone());
+                        });
+                        self.event(line);
+                        break;
+                    }
+                }
+            }
+        }
+        // Everything left — hackbench and its children, the guard — goes
+        // at once; the guard would do the same on the pipe's closing.
+        let _ = signal_group(self.group, SIGKILL);
+        for run in &mut self.running {
+            if let Some(mut child) = run.child.take() {
+                let _ = child.wait();
+            }
+        }
+        drop(self.writer.take());
+        let _ = self.guard.wait();
+        let deadline = Instant::now() + GONE_WAIT;
+        while group_exists(self.group) && Instant::now() < deadline {
+            std::thread::sleep(POLL);
+        }
+        let leftover = if group_exists(self.group) {
+            group_members(self.group)
+        } else {
+            Vec::new()
+        };
+        let _ = fs::remove_dir_all(&self.scratch);
+        for idx in 0..self.running.len() {
+            let throughput = throughput_of(&self.running[idx]);
+            let runs = self.running[idx].hackbench_runs;
+            self.publish(idx, |r| {
+                r.running = false;
+                r.completed_runs = runs;
+                r.throughput = throughput;
+            });
+        }
+        let mut report = lock(&self.shared.report);
+        report.ended = Some(SystemTime::now());
+        report.leftover = leftover;
+    }
+}
+
+fn spawn(generator: &Generator, group: i32, scratch: &Path) -> io::Result<Child> {
+    let mut command = Command::new(generator.program);
+    command.args(&generator.args).stdin(Stdio::null());
+    match generator.kind {
+        Kind::Hackbench { .. } => {
+            command.stdout(Stdio::piped()).stderr(Stdio::piped());
+        }
+        Kind::StressNg { .. } => {
+            let log = fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(scratch.join("stress-ng.log"))?;
+            command.stdout(log.try_clone()?).stderr(log);
+        }
+    }
+    prepare_child(&mut command, group, &generator.cpus)?;
+    command.spawn()
+}
+
+/// A finished child's stdout and stderr (hackbench prints three lines).
+fn read_all(child: &mut Child) -> String {
+    let mut text = String::new();
+    if let Some(mut out) = child.stdout.take() {
+        let _ = out.read_to_string(&mut text);
+    }
+    if let Some(mut err) = child.stderr.take() {
+        let _ = err.read_to_string(&mut text);
+    }
+    text
+}
+
+fn exit_text(status: ExitStatus, output: &str) -> String {
+    let tail: Vec<&str> = output
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .rev()
+        .take(3)
+        .collect();
+    let tail: Vec<&str> = tail.into_iter().rev().collect();
+    if tail.is_empty() {
+        format!("{status}")
+    } else {
+        format!("{status} ({})", tail.join(" / "))
+    }
+}
+
+/// hackbench's `Time: 2.479` line.
+pub(crate) fn hackbench_time(output: &str) -> Option<f64> {
+    output
+        .lines()
+        .find_map(|line| line.trim().strip_prefix("Time:"))
+        .and_then(|t| t.trim().parse::<f64>().ok())
+        .filter(|t| t.is_finite() && *t > 0.0)
+}
+
+/// stress-ng's `--yaml` metrics: (stressor, bogo-ops, wall-clock seconds).
+pub(crate) fn stress_ng_metrics(text: &str) -> Result<Vec<(String, f64, f64)>, String> {
+    #[derive(serde::Deserialize)]
+    struct Doc {
+        #[serde(default)]
+        metrics: Vec<Metric>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Metric {
+        stressor: String,
+        #[serde(rename = "bogo-ops")]
+        bogo_ops: f64,
+        #[serde(rename = "wall-clock-time")]
+        wall_clock_time: f64,
+    }
+    let doc: Doc = serde_yaml_ng::from_str(text).map_err(|err| err.to_string())?;
+    Ok(doc
+        .metrics
+        .into_iter()
+        .map(|m| (m.stressor, m.bogo_ops, m.wall_clock_time))
+        .collect())
+}
+
+fn throughput_of(run: &Running) -> Vec<Throughput> {
+    match &run.generator.kind {
+        Kind::Hackbench { groups, loops } => {
+            if run.hackbench_runs == 0 {
+                return Vec::new();
+            }
+            let per_run = (*groups as u64 * HACKBENCH_FDS * HACKBENCH_FDS * loops) as f64;
+            vec![Throughput {
+                what: "messages".to_string(),
+                count: per_run * run.hackbench_runs as f64,
+                seconds: run.hackbench_seconds,
+                unit: "messages/s",
+            }]
+        }
+        Kind::StressNg { .. } => run
+            .stress_ops
+            .iter()
+            .map(|(stressor, ops, seconds)| Throughput {
+                what: stressor.clone(),
+                count: *ops,
+                seconds: *seconds,
+                unit: "bogo-ops/s",
+            })
+            .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hackbench_time_is_read_from_its_last_line() {
+        let out = "Running in process mode with 6 groups using 40 file descriptors each \
+                   (== 240 tasks)\nEach sender will pass 1000 messages of 1000 bytes\nTime: 2.479\n";
+        assert_eq!(hackbench_time(out), Some(2.479));
+        assert_eq!(hackbench_time("Time: nan\n"), None);
+        assert_eq!(hackbench_time("fork() failed\n"), None);
+    }
+
+    #[test]
+    fn stress_ng_yaml_metrics_are_read_per_stressor() {
+        // The layout stress-ng 0.15 writes with --yaml (abridged).
+        let yaml = "---\nsystem-info:\n      stress-ng-version: 0.15.06\n      \
+                    time-hh-mm-ss: 03:10:41\n      version: '#1 SMP PREEMPT_DYNAMIC @0'\n\n\
+                    metrics:\n    - stressor: cpu\n      bogo-ops: 6373\n      \
+                    bogo-ops-per-second-real-time: 2123.654782\n      wall-clock-time: 3.000959\n\n    \
+                    - stressor: vm\n      bogo-ops: 54516\n      wall-clock-time: 3.023671\n...\n";
+        let metrics = stress_ng_metrics(yaml).unwrap();
+        assert_eq!(metrics.len(), 2);
+        assert_eq!(metrics[0].0, "cpu");
+        let rate = metrics[0].1 / metrics[0].2;
+        assert!((rate - 2123.65).abs() < 0.01, "{rate}");
+        assert!(stress_ng_metrics("metrics: 3\n").is_err());
+    }
+}

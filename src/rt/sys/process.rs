@@ -1,0 +1,147 @@
+//! Child processes that must not outlive latencyd: the load generators
+//! (`crate::load`). They run in one process group led by a guard process;
+//! this module holds the libc calls that put them there, move them off
+//! real-time scheduling, signal the group and check that it is gone.
+
+use std::io;
+use std::os::unix::process::CommandExt;
+use std::process::Command;
+
+use crate::cpulist::MAX_CPUS;
+
+/// Prepares `command` to start in the process group `group` (0: a new
+/// group led by the child itself), on `cpus` only, under `SCHED_OTHER`
+/// whatever the caller's policy (a harness may run latencyd under
+/// `chrt`, and children inherit the policy).
+pub fn prepare_child(command: &mut Command, group: i32, cpus: &[usize]) -> io::Result<()> {
+    // SAFETY: cpu_set_t is plain data; all-zeroes is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    for &cpu in cpus {
+        if cpu >= MAX_CPUS {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("CPU {cpu} is beyond CPU_SETSIZE"),
+            ));
+        }
+        // SAFETY: `cpu` < CPU_SETSIZE was checked above.
+        unsafe { libc::CPU_SET(cpu, &mut set) };
+    }
+    let any_cpu = !cpus.is_empty();
+    command.process_group(group);
+    // SAFETY: the closure runs between fork and exec and calls only
+    // async-signal-safe system calls on data prepared before the fork.
+    unsafe {
+        command.pre_exec(move || {
+            if any_cpu
+                && libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0
+            {
+                return Err(io::Error::last_os_error());
+            }
+            if libc::sched_getscheduler(0) != libc::SCHED_OTHER {
+                let param = libc::sched_param { sched_priority: 0 };
+                if libc::sched_setscheduler(0, libc::SCHED_OTHER, &param) != 0 {
+                    return Err(io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        });
+    }
+    Ok(())
+}
+
+/// Sends `signal` to one process.
+pub fn signal_process(pid: i32, signal: i32) -> io::Result<()> {
+    // SAFETY: kill has no memory arguments.
+    if unsafe { libc::kill(pid, signal) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Sends `signal` to every process of the group `group`.
+pub fn signal_group(group: i32, signal: i32) -> io::Result<()> {
+    if group <= 1 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{group} is not a process group latencyd started"),
+        ));
+    }
+    signal_process(-group, signal)
+}
+
+/// Whether any process (zombies included) is left in the group:
+/// `kill(…, 0)` answers EPERM for processes that exist but are not ours
+/// to signal, and ESRCH when there are none.
+pub fn group_exists(group: i32) -> bool {
+    if group <= 1 {
+        return false;
+    }
+    match signal_process(-group, 0) {
+        Ok(()) => true,
+        Err(err) => err.raw_os_error() == Some(libc::EPERM),
+    }
+}
+
+/// The process IDs whose process group is `group`, read from `/proc`
+/// (for proofs and messages: which generators are still there).
+pub fn group_members(group: i32) -> Vec<i32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|&pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|stat| {
+                    // After the command name's closing parenthesis: state,
+                    // ppid, pgrp.
+                    let rest = &stat[stat.rfind(')')? + 1..];
+                    rest.split_whitespace().nth(2)?.parse::<i32>().ok()
+                })
+                == Some(group)
+        })
+        .collect()
+}
+
+/// The guard's part (`latencyd load-guard`): refuses unless it leads its
+/// own process group and its standard input is a pipe (so that it can
+/// never take a shell's group down with it), then blocks until the pipe's
+/// other end closes — latencyd stopped the load, or died, SIGKILL
+/// included — runs `before_kill`, and kills its whole group, itself
+/// last. Returns only on refusal.
+pub fn guard_group(before_kill: impl FnOnce()) -> io::Error {
+    // SAFETY: getpgrp and getpid have no arguments.
+    let (group, pid) = unsafe { (libc::getpgrp(), libc::getpid()) };
+    if group != pid {
+        return io::Error::other(
+            "load-guard must lead its own process group; latencyd starts it itself",
+        );
+    }
+    // SAFETY: `stat` is a valid out-buffer for fstat.
+    let mut stat: libc::stat = unsafe { std::mem::zeroed() };
+    if unsafe { libc::fstat(0, &mut stat) } != 0 || stat.st_mode & libc::S_IFMT != libc::S_IFIFO {
+        return io::Error::other("load-guard's standard input must be latencyd's pipe");
+    }
+    let mut buf = [0u8; 64];
+    loop {
+        // SAFETY: `buf` is valid for its length.
+        let n = unsafe { libc::read(0, buf.as_mut_ptr().cast(), buf.len()) };
+        if n == 0 {
+            break;
+        }
+        if n < 0 && io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+            break;
+        }
+    }
+    before_kill();
+    // SAFETY: kill has no memory arguments; 0 is the caller's own group.
+    unsafe { libc::kill(0, libc::SIGKILL) };
+    io::Error::other("load-guard: kill(0, SIGKILL) returned")
+}
+
+/// The signal numbers the load module uses, so that libc stays here.
+pub const SIGINT: i32 = libc::SIGINT;
+pub const SIGKILL: i32 = libc::SIGKILL;
+pub const SIGTERM: i32 = libc::SIGTERM;
