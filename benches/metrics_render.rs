@@ -53,6 +53,7 @@ fn synthetic_state(n_cpus: usize) -> MonitorState {
     MonitorState {
         host: HostInfo::detect(),
         observe: latencyd::daemon::state::ObserveState::off(&config),
+        load: latencyd::daemon::state::LoadState::new(&config),
         config,
         started_ns: now,
         cpus,

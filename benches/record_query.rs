@@ -95,6 +95,7 @@ fn write_day(dir: &Path, cpus: usize) -> u64 {
                 length_ns: INTERVAL_S * 1_000_000_000,
                 stats: pool[(k as usize * 7 + cpu * 13) % pool.len()].clone(),
                 fingerprint: Some("0123456789ab".to_string()),
+                load: None,
             })
             .collect();
         let batch = Batch {

@@ -104,6 +104,7 @@ fn state(per_cpu_histograms: bool) -> MonitorState {
         pm_qos_held_us: Some(0),
         fingerprint: common::synthetic_fingerprint(NOW_UNIX_NS - 900 * S),
         observe: observed(&config),
+        load: latencyd::daemon::state::LoadState::new(&config),
         config,
     }
 }
@@ -257,6 +258,7 @@ fn state_with_record(dir: &std::path::Path) -> MonitorState {
                     length_ns: 60 * S,
                     stats,
                     fingerprint: None,
+                    load: None,
                 }
             })
             .collect();

@@ -155,6 +155,7 @@ fn router() -> axum::Router {
         pm_qos_held_us: None,
         fingerprint: common::synthetic_fingerprint(0),
         observe: latencyd::daemon::state::ObserveState::off(&config),
+        load: latencyd::daemon::state::LoadState::new(&config),
         config,
     };
     latencyd::daemon::http::router(latencyd::daemon::http::AppState::new(

@@ -11,6 +11,7 @@
 mod export;
 mod forensics;
 mod host;
+mod load;
 mod log;
 mod measure;
 mod observe;
@@ -27,6 +28,7 @@ use config::{Environment, File, FileFormat, Map, Source, Value, ValueKind};
 pub use export::ExportConfig;
 pub use forensics::ForensicsConfig;
 pub use host::HostConfig;
+pub use load::LoadConfig;
 pub use log::{LogConfig, LogFormat, LogLevel};
 pub use measure::MeasureConfig;
 pub use observe::{ObserveConfig, ObserveCpus};
@@ -87,6 +89,7 @@ pub struct Config {
     pub record: RecordConfig,
     pub host: HostConfig,
     pub observe: ObserveConfig,
+    pub load: LoadConfig,
     /// Each key's effective value (as TOML) and where it came from.
     pub effective: BTreeMap<String, Effective>,
 }
@@ -105,7 +108,7 @@ pub struct Sources {
     pub flags: Vec<(&'static str, String, &'static str)>,
 }
 
-const SECTIONS: [&str; 8] = [
+const SECTIONS: [&str; 9] = [
     "measure",
     "realtime",
     "export",
@@ -114,6 +117,7 @@ const SECTIONS: [&str; 8] = [
     "record",
     "host",
     "observe",
+    "load",
 ];
 
 impl Config {
@@ -206,6 +210,7 @@ impl Config {
         let record = RecordConfig::read(&mut reader("record")?.with(&mut effective))?;
         let host = HostConfig::read(&mut reader("host")?.with(&mut effective))?;
         let observe = ObserveConfig::read(&mut reader("observe")?.with(&mut effective))?;
+        let load = LoadConfig::read(&mut reader("load")?.with(&mut effective))?;
         Ok(Config {
             measure,
             realtime,
@@ -215,6 +220,7 @@ impl Config {
             record,
             host,
             observe,
+            load,
             effective,
         })
     }
@@ -225,7 +231,8 @@ impl Config {
         self.measure
             .check_against(host, &self.realtime, &self.effective)?;
         self.export.check_against(host, &self.effective)?;
-        self.observe.check_against(host, &self.effective)
+        self.observe.check_against(host, &self.effective)?;
+        self.load.check_against(host, &self.effective)
     }
 
     /// The effective configuration as TOML, each key commented with where

@@ -56,7 +56,7 @@ fn defaults_need_no_file() {
             .values()
             .all(|e| e.source == "built-in default")
     );
-    assert_eq!(config.effective.len(), 41, "every key is listed");
+    assert_eq!(config.effective.len(), 46, "every key is listed");
     assert_eq!(config.record.enabled, super::record::Switch::Auto);
     if std::env::var_os("STATE_DIRECTORY").is_none() {
         assert!(!config.record.on(), "no state directory, no record");
@@ -388,4 +388,47 @@ fn the_example_file_documents_every_key_with_its_default() {
         "{:?}",
         builtin.changed_keys(&example)
     );
+}
+
+#[test]
+fn load_windows_are_off_by_default_and_read_as_scheduled() {
+    let (config, _) = load(None, &[], &[]);
+    let config = config.unwrap();
+    assert_eq!(config.load.profile, None, "no load unless configured");
+    let (config, _) = load(
+        Some(
+            "[load]\nprofile = \"irq\"\ncpus = \"1\"\nevery = \"1d\"\nat = \"02:30\"\nduration = \"45m\"\n",
+        ),
+        &[],
+        &[],
+    );
+    let config = config.unwrap();
+    assert_eq!(config.load.profile, Some(crate::load::Profile::Irq));
+    assert_eq!(config.load.cpus, CpuSelection::List(vec![1]));
+    assert_eq!(config.load.schedule.at.as_secs(), 9_000);
+    assert_eq!(config.load.schedule.duration.as_secs(), 2_700);
+    let (config, _) = load(None, &[("LATENCYD_LOAD__AT", "90s")], &[]);
+    assert_eq!(config.unwrap().load.schedule.at.as_secs(), 90);
+}
+
+#[test]
+fn bad_load_settings_name_the_key_and_what_is_accepted() {
+    let err = |toml: &str| load(Some(toml), &[], &[]).0.unwrap_err().to_string();
+    let e = err("[load]\nprofile = \"heavy\"\n");
+    assert!(
+        e.contains("load.profile") && e.contains("'heavy' is not a load profile"),
+        "{e}"
+    );
+    assert!(e.contains("or \"none\""), "{e}");
+    let e = err("[load]\nprofile = \"cpu\"\nevery = \"1h\"\nduration = \"2h\"\nat = \"0s\"\n");
+    assert!(
+        e.contains("load.duration = 2h is not shorter than load.every = 1h"),
+        "{e}"
+    );
+    let e = err("[load]\nat = \"25:00\"\n");
+    assert!(e.contains("load.at") && e.contains("\"HH:MM\""), "{e}");
+    let e = err("[load]\nat = \"02:00\"\nevery = \"1h\"\nduration = \"30m\"\n");
+    assert!(e.contains("is not within the period"), "{e}");
+    let e = err("[load]\nprofile = \"cpu\"\nintensity = 3\n");
+    assert!(e.contains("intensity"), "{e}");
 }

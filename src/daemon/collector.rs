@@ -14,6 +14,7 @@ use std::time::Instant;
 
 use tokio::task::JoinHandle;
 
+use super::load::LoadWindows;
 use super::state::{MonitorState, lock};
 use crate::forensics::{Recorder, Spike, Trigger};
 use crate::observe::Observer;
@@ -61,6 +62,8 @@ pub(super) struct Collector {
     recorder: Recorder,
     observer: Observer,
     pub(super) record: Option<(Accumulator, Keeper)>,
+    /// The scheduled load windows, when `[load]` names a profile.
+    pub(super) load: Option<LoadWindows>,
     /// Wall time, ns since the epoch (the record's intervals are in it).
     unix_ns: fn() -> u64,
 }
@@ -77,6 +80,7 @@ impl Collector {
             recorder,
             observer,
             record,
+            load: None,
             unix_ns,
         }
     }
@@ -132,6 +136,19 @@ impl Collector {
             }
             if let Some(batch) = accumulator.take((self.unix_ns)(), false) {
                 keeper.submit(batch);
+            }
+        }
+        // A load window starting or ending cuts the record's interval, so
+        // that each is filed under one load state.
+        if let Some(windows) = &mut self.load {
+            let now_ns = (self.unix_ns)();
+            let now = std::time::UNIX_EPOCH + std::time::Duration::from_nanos(now_ns);
+            if let Some(load) = windows.tick(now, state).await
+                && let Some((accumulator, keeper)) = &mut self.record
+            {
+                for batch in accumulator.set_load(load, now_ns) {
+                    keeper.submit(batch);
+                }
             }
         }
         for (cpu, why) in self.adopt_finished(engine, true).await {

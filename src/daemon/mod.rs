@@ -19,6 +19,7 @@
 //! - `event_loop`: ticks, signals, watchdog, STATUS=.
 //! - `collector`: samplers' intervals into the state; hotplug restarts.
 //! - `observe`: starting the observer of CPUs without a sampler.
+//! - `load`: the scheduled load windows (`[load]`).
 //! - `reload`: SIGHUP.
 //! - `state`, `render`, `http`: what is known, how it is shown, how it is
 //!   served. `logging`, `notify`: tracing and sd_notify.
@@ -28,6 +29,7 @@ mod error;
 mod event_loop;
 mod host_watch;
 mod listen;
+mod load;
 mod logging;
 mod notify;
 mod observe;

@@ -19,7 +19,9 @@ use super::http::{self, server};
 use super::logging;
 use super::notify;
 use super::render::metrics::SYSTEM_CLOCKS;
-use super::state::{CpuView, MonitorState, ObserveState, ReloadRecord, SamplerView, lock};
+use super::state::{
+    CpuView, LoadState, MonitorState, ObserveState, ReloadRecord, SamplerView, lock,
+};
 use crate::cli::RunArgs;
 use crate::config::{self, Config, Sources};
 use crate::cpulist::format_cpu_list;
@@ -232,6 +234,7 @@ async fn serve(
     let first_facts = host_watch::FirstRead::take(&cpus, record_dir).await;
     let reread = Duration::from_nanos(config.host.reread_interval_ns);
     let started_ns = sys::monotonic_now_ns();
+    let load_state = LoadState::new(&config);
     let state = Arc::new(Mutex::new(MonitorState {
         fingerprint: first_facts.track(),
         started_ns,
@@ -261,6 +264,7 @@ async fn serve(
         forensics: recorder.journal(),
         record: record_status,
         observe: observe_state,
+        load: load_state,
     }));
 
     tokio::spawn(host_watch::watch(first_facts, Arc::clone(&state), reread));
@@ -286,6 +290,10 @@ async fn serve(
     notify::ready(&summary);
 
     let mut collector = super::collector::Collector::new(recorder, observer, record, unix_now_ns);
+    collector.load = {
+        let s = lock(&state);
+        super::load::LoadWindows::new(&s.config, &s.host)
+    };
     let reload = super::reload::Reload {
         sources,
         log_level,
@@ -299,6 +307,10 @@ async fn serve(
     let started = Instant::now();
     // A restart under way hands its sampler to the engine, which stops it.
     collector.settle(&mut engine).await;
+    // A load window's generators stop before the samplers do.
+    if let Some(mut windows) = collector.load.take() {
+        windows.stop(&state).await;
+    }
     let mut recorder = collector.take_recorder();
     // Joining the recorder waits for a capture under way and removes the
     // tracefs instance: not on the runtime's thread.

@@ -138,6 +138,9 @@ pub struct Entry {
     /// The identifier of the host's facts (`host::Fingerprint::id`) it was
     /// measured under, where the record says.
     pub fingerprint: Option<String>,
+    /// The load running while it was measured (a profile's name, from the
+    /// daemon's `[load]` windows or `measure --load`); None: no load.
+    pub load: Option<String>,
 }
 
 impl Entry {
@@ -158,9 +161,13 @@ pub fn encode_entry(entry: &Entry, out: &mut String) {
         .fingerprint
         .as_ref()
         .map_or(String::new(), |id| format!(" fingerprint={id}"));
+    let load = entry
+        .load
+        .as_ref()
+        .map_or(String::new(), |name| format!(" load={name}"));
     out.push_str(&format!(
         "#[latencyd cpu{} count={} sum={} min={} max={} missed={} overflows={} spikes={} \
-         threshold={}{fingerprint}]\n",
+         threshold={}{fingerprint}{load}]\n",
         entry.cpu,
         e.count,
         e.sum_ns,
@@ -246,6 +253,7 @@ struct Pending {
     exact: Exact,
     threshold: u64,
     fingerprint: Option<String>,
+    load: Option<String>,
 }
 
 impl LineParser {
@@ -307,10 +315,16 @@ fn parse_exact(rest: &str) -> Option<Pending> {
     let hdr_overflows = u64::try_from(get("overflows")?).ok()?;
     let spikes = u64::try_from(get("spikes")?).ok()?;
     let threshold = u64::try_from(get("threshold")?).ok()?;
-    // Written since the record carries host facts; later words are skipped.
-    let fingerprint = words
-        .find_map(|w| w.strip_prefix("fingerprint="))
-        .map(str::to_string);
+    // Written since the record carries host facts (fingerprint) and load
+    // windows (load); other words are skipped.
+    let rest: Vec<&str> = words.collect();
+    let word = |name: &str| {
+        rest.iter()
+            .find_map(|w| w.strip_prefix(name))
+            .map(str::to_string)
+    };
+    let fingerprint = word("fingerprint=");
+    let load = word("load=");
     let exact = Exact {
         count,
         sum_ns,
@@ -325,6 +339,7 @@ fn parse_exact(rest: &str) -> Option<Pending> {
         exact,
         threshold,
         fingerprint,
+        load,
     })
 }
 
@@ -367,6 +382,7 @@ fn parse_entry(cpu: usize, rest: &str, pending: Option<Pending>) -> Result<Entry
         .map_err(|e| format!("the histogram cannot be decoded: {e:?}"))?;
     let pending = pending.filter(|p| p.cpu == cpu);
     let fingerprint = pending.as_ref().and_then(|p| p.fingerprint.clone());
+    let load = pending.as_ref().and_then(|p| p.load.clone());
     let stats = match pending {
         Some(Pending {
             exact, threshold, ..
@@ -393,6 +409,7 @@ fn parse_entry(cpu: usize, rest: &str, pending: Option<Pending>) -> Result<Entry
         length_ns,
         stats,
         fingerprint,
+        load,
     })
 }
 
@@ -412,6 +429,7 @@ mod tests {
             length_ns: 300 * NS_PER_SEC,
             stats,
             fingerprint: Some("0123456789ab".to_string()),
+            load: Some("rteval".to_string()),
         }
     }
 
@@ -459,6 +477,7 @@ mod tests {
         assert_eq!(entries.len(), 1);
         let e = &entries[0];
         assert_eq!(e.fingerprint.as_deref(), Some("0123456789ab"));
+        assert_eq!(e.load.as_deref(), Some("rteval"));
         assert_eq!(
             (e.cpu, e.start_ns, e.length_ns),
             (3, 1_795_315_538 * NS_PER_SEC, 300 * NS_PER_SEC)
@@ -466,6 +485,27 @@ mod tests {
         assert_eq!(e.stats.exact(), sample_entry().stats.exact());
         assert_eq!(e.stats.spikes, 1);
         assert_eq!(e.stats.spike_threshold_ns(), 100_000);
+    }
+
+    #[test]
+    fn the_load_is_read_with_or_without_a_fingerprint_and_absent_means_idle() {
+        let mut entry = sample_entry();
+        entry.fingerprint = None;
+        let mut text = String::new();
+        encode_entry(&entry, &mut text);
+        assert!(text.contains(" load=rteval]\n"), "{text}");
+        entry.load = None;
+        encode_entry(&entry, &mut text);
+        assert!(!text.lines().nth(2).unwrap().contains("load="));
+        let mut parser = LineParser::default();
+        let loads: Vec<Option<String>> = text
+            .lines()
+            .filter_map(|l| match parser.line(l) {
+                Line::Entry(e) => Some(e.load),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(loads, vec![Some("rteval".to_string()), None]);
     }
 
     #[test]

@@ -37,6 +37,8 @@ pub struct Accumulator {
     /// The host's facts in force; a finished interval is filed under
     /// those in force when it ends.
     fingerprint: Option<Arc<Fingerprint>>,
+    /// The load running now; intervals are cut where it starts or ends.
+    load: Option<String>,
 }
 
 impl Accumulator {
@@ -47,12 +49,26 @@ impl Accumulator {
             start_ns: now_ns,
             cpus: BTreeMap::new(),
             fingerprint: None,
+            load: None,
         }
     }
 
     /// The host's facts from now on.
     pub fn set_fingerprint(&mut self, fingerprint: Arc<Fingerprint>) {
         self.fingerprint = Some(fingerprint);
+    }
+
+    /// The load running from `now_ns` on (None: none). When it changes,
+    /// the interval in progress ends here, filed under the load it was
+    /// measured with (an interval already due first, whole), so that no
+    /// interval mixes idle and loaded time.
+    pub fn set_load(&mut self, load: Option<String>, now_ns: u64) -> Vec<Batch> {
+        if load == self.load {
+            return Vec::new();
+        }
+        let batches = [self.take(now_ns, false), self.take(now_ns, true)];
+        self.load = load;
+        batches.into_iter().flatten().collect()
     }
 
     /// Adds an interval a sampler published.
@@ -94,6 +110,7 @@ impl Accumulator {
                 length_ns: end - start,
                 stats,
                 fingerprint: self.fingerprint.as_ref().map(|f| f.id()),
+                load: self.load.clone(),
             })
             .collect();
         (!entries.is_empty()).then(|| Batch {
@@ -107,6 +124,43 @@ impl Accumulator {
 mod tests {
     use super::*;
     use crate::units::NS_PER_SEC;
+
+    #[test]
+    fn a_load_starting_or_ending_cuts_the_interval_and_files_each_part_under_its_state() {
+        let t = 1_000 * NS_PER_SEC;
+        let mut acc = Accumulator::new(60 * NS_PER_SEC, 100_000, t);
+        let mut one = LatencyStats::new(100_000, None);
+        one.record(5_000, 0);
+        acc.add(0, &one);
+        assert!(acc.set_load(None, t + 5).is_empty(), "no change, no cut");
+        let idle = acc.set_load(Some("cpu".into()), 1_010 * NS_PER_SEC);
+        assert_eq!(idle.len(), 1);
+        assert_eq!(idle[0].entries[0].load, None);
+        assert_eq!(idle[0].entries[0].length_ns, 10 * NS_PER_SEC);
+        acc.add(0, &one);
+        acc.add(0, &one);
+        // Past the aligned boundary (1020 s): the due interval whole, then
+        // the part after it, each under the load.
+        let loaded = acc.set_load(None, 1_010 * NS_PER_SEC + 5 * NS_PER_SEC);
+        assert_eq!(loaded.len(), 1);
+        assert_eq!(loaded[0].entries[0].load.as_deref(), Some("cpu"));
+        assert_eq!(loaded[0].entries[0].stats.count, 2);
+        assert_eq!(loaded[0].entries[0].start_ns, 1_010 * NS_PER_SEC);
+        acc.add(0, &one);
+        acc.add(1, &one);
+        // The rest runs to the aligned boundary, idle again.
+        let rest = acc.take(1_020 * NS_PER_SEC, false).unwrap();
+        assert_eq!(rest.entries[0].load, None);
+        assert_eq!(rest.entries[0].start_ns, 1_015 * NS_PER_SEC);
+        assert_eq!(rest.entries[0].length_ns, 5 * NS_PER_SEC);
+        // A change found after the boundary passed: both parts, each whole.
+        acc.set_load(Some("cpu".into()), 1_025 * NS_PER_SEC);
+        acc.add(0, &one);
+        let parts = acc.set_load(None, 1_090 * NS_PER_SEC);
+        assert_eq!(parts.len(), 1, "the part after the boundary had no samples");
+        assert_eq!(parts[0].entries[0].start_ns, 1_025 * NS_PER_SEC);
+        assert_eq!(parts[0].entries[0].load.as_deref(), Some("cpu"));
+    }
 
     #[test]
     fn intervals_are_aligned_to_wall_time_and_keep_every_sample() {

@@ -315,6 +315,7 @@ mod tests {
                         length_ns: NS_PER_SEC,
                         stats,
                         fingerprint: None,
+                        load: None,
                     }
                 })
                 .collect();

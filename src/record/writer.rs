@@ -294,6 +294,7 @@ mod tests {
                         length_ns: NS_PER_SEC,
                         stats,
                         fingerprint: None,
+                        load: None,
                     }
                 })
                 .collect(),

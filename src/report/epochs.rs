@@ -90,6 +90,43 @@ pub fn by_fingerprint(
     Ok((parts, report))
 }
 
+/// The record's intervals in `range` in two parts: measured with no load
+/// running, and under a load; with the load profiles seen (`+`-joined).
+/// Each part is filed under the fingerprint of its last interval.
+pub fn by_load(
+    files: &[PathBuf],
+    range: Range,
+    cpus: Option<&[usize]>,
+) -> Result<(Part, Part, String, ReadReport), String> {
+    let mut idle = Part::new(UNKNOWN);
+    let mut loaded = Part::new(UNKNOWN);
+    let mut profiles: Vec<String> = Vec::new();
+    let report = reader::read(files, range, |entry: Entry| {
+        if cpus.is_some_and(|c| !c.contains(&entry.cpu)) {
+            return;
+        }
+        let part = match &entry.load {
+            None => &mut idle,
+            Some(profile) => {
+                if !profiles.contains(profile) {
+                    profiles.push(profile.clone());
+                }
+                &mut loaded
+            }
+        };
+        if let Some(id) = &entry.fingerprint {
+            part.fingerprint.clone_from(id);
+        }
+        part.summary.add(&entry);
+    })?;
+    for part in [&mut idle, &mut loaded] {
+        part.facts = report
+            .host(&part.fingerprint)
+            .map(|h| h.fingerprint.clone());
+    }
+    Ok((idle, loaded, profiles.join("+"), report))
+}
+
 /// One range of the record, whatever its fingerprints (the last one's
 /// facts kept).
 pub fn range_part(
@@ -490,6 +527,7 @@ mod tests {
                         length_ns: NS_PER_SEC,
                         stats,
                         fingerprint: Some(fp.id()),
+                        load: None,
                     }
                 })
                 .collect();

@@ -63,6 +63,41 @@ fn run(args: &ReportArgs) -> Result<String, String> {
     if let Some(ranges) = &args.compare {
         return compare(args, &files, ranges, range, cpus.as_deref(), now);
     }
+    if args.plot.is_some() && !args.by_load {
+        return Err(
+            "--plot draws --compare's or --by-load's two distributions: add one of \
+                    them"
+                .to_string(),
+        );
+    }
+    if args.by_load {
+        let (idle, loaded, profiles, report) = epochs::by_load(&files, range, cpus.as_deref())?;
+        if let Some(warning) = report.warning() {
+            eprintln!("latencyd report: warning: {warning}");
+        }
+        for (part, what) in [(&idle, "idle"), (&loaded, "under load")] {
+            if part.summary.cpus.is_empty() {
+                return Err(format!(
+                    "the record has no interval measured {what} in this range ({} file(s) \
+                     read); --by-load needs both (a [load] window, or measure --load --log)",
+                    report.files
+                ));
+            }
+        }
+        let loaded_label = format!("under load {profiles}");
+        let labels = ["idle", loaded_label.as_str()];
+        if let Some(path) = &args.plot {
+            let mut plot = epochs::compare_plot(&idle, &loaded, labels);
+            plot.title = "Latency: idle against under load".to_string();
+            crate::plot::write(&plot, path)
+                .map_err(|e| format!("--plot {}: {e}", path.display()))?;
+        }
+        return Ok(if args.json {
+            epochs::compare_json(&idle, &loaded, labels)
+        } else {
+            epochs::compare_text(&idle, &loaded, labels)
+        });
+    }
     let (summary, report) = reader::summarize(&files, range, cpus.as_deref())?;
     if let Some(warning) = report.warning() {
         eprintln!("latencyd report: warning: {warning}");

@@ -212,6 +212,42 @@ pub const FAMILIES: &[(&str, &str, MetricType, &[&str])] = &[
         &[],
     ),
     (
+        "latencyd_load_active",
+        "1 while a scheduled load window's generators run ([load]), else 0; exported when [load] names a profile.",
+        MetricType::GAUGE,
+        &["profile"],
+    ),
+    (
+        "latencyd_load_window_end_timestamp_seconds",
+        "When the load window running now ends (Unix time); absent between windows.",
+        MetricType::GAUGE,
+        &["profile"],
+    ),
+    (
+        "latencyd_load_next_window_start_timestamp_seconds",
+        "When the next load window starts (Unix time).",
+        MetricType::GAUGE,
+        &["profile"],
+    ),
+    (
+        "latencyd_load_windows_total",
+        "Load windows whose load started.",
+        MetricType::COUNTER,
+        &["profile"],
+    ),
+    (
+        "latencyd_load_throughput",
+        "What a load generator achieved per second of its running time, in the window running now or else the last one: stress-ng's bogo-ops/s per stressor (its --metrics), hackbench's messages/s over its completed runs.",
+        MetricType::GAUGE,
+        &["profile", "generator", "what", "unit"],
+    ),
+    (
+        "latencyd_load_failures_total",
+        "Load generators that could not start, exited before the window ended or had to be killed at its end (generator=\"load\": a window whose load could not start at all); logged with why.",
+        MetricType::COUNTER,
+        &["profile", "generator"],
+    ),
+    (
         "latencyd_host_info",
         "What the host runs; always 1.",
         MetricType::GAUGE,

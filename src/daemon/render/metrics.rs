@@ -305,6 +305,75 @@ pub fn families(state: &MonitorState, now: Now) -> Vec<MetricFamily> {
                 vec![counter(vec![], record.intervals_dropped as f64)]
             }
             "latencyd_record_bytes" => vec![gauge(vec![], record.bytes as f64)],
+            "latencyd_load_active" => state
+                .load
+                .profile
+                .map(|p| {
+                    gauge(
+                        vec![label("profile", p.name())],
+                        f64::from(u8::from(state.load.active.is_some())),
+                    )
+                })
+                .into_iter()
+                .collect(),
+            "latencyd_load_window_end_timestamp_seconds" => state
+                .load
+                .profile
+                .zip(state.load.active)
+                .map(|(p, w)| gauge(vec![label("profile", p.name())], unix_seconds(w.end)))
+                .into_iter()
+                .collect(),
+            "latencyd_load_next_window_start_timestamp_seconds" => state
+                .load
+                .profile
+                .zip(state.load.next)
+                .map(|(p, w)| gauge(vec![label("profile", p.name())], unix_seconds(w.start)))
+                .into_iter()
+                .collect(),
+            "latencyd_load_windows_total" => state
+                .load
+                .profile
+                .map(|p| {
+                    counter(
+                        vec![label("profile", p.name())],
+                        state.load.windows_total as f64,
+                    )
+                })
+                .into_iter()
+                .collect(),
+            "latencyd_load_throughput" => state
+                .load
+                .report
+                .iter()
+                .flat_map(|r| {
+                    r.generators.iter().flat_map(move |g| {
+                        g.throughput.iter().map(move |t| {
+                            gauge(
+                                vec![
+                                    label("generator", &g.name),
+                                    label("profile", r.profile.name()),
+                                    label("unit", t.unit),
+                                    label("what", &t.what),
+                                ],
+                                t.rate(),
+                            )
+                        })
+                    })
+                })
+                .collect(),
+            "latencyd_load_failures_total" => state
+                .load
+                .profile
+                .iter()
+                .flat_map(|p| {
+                    state.load.failures.iter().map(move |(g, n)| {
+                        counter(
+                            vec![label("generator", g), label("profile", p.name())],
+                            *n as f64,
+                        )
+                    })
+                })
+                .collect(),
             "latencyd_host_info" => vec![gauge(
                 vec![
                     label("kernel", &state.host.uname.release),
@@ -421,4 +490,10 @@ pub fn render_families(families: &[MetricFamily]) -> Result<String, prometheus::
     // The encoder writes only UTF-8: names, label values taken from Rust
     // strings, and numbers.
     String::from_utf8(buffer).map_err(|e| prometheus::Error::Msg(e.to_string()))
+}
+
+/// A wall-clock time as Unix seconds.
+fn unix_seconds(t: std::time::SystemTime) -> f64 {
+    t.duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
 }

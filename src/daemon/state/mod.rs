@@ -9,12 +9,14 @@
 
 mod buckets;
 mod host;
+mod load;
 mod observe;
 mod window_histogram;
 mod window_max;
 
 pub use buckets::BucketCounts;
 pub use host::{ChangeSeen, HostChange, HostTrack, MAX_HISTORY};
+pub use load::LoadState;
 pub use observe::{ObserveState, ObservedCpu, TaskView};
 pub use window_histogram::{MAX_HISTOGRAM_SLOTS, WindowHistogram};
 pub use window_max::WindowMax;
@@ -156,6 +158,8 @@ pub struct MonitorState {
     pub fingerprint: HostTrack,
     /// What the observer found on the CPUs it watches (`[observe]`).
     pub observe: ObserveState,
+    /// The scheduled load windows (`[load]`).
+    pub load: LoadState,
 }
 
 impl MonitorState {
