@@ -95,6 +95,8 @@ fn data_root() -> std::path::PathBuf {
 #[test]
 fn every_dashboard_query_and_rule_works_against_a_real_prometheus() {
     require_tool("prometheus", "--version", "prometheus");
+    // A short load window every 20 s, for the "load windows" annotation.
+    require_tool("stress-ng", "--version", "stress-ng");
     let dir = tempfile::tempdir().unwrap();
     // A record left by an earlier run under another kernel: the daemon
     // sees the host changed while it was stopped, which the change
@@ -107,7 +109,8 @@ fn every_dashboard_query_and_rule_works_against_a_real_prometheus() {
         "",
         "",
         &format!(
-            "[record]\nenabled = true\ndir = \"{}\"\n[observe]\nenabled = true\ncpus = \"all\"\n",
+            "[record]\nenabled = true\ndir = \"{}\"\n[observe]\nenabled = true\ncpus = \"all\"\n\
+             [load]\nprofile = \"irq\"\nevery = \"20s\"\nat = \"0s\"\nduration = \"6s\"\n",
             record.display()
         ),
     )));
@@ -206,7 +209,23 @@ fn every_dashboard_query_and_rule_works_against_a_real_prometheus() {
         // queries only have to run; the host's configuration changed.
         for (name, expr) in annotation_queries(path) {
             let series = prometheus.query(&substitute(&expr));
-            if name == "host configuration changes" {
+            if name == "load windows" {
+                // Instant queries see a window only while it runs: ask
+                // for the annotation's series over the last minutes.
+                let expr = substitute(&expr);
+                wait_until(
+                    "a load window seen by Prometheus",
+                    Duration::from_millis(500),
+                    Duration::from_secs(45),
+                    || {
+                        !prometheus
+                            .query(&format!("max_over_time(({expr})[5m:1s])"))
+                            .is_empty()
+                    },
+                );
+                let seen = prometheus.query(&format!("max_over_time(({expr})[5m:1s])"));
+                assert_eq!(seen[0]["metric"]["profile"], "irq", "{seen:?}");
+            } else if name == "host configuration changes" {
                 assert!(
                     !series.is_empty(),
                     "{path}: annotation '{name}' returns nothing: {expr}"

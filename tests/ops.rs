@@ -216,6 +216,13 @@ fn the_unit_is_hardened_and_verifies_clean() {
         score <= 2.0,
         "exposure with the PM QoS drop-in {score} > 2.0"
     );
+    // With the load drop-in (tasks and stop time only): no wider.
+    let (drop_in, load_score) = with_drop_in("latencyd-load.conf");
+    assert!(drop_in.contains("TasksMax=infinity") && drop_in.contains("TimeoutStopSec=20s"));
+    assert!(
+        load_score <= 2.0,
+        "exposure with the load drop-in {load_score} > 2.0, the base unit's bound"
+    );
     // With the forensics drop-in (tracefs, capabilities, MSR reads): the
     // rating its comment states.
     let (drop_in, score) = with_drop_in("latencyd-forensics.conf");
