@@ -5,7 +5,8 @@
 //! the scripts `scripts/check-rteval-cyclictest.py` and
 //! `scripts/check-linaro-cyclictest.sh` (same nodes or test cases, samples
 //! on every core, minima, medians and averages within the spread of
-//! cyclictest against itself).
+//! cyclictest against itself), and loaded, `scripts/check-rteval-load.py`
+//! (rteval's loads and cyclictest against `measure --load rteval`).
 //!
 //! Neither harness is part of this project or of a Debian package, and CI
 //! reaches only the package registries: each test runs where its checkout
@@ -64,6 +65,19 @@ fn rteval_cyclictest_module_reads_measure_as_it_reads_cyclictest() {
         "check-rteval-cyclictest.py",
         "5",
         "samples on every core",
+    );
+}
+
+/// Loaded: rteval's own loads and cyclictest against `measure --load
+/// rteval`, both read by rteval's parser (three alternating pairs).
+#[test]
+fn rteval_loaded_run_and_measure_load_read_alike() {
+    run_harness(
+        "rteval_loaded_run_and_measure_load_read_alike",
+        "LATENCYD_RTEVAL_DIR",
+        "check-rteval-load.py",
+        "10",
+        "fall within rteval's loaded runs' spread",
     );
 }
 

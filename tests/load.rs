@@ -499,6 +499,41 @@ fn the_daemons_load_window_flips_the_metric_splits_the_record_and_stops_clean() 
     let svg = std::fs::read_to_string(dir.path().join("by-load.svg")).unwrap();
     assert_eq!(polylines_of_series(&svg), 2, "two lines on one plot");
     assert!(svg.contains("idle") && svg.contains("under load cpu"));
+    // The same two lines from `latencyd plot`.
+    let plotted = latencyd()
+        .args(["plot", "--by-load", "-o"])
+        .arg(dir.path().join("plot-by-load.svg"))
+        .arg(&record)
+        .output()
+        .unwrap();
+    assert!(plotted.status.success(), "{}", stderr_of(&plotted));
+    let svg = std::fs::read_to_string(dir.path().join("plot-by-load.svg")).unwrap();
+    assert_eq!(polylines_of_series(&svg), 2, "two lines on one plot");
+    assert!(svg.contains("under load cpu"), "{svg}");
+    // A record without a load says what --by-load needs.
+    let idle_only = tempfile::tempdir().unwrap();
+    let log = idle_only.path().join("idle.hlog");
+    run_ok(
+        latencyd()
+            .args(["measure", "-q", "-D", "2", "--log"])
+            .arg(&log)
+            .args(run_flags()),
+    );
+    let unused = idle_only.path().join("never.svg");
+    let unused = unused.to_str().unwrap();
+    for args in [
+        vec!["report", "--by-load"],
+        vec!["plot", "--by-load", "-o", unused],
+    ] {
+        let output = latencyd().args(&args).arg(&log).output().unwrap();
+        assert_eq!(output.status.code(), Some(1), "{args:?}");
+        assert!(
+            stderr_of(&output).contains("--by-load needs")
+                || stderr_of(&output).contains("no interval measured under load"),
+            "{args:?}: {}",
+            stderr_of(&output)
+        );
+    }
 }
 
 /// A window whose generator keeps failing: logged, counted per generator,

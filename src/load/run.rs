@@ -22,7 +22,8 @@ use std::time::{Duration, Instant, SystemTime};
 use super::profile::{Generator, HACKBENCH_FDS, Kind, Profile};
 use super::report::{GeneratorReport, LoadReport, Throughput};
 use crate::rt::sys::process::{
-    SIGINT, SIGKILL, group_exists, group_members, prepare_child, signal_group, signal_process,
+    SIGINT, SIGKILL, SIGSTOP, children_of, group_exists, group_members, prepare_child,
+    signal_group, signal_process,
 };
 
 /// How long stress-ng has to stop on SIGINT and write its metrics.
@@ -380,8 +381,21 @@ impl Supervisor {
         for run in &mut self.running {
             run.retry_at = None;
         }
-        // stress-ng stops on SIGINT and writes its metrics; hackbench has
-        // nothing to say about a run cut short.
+        // hackbench has nothing to say about a run cut short: it goes
+        // first, its processes with it, so that they leave the CPUs to
+        // stress-ng, which stops on SIGINT and writes its metrics.
+        for run in &mut self.running {
+            if let (Kind::Hackbench { .. }, Some(child)) = (&run.generator.kind, &mut run.child) {
+                let pid = child.id() as i32;
+                let _ = signal_process(pid, SIGSTOP);
+                for worker in children_of(pid) {
+                    let _ = signal_process(worker, SIGKILL);
+                }
+                let _ = child.kill();
+                let _ = child.wait();
+                run.child = None;
+            }
+        }
         let stress: Vec<usize> = (0..self.running.len())
             .filter(|&i| {
                 matches!(self.running[i].generator.kind, Kind::StressNg { .. })

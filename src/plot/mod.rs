@@ -149,10 +149,10 @@ fn run(args: &crate::cli::PlotArgs) -> Result<(), PlotError> {
                 "plot one results file at a time (several .hlog files of a record can go together)",
             ));
         }
-        if ranged || args.over_time {
+        if ranged || args.over_time || args.by_load {
             return Err(input(
-                "--from, --to, --cpus and --over-time read the record: give .hlog files or their \
-                 directory",
+                "--from, --to, --cpus, --over-time and --by-load read the record: give .hlog \
+                 files or their directory",
             ));
         }
         let path = &args.inputs[0];
@@ -172,6 +172,10 @@ fn run(args: &crate::cli::PlotArgs) -> Result<(), PlotError> {
             })?,
             Format::Png => render_time_png(&plot, &args.output)?,
         }
+        report
+    } else if args.by_load {
+        let (data, report) = history::by_load(&files, range, cpus.as_deref())?;
+        write(&data, &args.output)?;
         report
     } else {
         let (data, report) = history::histogram(&files, range, cpus.as_deref())?;

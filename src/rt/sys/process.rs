@@ -105,6 +105,41 @@ pub fn group_members(group: i32) -> Vec<i32> {
         .collect()
 }
 
+/// The children of `pid` (its threads' children), read from `/proc`.
+pub fn children_of(pid: i32) -> Vec<i32> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    let mut out: Vec<i32> = tasks
+        .filter_map(Result::ok)
+        .filter_map(|task| std::fs::read_to_string(task.path().join("children")).ok())
+        .flat_map(|list| {
+            list.split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect::<Vec<i32>>()
+        })
+        .collect();
+    if out.is_empty() {
+        // Without CONFIG_PROC_CHILDREN: every process whose parent it is.
+        out = std::fs::read_dir("/proc")
+            .into_iter()
+            .flatten()
+            .filter_map(Result::ok)
+            .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+            .filter(|&p| {
+                std::fs::read_to_string(format!("/proc/{p}/stat"))
+                    .ok()
+                    .and_then(|stat| {
+                        let rest = &stat[stat.rfind(')')? + 1..];
+                        rest.split_whitespace().nth(1)?.parse::<i32>().ok()
+                    })
+                    == Some(pid)
+            })
+            .collect();
+    }
+    out
+}
+
 /// The guard's part (`latencyd load-guard`): refuses unless it leads its
 /// own process group and its standard input is a pipe (so that it can
 /// never take a shell's group down with it), then blocks until the pipe's
@@ -144,4 +179,5 @@ pub fn guard_group(before_kill: impl FnOnce()) -> io::Error {
 /// The signal numbers the load module uses, so that libc stays here.
 pub const SIGINT: i32 = libc::SIGINT;
 pub const SIGKILL: i32 = libc::SIGKILL;
+pub const SIGSTOP: i32 = libc::SIGSTOP;
 pub const SIGTERM: i32 = libc::SIGTERM;
