@@ -354,6 +354,33 @@ fn a_generator_that_exits_early_is_said_counted_and_retried_and_the_samplers_go_
 }
 
 #[test]
+fn a_generator_that_cannot_start_is_said_and_retried_and_the_run_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    // On PATH and executable, but the kernel cannot run it.
+    let path = fake_generators(dir.path(), "#!/nonexistent/interpreter\n");
+    let output = latencyd()
+        .env("PATH", path)
+        .args(["measure", "-q", "-i", "1ms", "-D", "2", "--load", "cpu"])
+        .args(run_flags())
+        .output()
+        .unwrap();
+    let stderr = stderr_of(&output);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("load generator stress-ng could not start (stress-ng --cpu"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("trying again in 5 s"), "{stderr}");
+    let text = stdout_of(&output);
+    assert!(text.contains("(NOT AS ASKED, see below)"), "{text}");
+    assert_eq!(
+        common::cyclictest::parse(&text).unwrap().threads.len(),
+        usable_cpus(),
+        "the results are printed"
+    );
+}
+
+#[test]
 fn a_missing_generator_is_refused_before_anything_starts_naming_its_package() {
     let dir = tempfile::tempdir().unwrap();
     let output = latencyd()

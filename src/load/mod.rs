@@ -5,9 +5,12 @@
 //! - `profile`: the profiles and the command lines they run.
 //! - `run`: a running load — its guard, its process group, the
 //!   supervisor that restarts hackbench and notices early exits.
+//! - `output`: what the generators print (hackbench's time, stress-ng's
+//!   metrics), read.
 //! - `report`: what the load achieved, as text and JSON.
 //! - `schedule`: the daemon's daily (or shorter) load windows.
 
+mod output;
 mod profile;
 mod report;
 mod run;

@@ -3,7 +3,11 @@
 //! stress-ng), sized by the CPUs the load runs on.
 
 use std::fmt;
+use std::fs;
 use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use crate::rt::sys::process::prepare_child;
 
 /// A named background load.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -229,6 +233,40 @@ pub struct Generator {
 }
 
 impl Generator {
+    /// Starts it in the process group `group`, on its CPUs, under
+    /// SCHED_OTHER; hackbench's output is piped (three lines), stress-ng's
+    /// appended to `stress-ng.log` in `scratch`.
+    /// The program is the one `PATH` names, run by its path: a copy that
+    /// cannot run is a failure to start, not a reason to try the next one
+    /// on `PATH` (as execvp would).
+    pub(super) fn spawn(&self, group: i32, scratch: &Path) -> std::io::Result<Child> {
+        let program = find_program(self.program).ok_or_else(|| {
+            std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                format!(
+                    "{} is no longer on PATH (the package {})",
+                    self.program, self.package
+                ),
+            )
+        })?;
+        let mut command = Command::new(program);
+        command.args(&self.args).stdin(Stdio::null());
+        match self.kind {
+            Kind::Hackbench { .. } => {
+                command.stdout(Stdio::piped()).stderr(Stdio::piped());
+            }
+            Kind::StressNg { .. } => {
+                let log = fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(scratch.join("stress-ng.log"))?;
+                command.stdout(log.try_clone()?).stderr(log);
+            }
+        }
+        prepare_child(&mut command, group, &self.cpus)?;
+        command.spawn()
+    }
+
     /// The command line as run, for the report.
     pub fn command_line(&self) -> String {
         std::iter::once(self.program.to_string())

@@ -11,7 +11,7 @@
 //! `SCHED_OTHER`.
 
 use std::fs;
-use std::io::{self, PipeWriter, Read};
+use std::io::{self, PipeWriter};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -19,6 +19,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
+use super::output::{exit_text, hackbench_time, read_all, stress_ng_metrics};
 use super::profile::{Generator, HACKBENCH_FDS, Kind, Profile};
 use super::report::{GeneratorReport, LoadReport, Throughput};
 use crate::rt::sys::process::{
@@ -261,7 +262,7 @@ impl Supervisor {
                 continue;
             }
             let generator = &self.running[idx].generator;
-            match spawn(generator, self.group, &self.scratch) {
+            match generator.spawn(self.group, &self.scratch) {
                 Ok(child) => {
                     self.running[idx].child = Some(child);
                     self.running[idx].retry_at = None;
@@ -469,84 +470,6 @@ impl Supervisor {
     }
 }
 
-fn spawn(generator: &Generator, group: i32, scratch: &Path) -> io::Result<Child> {
-    let mut command = Command::new(generator.program);
-    command.args(&generator.args).stdin(Stdio::null());
-    match generator.kind {
-        Kind::Hackbench { .. } => {
-            command.stdout(Stdio::piped()).stderr(Stdio::piped());
-        }
-        Kind::StressNg { .. } => {
-            let log = fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(scratch.join("stress-ng.log"))?;
-            command.stdout(log.try_clone()?).stderr(log);
-        }
-    }
-    prepare_child(&mut command, group, &generator.cpus)?;
-    command.spawn()
-}
-
-/// A finished child's stdout and stderr (hackbench prints three lines).
-fn read_all(child: &mut Child) -> String {
-    let mut text = String::new();
-    if let Some(mut out) = child.stdout.take() {
-        let _ = out.read_to_string(&mut text);
-    }
-    if let Some(mut err) = child.stderr.take() {
-        let _ = err.read_to_string(&mut text);
-    }
-    text
-}
-
-fn exit_text(status: ExitStatus, output: &str) -> String {
-    let tail: Vec<&str> = output
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .rev()
-        .take(3)
-        .collect();
-    let tail: Vec<&str> = tail.into_iter().rev().collect();
-    if tail.is_empty() {
-        format!("{status}")
-    } else {
-        format!("{status} ({})", tail.join(" / "))
-    }
-}
-
-/// hackbench's `Time: 2.479` line.
-pub(crate) fn hackbench_time(output: &str) -> Option<f64> {
-    output
-        .lines()
-        .find_map(|line| line.trim().strip_prefix("Time:"))
-        .and_then(|t| t.trim().parse::<f64>().ok())
-        .filter(|t| t.is_finite() && *t > 0.0)
-}
-
-/// stress-ng's `--yaml` metrics: (stressor, bogo-ops, wall-clock seconds).
-pub(crate) fn stress_ng_metrics(text: &str) -> Result<Vec<(String, f64, f64)>, String> {
-    #[derive(serde::Deserialize)]
-    struct Doc {
-        #[serde(default)]
-        metrics: Vec<Metric>,
-    }
-    #[derive(serde::Deserialize)]
-    struct Metric {
-        stressor: String,
-        #[serde(rename = "bogo-ops")]
-        bogo_ops: f64,
-        #[serde(rename = "wall-clock-time")]
-        wall_clock_time: f64,
-    }
-    let doc: Doc = serde_yaml_ng::from_str(text).map_err(|err| err.to_string())?;
-    Ok(doc
-        .metrics
-        .into_iter()
-        .map(|m| (m.stressor, m.bogo_ops, m.wall_clock_time))
-        .collect())
-}
-
 fn throughput_of(run: &Running) -> Vec<Throughput> {
     match &run.generator.kind {
         Kind::Hackbench { groups, loops } => {
@@ -571,35 +494,5 @@ fn throughput_of(run: &Running) -> Vec<Throughput> {
                 unit: "bogo-ops/s",
             })
             .collect(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn hackbench_time_is_read_from_its_last_line() {
-        let out = "Running in process mode with 6 groups using 40 file descriptors each \
-                   (== 240 tasks)\nEach sender will pass 1000 messages of 1000 bytes\nTime: 2.479\n";
-        assert_eq!(hackbench_time(out), Some(2.479));
-        assert_eq!(hackbench_time("Time: nan\n"), None);
-        assert_eq!(hackbench_time("fork() failed\n"), None);
-    }
-
-    #[test]
-    fn stress_ng_yaml_metrics_are_read_per_stressor() {
-        // The layout stress-ng 0.15 writes with --yaml (abridged).
-        let yaml = "---\nsystem-info:\n      stress-ng-version: 0.15.06\n      \
-                    time-hh-mm-ss: 03:10:41\n      version: '#1 SMP PREEMPT_DYNAMIC @0'\n\n\
-                    metrics:\n    - stressor: cpu\n      bogo-ops: 6373\n      \
-                    bogo-ops-per-second-real-time: 2123.654782\n      wall-clock-time: 3.000959\n\n    \
-                    - stressor: vm\n      bogo-ops: 54516\n      wall-clock-time: 3.023671\n...\n";
-        let metrics = stress_ng_metrics(yaml).unwrap();
-        assert_eq!(metrics.len(), 2);
-        assert_eq!(metrics[0].0, "cpu");
-        let rate = metrics[0].1 / metrics[0].2;
-        assert!((rate - 2123.65).abs() < 0.01, "{rate}");
-        assert!(stress_ng_metrics("metrics: 3\n").is_err());
     }
 }

@@ -3,10 +3,12 @@
 //! - `options`: stage two of the command line (`MeasureOptions`).
 //! - `run`: the measurement itself, through the engine; `tuning` what it
 //!   changes on the host meanwhile, `live` what it prints while running,
-//!   `breaks` `-b` and `--forensics`, `log` the `--log` file.
+//!   `breaks` `-b` and `--forensics`, `log` the `--log` file,
+//!   `background` the `--load`.
 //! - `report`: a finished run as plain data; `text` and `json` render it
 //!   in cyclictest's formats.
 
+mod background;
 mod breaks;
 mod json;
 mod live;

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{Context, bail};
 
+use super::background::Background;
 use super::breaks::{TraceMark, forensics_block, start_forensics};
 use super::live::{Fifo, Live, live_block, sample_log};
 use super::log::MeasureLog;
@@ -25,7 +26,6 @@ use super::tuning::{IdleStates, check_resolution, hold_pm_qos, smi_counters};
 use super::{json, text};
 use crate::forensics::{Spike, Trigger};
 use crate::host::HostInfo;
-use crate::load::{LoadSpec, RunningLoad};
 use crate::rt::clock::Timing;
 use crate::rt::engine::{DEFAULT_START_TIMEOUT, Engine, EngineSpec, ThreadSetup};
 use crate::rt::sampler::LoopEndReason;
@@ -56,10 +56,7 @@ pub fn run(options: &MeasureOptions, host: &HostInfo, cmdline: String) -> anyhow
     let status_asked = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGUSR1, Arc::clone(&status_asked))
         .context("cannot install the SIGUSR1 handler")?;
-    // A load needs its programs: said before anything starts.
-    if let Some((profile, _)) = &options.load {
-        crate::load::check_installed(*profile).map_err(|e| anyhow::anyhow!("--load: {e}"))?;
-    }
+    Background::check(options)?;
     let text_to_stdout = options.json != Some(JsonTarget::Stdout);
     let mut stdout = io::stdout().lock();
     let cpus = options.cpus();
@@ -181,25 +178,10 @@ pub fn run(options: &MeasureOptions, host: &HostInfo, cmdline: String) -> anyhow
             "latencyd measure: warning: not real-time: {reason}; results do not show real-time latency"
         );
     }
-    // The load starts once the samplers run (as the issue of a loaded
-    // measurement is what the samplers see under it).
-    let mut load_problems: Vec<String> = Vec::new();
-    let load = match &options.load {
-        Some((profile, load_cpus)) => {
-            match RunningLoad::start(LoadSpec::new(*profile, load_cpus.clone())) {
-                Ok(load) => Some(load),
-                Err(err) => {
-                    let line = format!("--load {profile}: cannot start the load: {err}");
-                    eprintln!("latencyd measure: error: {line}; measuring without it");
-                    load_problems.push(line);
-                    None
-                }
-            }
-        }
-        None => None,
-    };
-    if let (Some(log), Some(_), Some((profile, _))) = (&mut log, &load, &options.load) {
-        log.set_load(Some(profile.name().to_string()));
+    // `--load` starts once the samplers run.
+    let mut background = Background::start(options);
+    if let (Some(log), Some(profile)) = (&mut log, background.running()) {
+        log.set_load(Some(profile.to_string()));
     }
     if let Some(main_cpus) = &options.main_affinity
         && let Err(err) = sys::set_current_thread_affinity(main_cpus)
@@ -286,11 +268,7 @@ pub fn run(options: &MeasureOptions, host: &HostInfo, cmdline: String) -> anyhow
                 })
                 .collect()
         };
-        if let Some(load) = &load {
-            for event in load.take_events() {
-                eprintln!("latencyd measure: warning: {event}");
-            }
-        }
+        background.say_events();
         if status_asked.swap(false, Ordering::Relaxed) {
             let rule = "#---------------------------";
             let lines = summary_lines().join("\n");
@@ -334,14 +312,7 @@ pub fn run(options: &MeasureOptions, host: &HostInfo, cmdline: String) -> anyhow
         log.write_due(true);
     }
     let smi_after = smi.as_ref().map(|s| s.read());
-    let load_report = load.map(|load| {
-        let report = load.stop();
-        for event in report.problems() {
-            eprintln!("latencyd measure: warning: load: {event}");
-        }
-        report
-    });
-    load_problems.extend(load_report.iter().flat_map(|r| r.problems()));
+    let load_report = background.stop();
     drop(fifo);
     drop(idle_states);
     let finished = outcome.finished;
@@ -375,11 +346,15 @@ pub fn run(options: &MeasureOptions, host: &HostInfo, cmdline: String) -> anyhow
         };
         Some(count(&smi_after)?.wrapping_sub(count(&smi_before)?) & 0xffff_ffff)
     };
+    // Each thread's NUMA node, -1 where sysfs does not say (as cyclictest).
+    let nodes: Vec<(usize, i32)> = (topology.iter())
+        .map(|t| (t.cpu, t.node.map_or(-1, |n| n as i32)))
+        .collect();
     let report = RunReport {
         cmdline,
         start_time,
         end_time: SystemTime::now(),
-        return_code: i32::from(!sampler_errors.is_empty() || !load_problems.is_empty()),
+        return_code: i32::from(!sampler_errors.is_empty() || !background.problems().is_empty()),
         host: host.clone(),
         fingerprint,
         topology,
@@ -391,7 +366,7 @@ pub fn run(options: &MeasureOptions, host: &HostInfo, cmdline: String) -> anyhow
             .iter()
             .map(|f| ThreadReport {
                 cpu: f.cpu,
-                numa_node: numa_node_of(f.cpu),
+                numa_node: nodes.iter().find(|(c, _)| *c == f.cpu).map_or(-1, |n| n.1),
                 tid: f.shared.tid(),
                 priority: f.spec.priority,
                 interval_ns: f.spec.plan.interval_ns,
@@ -440,21 +415,13 @@ pub fn run(options: &MeasureOptions, host: &HostInfo, cmdline: String) -> anyhow
         }
     }
     if let Some(load) = &report.load {
-        if text_to_stdout {
-            write!(stdout, "{}", load.text_block())?;
-        } else {
-            eprint!("{}", load.text_block());
-        }
+        after_results(&mut stdout, text_to_stdout, &load.text_block())?;
     }
     if capture_from.is_some() {
         recorder.flush();
         let tids: Vec<i32> = report.threads.iter().map(|t| t.tid).collect();
         let forensics = forensics_block(options, &recorder, &tids, break_hit);
-        if text_to_stdout {
-            write!(stdout, "{forensics}")?;
-        } else {
-            eprint!("{forensics}");
-        }
+        after_results(&mut stdout, text_to_stdout, &forensics)?;
     }
     match &options.json {
         Some(JsonTarget::Stdout) => write!(stdout, "{}", json::json_document(&report))?,
@@ -489,16 +456,21 @@ pub fn run(options: &MeasureOptions, host: &HostInfo, cmdline: String) -> anyhow
             .with_context(|| format!("cannot draw the plot {}", path.display()))?;
     }
     stdout.flush()?;
-    if !load_problems.is_empty() {
-        sampler_errors.push(format!(
-            "the load did not run as asked: {}",
-            load_problems.join("; ")
-        ));
-    }
+    sampler_errors.extend(background.failure());
     if !sampler_errors.is_empty() {
         bail!("{}", sampler_errors.join("; "));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `#` lines after the results: on stdout with the text, on stderr when
+/// stdout carries the JSON alone.
+fn after_results(stdout: &mut impl Write, text_to_stdout: bool, block: &str) -> io::Result<()> {
+    if text_to_stdout {
+        stdout.write_all(block.as_bytes())
+    } else {
+        io::stderr().write_all(block.as_bytes())
+    }
 }
 
 /// The time grid aligned threads share, on `clock`, and how much later
@@ -520,22 +492,4 @@ fn start_grid(alignment: Alignment, clock: ClockSource) -> Option<(u64, u64)> {
             Some((base + offset_ns, 0))
         }
     }
-}
-
-/// The NUMA node of a CPU from sysfs (`cpuN/nodeM`), or -1 as cyclictest
-/// writes when it does not know.
-fn numa_node_of(cpu: usize) -> i32 {
-    let Ok(entries) = fs::read_dir(format!("/sys/devices/system/cpu/cpu{cpu}")) else {
-        return -1;
-    };
-    entries
-        .filter_map(Result::ok)
-        .find_map(|entry| {
-            entry
-                .file_name()
-                .to_str()
-                .and_then(|name| name.strip_prefix("node"))
-                .and_then(|n| n.parse().ok())
-        })
-        .unwrap_or(-1)
 }

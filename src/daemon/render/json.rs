@@ -59,7 +59,7 @@ pub struct StatusBody {
     forensics: ForensicsBody,
     record: RecordBody,
     /// The scheduled load windows (`[load]`).
-    load: LoadBody,
+    load: super::load::LoadBody,
     /// The identifier of the host's facts (`/api/v1/host` has them all).
     fingerprint: String,
     /// Every online CPU's package, core, node and SMT siblings.
@@ -115,53 +115,6 @@ impl RecordBody {
             bytes: r.bytes,
             oldest: r.oldest_ns.map(format_rfc3339_ms),
             last_written: r.last_written_ns.map(format_rfc3339_ms),
-        }
-    }
-}
-
-/// The scheduled load windows: configured or not, the window running,
-/// the next one, what the generators achieved.
-#[derive(Serialize)]
-pub struct LoadBody {
-    /// The profile, or null when `[load]` schedules nothing.
-    profile: Option<&'static str>,
-    cpus: String,
-    every_ns: u64,
-    at_ns: u64,
-    duration_ns: u64,
-    active: bool,
-    /// The running window's end (RFC 3339), while one runs.
-    until: Option<String>,
-    next_start: Option<String>,
-    windows_total: u64,
-    failures: std::collections::BTreeMap<String, u64>,
-    /// The running load's report so far, else the last window's.
-    report: Option<crate::load::LoadJson>,
-}
-
-impl LoadBody {
-    fn of(s: &MonitorState) -> LoadBody {
-        let l = &s.load;
-        let c = &s.config.load;
-        let rfc = |t: std::time::SystemTime| {
-            format_rfc3339_ms(
-                t.duration_since(std::time::UNIX_EPOCH)
-                    .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)),
-            )
-        };
-        let ns = |d: std::time::Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
-        LoadBody {
-            profile: l.profile.map(crate::load::Profile::name),
-            cpus: c.cpus.to_string(),
-            every_ns: ns(c.schedule.every),
-            at_ns: ns(c.schedule.at),
-            duration_ns: ns(c.schedule.duration),
-            active: l.active.is_some(),
-            until: l.active.map(|w| rfc(w.end)),
-            next_start: l.profile.and(l.next).map(|w| rfc(w.start)),
-            windows_total: l.windows_total,
-            failures: l.failures.clone(),
-            report: l.report.as_ref().map(crate::load::LoadReport::json),
         }
     }
 }
@@ -348,7 +301,7 @@ pub fn status(s: &MonitorState, now_ns: u64) -> StatusBody {
             .collect(),
         forensics: ForensicsBody::of(s),
         record: RecordBody::of(s),
-        load: LoadBody::of(s),
+        load: super::load::LoadBody::of(s),
         fingerprint: s.fingerprint.id.clone(),
         topology: super::host::topology(&s.fingerprint.topology),
         samplers: s

@@ -8,12 +8,14 @@
 //! - `observe`: what the observer found (`/api/v1/observe`, its metric
 //!   families).
 //! - `page`: the status page `/` and the plot's data.
+//! - `load`: the scheduled load windows in the status and on the page.
 //! - `status_line`: the line `systemctl status` shows.
 //! - `runbooks`: docs/runbooks.md as the page `/runbooks`.
 
 pub mod catalog;
 pub mod host;
 pub mod json;
+pub mod load;
 pub mod metrics;
 pub mod native;
 pub mod observe;

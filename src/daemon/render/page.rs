@@ -73,61 +73,6 @@ pub struct Snapshot {
     pub load: Option<(String, bool)>,
 }
 
-/// The `[load]` line: the window running and until when, or the next
-/// one, and the generators' throughput (running or last window).
-fn load_line(s: &MonitorState) -> Option<(String, bool)> {
-    let l = &s.load;
-    let profile = l.profile?;
-    let at = |t: std::time::SystemTime| {
-        crate::units::format_rfc3339_ms(
-            t.duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)),
-        )
-    };
-    let mut line = match l.active {
-        Some(w) => format!(
-            "the {profile} load runs on CPUs {} until {}; the latencies below include it.",
-            s.config.load.cpus,
-            at(w.end)
-        ),
-        None => format!(
-            "Load windows: {profile} on CPUs {}, next from {} to {}.",
-            s.config.load.cpus,
-            l.next.map_or_else(|| "-".to_string(), |w| at(w.start)),
-            l.next.map_or_else(|| "-".to_string(), |w| at(w.end)),
-        ),
-    };
-    if let Some(report) = &l.report {
-        let rates: Vec<String> = report
-            .generators
-            .iter()
-            .flat_map(|g| {
-                g.throughput
-                    .iter()
-                    .map(move |t| format!("{} {} {:.0} {}", g.name, t.what, t.rate(), t.unit))
-            })
-            .collect();
-        if !rates.is_empty() {
-            line.push_str(&format!(
-                " {}: {}.",
-                if l.active.is_some() {
-                    "So far"
-                } else {
-                    "Last window"
-                },
-                rates.join(", ")
-            ));
-        }
-    }
-    let failures: u64 = l.failures.values().sum();
-    if failures > 0 {
-        line.push_str(&format!(
-            " {failures} generator failure(s), see the log and latencyd_load_failures_total."
-        ));
-    }
-    Some((line, l.active.is_some()))
-}
-
 /// Captures listed on the page.
 const PAGE_SPIKES: usize = 10;
 
@@ -181,7 +126,7 @@ impl Snapshot {
                 (c.at_unix_ns, facts)
             }),
             plot_window_ns,
-            load: load_line(s),
+            load: super::load::page_line(s),
             rows: s
                 .cpus
                 .iter()
