@@ -119,7 +119,7 @@ pub struct PlotArgs {
     /// instead of the histogram.
     #[arg(long)]
     pub over_time: bool,
-    /// With .hlog files: two lines, all CPUs together — the intervals
+    /// With .hlog files: two lines, all CPUs together: the intervals
     /// measured idle and those measured under a load ([load] windows,
     /// measure --load --log).
     #[arg(long, conflicts_with = "over_time")]
