@@ -167,24 +167,13 @@ impl LoadWindows {
     }
 
     fn window_ended(&mut self, report: LoadReport, state: &Mutex<MonitorState>) {
-        let rates: Vec<String> = report
-            .generators
-            .iter()
-            .flat_map(|g| {
-                g.throughput
-                    .iter()
-                    .map(move |t| format!("{} {} {:.1} {}", g.name, t.what, t.rate(), t.unit))
-            })
-            .collect();
         info!(
             "load window ended: {} for {:.0} s; {}",
             report.profile,
             report.seconds(),
-            if rates.is_empty() {
-                "no throughput reported".to_string()
-            } else {
-                rates.join(", ")
-            }
+            report
+                .rates_line()
+                .unwrap_or_else(|| "no throughput reported".to_string())
         );
         for problem in report.problems() {
             warn!("load window: {problem}");

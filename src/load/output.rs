@@ -1,20 +1,7 @@
 //! What the generators print: hackbench's time per run, stress-ng's
 //! metrics YAML, and the last lines of a failed one's output.
 
-use std::io::Read;
-use std::process::{Child, ExitStatus};
-
-/// A finished child's stdout and stderr (hackbench prints three lines).
-pub(super) fn read_all(child: &mut Child) -> String {
-    let mut text = String::new();
-    if let Some(mut out) = child.stdout.take() {
-        let _ = out.read_to_string(&mut text);
-    }
-    if let Some(mut err) = child.stderr.take() {
-        let _ = err.read_to_string(&mut text);
-    }
-    text
-}
+use std::process::ExitStatus;
 
 pub(super) fn exit_text(status: ExitStatus, output: &str) -> String {
     let tail: Vec<&str> = output

@@ -234,8 +234,7 @@ pub struct Generator {
 
 impl Generator {
     /// Starts it in the process group `group`, on its CPUs, under
-    /// SCHED_OTHER; hackbench's output is piped (three lines), stress-ng's
-    /// appended to `stress-ng.log` in `scratch`.
+    /// SCHED_OTHER, its output into `output_path`.
     /// The program is the one `PATH` names, run by its path: a copy that
     /// cannot run is a failure to start, not a reason to try the next one
     /// on `PATH` (as execvp would).
@@ -249,22 +248,29 @@ impl Generator {
                 ),
             )
         })?;
+        // hackbench's output is its one run's; stress-ng's accumulates
+        // over its restarts.
+        let hackbench = matches!(self.kind, Kind::Hackbench { .. });
+        let output = fs::OpenOptions::new()
+            .create(true)
+            .write(true)
+            .truncate(hackbench)
+            .append(!hackbench)
+            .open(self.output_path(scratch))?;
         let mut command = Command::new(program);
-        command.args(&self.args).stdin(Stdio::null());
-        match self.kind {
-            Kind::Hackbench { .. } => {
-                command.stdout(Stdio::piped()).stderr(Stdio::piped());
-            }
-            Kind::StressNg { .. } => {
-                let log = fs::OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(scratch.join("stress-ng.log"))?;
-                command.stdout(log.try_clone()?).stderr(log);
-            }
-        }
+        command
+            .args(&self.args)
+            .stdin(Stdio::null())
+            .stdout(output.try_clone()?)
+            .stderr(output);
         prepare_child(&mut command, group, &self.cpus)?;
         command.spawn()
+    }
+
+    /// The file its standard output and error go to, in the load's
+    /// scratch directory.
+    pub(super) fn output_path(&self, scratch: &Path) -> PathBuf {
+        scratch.join(format!("{}.out", self.name.replace(' ', "-")))
     }
 
     /// The command line as run, for the report.

@@ -120,6 +120,22 @@ impl LoadReport {
         out
     }
 
+    /// Every generator's throughput on one line (`hackbench node 0
+    /// messages 732233 messages/s, stress-ng cpu 159 bogo-ops/s`), or
+    /// None when none was reported.
+    pub fn rates_line(&self) -> Option<String> {
+        let rates: Vec<String> = self
+            .generators
+            .iter()
+            .flat_map(|g| {
+                g.throughput
+                    .iter()
+                    .map(move |t| format!("{} {} {:.0} {}", g.name, t.what, t.rate(), t.unit))
+            })
+            .collect();
+        (!rates.is_empty()).then(|| rates.join(", "))
+    }
+
     /// `#` lines for measure's text output.
     pub fn text_block(&self) -> String {
         let mut out = format!(
@@ -295,6 +311,19 @@ mod tests {
         );
         assert!(text.contains("cpu 100.0 bogo-ops/s"), "{text}");
         assert!(text.lines().all(|l| l.starts_with('#')));
+    }
+
+    #[test]
+    fn the_rates_line_lists_every_generators_throughput() {
+        assert_eq!(
+            sample().rates_line().as_deref(),
+            Some("hackbench node 0 messages 960000 messages/s, stress-ng cpu 100 bogo-ops/s")
+        );
+        let mut none = sample();
+        none.generators
+            .iter_mut()
+            .for_each(|g| g.throughput.clear());
+        assert_eq!(none.rates_line(), None);
     }
 
     #[test]

@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
-use super::output::{exit_text, hackbench_time, read_all, stress_ng_metrics};
+use super::output::{exit_text, hackbench_time, stress_ng_metrics};
 use super::profile::{Generator, HACKBENCH_FDS, Kind, Profile};
 use super::report::{GeneratorReport, LoadReport, Throughput};
 use crate::rt::sys::process::{
@@ -297,79 +297,79 @@ impl Supervisor {
                 Some(Ok(Some(status))) => status,
                 _ => continue,
             };
-            let mut child = self.running[idx].child.take().expect("checked above");
-            let output = read_all(&mut child);
-            self.absorb(idx, status, &output, false);
+            self.running[idx].child = None;
+            self.absorb(idx, status, false);
         }
     }
 
-    /// Takes a finished run's results; `stopping`: the exit was asked for.
-    fn absorb(&mut self, idx: usize, status: ExitStatus, output: &str, stopping: bool) {
+    /// Takes a finished run's results from its output file (a file, not a
+    /// pipe: a child it left behind cannot make the read wait);
+    /// `stopping`: the exit was asked for.
+    fn absorb(&mut self, idx: usize, status: ExitStatus, stopping: bool) {
+        let output = fs::read_to_string(self.running[idx].generator.output_path(&self.scratch))
+            .unwrap_or_default();
         let run = &mut self.running[idx];
-        let mut failure = None;
-        match &run.generator.kind {
-            Kind::Hackbench { .. } => match hackbench_time(output) {
+        let failure = match &run.generator.kind {
+            Kind::Hackbench { .. } => match hackbench_time(&output) {
                 Some(seconds) if status.success() => {
                     run.hackbench_runs += 1;
                     run.hackbench_seconds += seconds;
                     run.retry_at = Some(Instant::now());
+                    None
                 }
-                _ if stopping => {}
-                _ => failure = Some(exit_text(status, output)),
+                _ if stopping => None,
+                _ => Some(exit_text(status, &output)),
             },
             Kind::StressNg { yaml } => {
-                match fs::read_to_string(yaml) {
-                    Ok(text) => match stress_ng_metrics(&text) {
-                        Ok(metrics) => {
-                            for (stressor, ops, seconds) in metrics {
-                                match run.stress_ops.iter_mut().find(|(s, _, _)| *s == stressor) {
-                                    Some(entry) => {
-                                        entry.1 += ops;
-                                        entry.2 += seconds;
-                                    }
-                                    None => run.stress_ops.push((stressor, ops, seconds)),
+                let metrics = fs::read_to_string(yaml)
+                    .map_err(|e| format!("it wrote no metrics ({}: {e})", yaml.display()))
+                    .and_then(|text| {
+                        stress_ng_metrics(&text)
+                            .map_err(|e| format!("its metrics could not be read: {e}"))
+                    });
+                let _ = fs::remove_file(yaml);
+                let unread = match metrics {
+                    Ok(metrics) => {
+                        for (stressor, ops, seconds) in metrics {
+                            match run.stress_ops.iter_mut().find(|(s, _, _)| *s == stressor) {
+                                Some(entry) => {
+                                    entry.1 += ops;
+                                    entry.2 += seconds;
                                 }
+                                None => run.stress_ops.push((stressor, ops, seconds)),
                             }
                         }
-                        Err(err) => {
-                            failure = Some(format!("its metrics could not be read: {err}"));
-                        }
-                    },
-                    Err(err) if stopping => {
-                        failure = Some(format!("it wrote no metrics ({}: {err})", yaml.display()));
+                        None
                     }
-                    Err(_) => {}
-                }
-                let _ = fs::remove_file(yaml);
-                if !stopping {
-                    let log =
-                        fs::read_to_string(self.scratch.join("stress-ng.log")).unwrap_or_default();
-                    failure = Some(exit_text(status, &log));
+                    Err(why) => Some(why),
+                };
+                // Asked to stop, it must have written its metrics; any
+                // other exit is early, whatever it wrote.
+                if stopping {
+                    unread
+                } else {
+                    Some(exit_text(status, &output))
                 }
             }
-        }
-        let run = &mut self.running[idx];
-        let throughput = throughput_of(run);
+        };
         let name = run.generator.name.clone();
-        if let Some(why) = &failure
-            && !stopping
-        {
-            run.retry_at = Some(Instant::now() + RETRY_AFTER);
-            let line =
-                format!("load generator {name} exited early: {why}; starting it again in 5 s");
-            self.publish(idx, |r| {
-                r.failures += 1;
-                r.last_failure = Some(line.clone());
-            });
-            self.event(line);
-        } else if let Some(why) = failure {
-            let line = format!("load generator {name}: {why}");
+        if let Some(why) = failure {
+            let line = if stopping {
+                format!("load generator {name}: {why}")
+            } else {
+                run.retry_at = Some(Instant::now() + RETRY_AFTER);
+                format!(
+                    "load generator {name} exited early: {why}; starting it again in {} s",
+                    RETRY_AFTER.as_secs()
+                )
+            };
             self.publish(idx, |r| {
                 r.failures += 1;
                 r.last_failure = Some(line.clone());
             });
             self.event(line);
         }
+        let throughput = throughput_of(&self.running[idx]);
         let runs = self.running[idx].hackbench_runs;
         self.publish(idx, |r| {
             r.running = false;
@@ -413,9 +413,8 @@ impl Supervisor {
             while let Some(child) = self.running[idx].child.as_mut() {
                 match child.try_wait() {
                     Ok(Some(status)) => {
-                        let mut child = self.running[idx].child.take().expect("present");
-                        let output = read_all(&mut child);
-                        self.absorb(idx, status, &output, true);
+                        self.running[idx].child = None;
+                        self.absorb(idx, status, true);
                         break;
                     }
                     Ok(None) if Instant::now() < deadline => std::thread::sleep(POLL),

@@ -90,48 +90,28 @@ pub fn by_load(
     range: Range,
     cpus: Option<&[usize]>,
 ) -> Result<(PlotData, ReadReport), PlotError> {
-    use crate::stats::LatencyStats;
-    let mut idle: Option<LatencyStats> = None;
-    let mut loaded: Option<LatencyStats> = None;
-    let mut profiles: Vec<String> = Vec::new();
-    let mut span: Option<(u64, u64)> = None;
-    let report = reader::read(files, range, |entry: crate::record::Entry| {
-        if cpus.is_some_and(|c| !c.contains(&entry.cpu)) {
-            return;
-        }
-        let part = match &entry.load {
-            None => &mut idle,
-            Some(profile) => {
-                if !profiles.contains(profile) {
-                    profiles.push(profile.clone());
-                }
-                &mut loaded
-            }
-        };
-        match part {
-            Some(stats) => {
-                // Intervals of one record share the histogram's shape.
-                let _ = stats.merge(&entry.stats);
-            }
-            None => *part = Some(entry.stats.clone()),
-        }
-        let (from, to) = span.unwrap_or((entry.start_ns, entry.end_ns()));
-        span = Some((from.min(entry.start_ns), to.max(entry.end_ns())));
-    })
-    .map_err(input)?;
-    let (Some(idle), Some(loaded)) = (idle, loaded) else {
+    let (idle, loaded, profiles, report) =
+        reader::summarize_by_load(files, range, cpus).map_err(input)?;
+    if idle.cpus.is_empty() || loaded.cpus.is_empty() {
         return Err(input(format!(
             "--by-load needs intervals measured idle and under a load in this range ({} \
              file(s) read); a [load] window or measure --load --log writes them",
             report.files
         )));
-    };
+    }
+    let span = [idle.span_ns, loaded.span_ns]
+        .into_iter()
+        .flatten()
+        .reduce(|a, b| (a.0.min(b.0), a.1.max(b.1)));
     let data = PlotData {
         title: range_title("Wake-up latency, idle and under load", span),
         subtitle: context_subtitle(report.context.as_ref()),
         series: vec![
-            series_from_stats("idle".to_string(), &idle),
-            series_from_stats(format!("under load {}", profiles.join("+")), &loaded),
+            series_from_stats("idle".to_string(), &idle.combined()),
+            series_from_stats(
+                format!("under load {}", profiles.join("+")),
+                &loaded.combined(),
+            ),
         ],
     };
     Ok((data, report))

@@ -255,10 +255,29 @@ pub struct Summary {
     pub cpus: BTreeMap<usize, LatencyStats>,
     /// The earliest start and the latest end of the entries read.
     pub span_ns: Option<(u64, u64)>,
+    /// The host facts' identifier of the last entry read that had one.
+    pub fingerprint: Option<String>,
 }
 
 impl Summary {
+    /// All CPUs together.
+    pub fn combined(&self) -> LatencyStats {
+        let threshold = self
+            .cpus
+            .values()
+            .next()
+            .map_or(u64::MAX, LatencyStats::spike_threshold_ns);
+        let mut all = LatencyStats::new(threshold, None);
+        for stats in self.cpus.values() {
+            let _ = all.merge(stats);
+        }
+        all
+    }
+
     pub fn add(&mut self, entry: &Entry) {
+        if entry.fingerprint.is_some() {
+            self.fingerprint.clone_from(&entry.fingerprint);
+        }
         let stats = self
             .cpus
             .entry(entry.cpu)
@@ -284,6 +303,33 @@ pub fn summarize(
         }
     })?;
     Ok((summary, report))
+}
+
+/// Reads a range of `files` into two summaries, keeping only `cpus` when
+/// given: the intervals measured with no load running, and those measured
+/// under a load; with the load profiles seen, in order.
+pub fn summarize_by_load(
+    files: &[PathBuf],
+    range: Range,
+    cpus: Option<&[usize]>,
+) -> Result<(Summary, Summary, Vec<String>, ReadReport), String> {
+    let (mut idle, mut loaded) = (Summary::default(), Summary::default());
+    let mut profiles: Vec<String> = Vec::new();
+    let report = read(files, range, |entry| {
+        if cpus.is_some_and(|c| !c.contains(&entry.cpu)) {
+            return;
+        }
+        match &entry.load {
+            None => idle.add(&entry),
+            Some(profile) => {
+                if !profiles.contains(profile) {
+                    profiles.push(profile.clone());
+                }
+                loaded.add(&entry);
+            }
+        }
+    })?;
+    Ok((idle, loaded, profiles, report))
 }
 
 #[cfg(test)]

@@ -43,25 +43,26 @@ impl Part {
         }
     }
 
+    /// A range's summary, filed under the fingerprint of its last
+    /// interval, with those facts where the record has them.
+    fn of(summary: Summary, report: &ReadReport) -> Part {
+        let fingerprint = summary.fingerprint.clone().unwrap_or(UNKNOWN.to_string());
+        Part {
+            facts: report.host(&fingerprint).map(|h| h.fingerprint.clone()),
+            fingerprint,
+            summary,
+        }
+    }
+
     /// All CPUs together, and the CPU with the worst wake-up.
     fn combined(&self) -> (LatencyStats, Option<usize>) {
-        let threshold = self
-            .summary
-            .cpus
-            .values()
-            .next()
-            .map_or(u64::MAX, LatencyStats::spike_threshold_ns);
-        let mut all = LatencyStats::new(threshold, None);
-        for stats in self.summary.cpus.values() {
-            let _ = all.merge(stats);
-        }
         let worst = self
             .summary
             .cpus
             .iter()
             .max_by_key(|(_, s)| s.max_ns)
             .map(|(cpu, _)| *cpu);
-        (all, worst)
+        (self.summary.combined(), worst)
     }
 }
 
@@ -90,40 +91,16 @@ pub fn by_fingerprint(
     Ok((parts, report))
 }
 
-/// The record's intervals in `range` in two parts: measured with no load
-/// running, and under a load; with the load profiles seen (`+`-joined).
-/// Each part is filed under the fingerprint of its last interval.
+/// The record's intervals in `range` in two parts, measured with no load
+/// running and under a load, each filed under the fingerprint of its last
+/// interval; with the load profiles seen (`+`-joined).
 pub fn by_load(
     files: &[PathBuf],
     range: Range,
     cpus: Option<&[usize]>,
 ) -> Result<(Part, Part, String, ReadReport), String> {
-    let mut idle = Part::new(UNKNOWN);
-    let mut loaded = Part::new(UNKNOWN);
-    let mut profiles: Vec<String> = Vec::new();
-    let report = reader::read(files, range, |entry: Entry| {
-        if cpus.is_some_and(|c| !c.contains(&entry.cpu)) {
-            return;
-        }
-        let part = match &entry.load {
-            None => &mut idle,
-            Some(profile) => {
-                if !profiles.contains(profile) {
-                    profiles.push(profile.clone());
-                }
-                &mut loaded
-            }
-        };
-        if let Some(id) = &entry.fingerprint {
-            part.fingerprint.clone_from(id);
-        }
-        part.summary.add(&entry);
-    })?;
-    for part in [&mut idle, &mut loaded] {
-        part.facts = report
-            .host(&part.fingerprint)
-            .map(|h| h.fingerprint.clone());
-    }
+    let (idle, loaded, profiles, report) = reader::summarize_by_load(files, range, cpus)?;
+    let (idle, loaded) = (Part::of(idle, &report), Part::of(loaded, &report));
     Ok((idle, loaded, profiles.join("+"), report))
 }
 
@@ -134,20 +111,8 @@ pub fn range_part(
     range: Range,
     cpus: Option<&[usize]>,
 ) -> Result<(Part, ReadReport), String> {
-    let mut part = Part::new(UNKNOWN);
-    let report = reader::read(files, range, |entry: Entry| {
-        if cpus.is_some_and(|c| !c.contains(&entry.cpu)) {
-            return;
-        }
-        if let Some(id) = &entry.fingerprint {
-            part.fingerprint.clone_from(id);
-        }
-        part.summary.add(&entry);
-    })?;
-    part.facts = report
-        .host(&part.fingerprint)
-        .map(|h| h.fingerprint.clone());
-    Ok((part, report))
+    let (summary, report) = reader::summarize(files, range, cpus)?;
+    Ok((Part::of(summary, &report), report))
 }
 
 /// The facts that differ from `before` to `after`; `None` when either

@@ -77,27 +77,13 @@ pub(super) fn page_line(s: &MonitorState) -> Option<(String, bool)> {
             l.next.map_or_else(|| "-".to_string(), |w| at(w.end)),
         ),
     };
-    if let Some(report) = &l.report {
-        let rates: Vec<String> = report
-            .generators
-            .iter()
-            .flat_map(|g| {
-                g.throughput
-                    .iter()
-                    .map(move |t| format!("{} {} {:.0} {}", g.name, t.what, t.rate(), t.unit))
-            })
-            .collect();
-        if !rates.is_empty() {
-            line.push_str(&format!(
-                " {}: {}.",
-                if l.active.is_some() {
-                    "So far"
-                } else {
-                    "Last window"
-                },
-                rates.join(", ")
-            ));
-        }
+    if let Some(rates) = l.report.as_ref().and_then(|r| r.rates_line()) {
+        let when = if l.active.is_some() {
+            "So far"
+        } else {
+            "Last window"
+        };
+        line.push_str(&format!(" {when}: {rates}."));
     }
     let failures: u64 = l.failures.values().sum();
     if failures > 0 {

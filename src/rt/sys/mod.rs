@@ -141,8 +141,8 @@ pub fn pin_current_thread(cpu: usize) -> io::Result<()> {
     set_current_thread_affinity(&[cpu])
 }
 
-/// Restricts the calling thread to a set of CPUs.
-pub fn set_current_thread_affinity(cpus: &[usize]) -> io::Result<()> {
+/// The kernel's CPU set of `cpus`.
+fn cpu_set_of(cpus: &[usize]) -> io::Result<libc::cpu_set_t> {
     // SAFETY: cpu_set_t is plain data; all-zeroes is the empty set.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
     for &cpu in cpus {
@@ -155,6 +155,12 @@ pub fn set_current_thread_affinity(cpus: &[usize]) -> io::Result<()> {
         // SAFETY: `cpu` < CPU_SETSIZE was checked above.
         unsafe { libc::CPU_SET(cpu, &mut set) };
     }
+    Ok(set)
+}
+
+/// Restricts the calling thread to a set of CPUs.
+pub fn set_current_thread_affinity(cpus: &[usize]) -> io::Result<()> {
+    let set = cpu_set_of(cpus)?;
     // SAFETY: pid 0 is the calling thread; `set` is a valid cpu_set_t of the
     // size passed.
     let rc = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };

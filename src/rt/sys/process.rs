@@ -7,25 +7,12 @@ use std::io;
 use std::os::unix::process::CommandExt;
 use std::process::Command;
 
-use crate::cpulist::MAX_CPUS;
-
 /// Prepares `command` to start in the process group `group` (0: a new
 /// group led by the child itself), on `cpus` only, under `SCHED_OTHER`
 /// whatever the caller's policy (a harness may run latencyd under
 /// `chrt`, and children inherit the policy).
 pub fn prepare_child(command: &mut Command, group: i32, cpus: &[usize]) -> io::Result<()> {
-    // SAFETY: cpu_set_t is plain data; all-zeroes is the empty set.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    for &cpu in cpus {
-        if cpu >= MAX_CPUS {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("CPU {cpu} is beyond CPU_SETSIZE"),
-            ));
-        }
-        // SAFETY: `cpu` < CPU_SETSIZE was checked above.
-        unsafe { libc::CPU_SET(cpu, &mut set) };
-    }
+    let set = super::cpu_set_of(cpus)?;
     let any_cpu = !cpus.is_empty();
     command.process_group(group);
     // SAFETY: the closure runs between fork and exec and calls only
