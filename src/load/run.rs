@@ -247,6 +247,16 @@ impl Supervisor {
         lock(&self.shared.events).push(line);
     }
 
+    /// A generator's failure: counted in its report, kept as its last,
+    /// and said as an event.
+    fn failed(&self, idx: usize, line: String) {
+        self.publish(idx, |r| {
+            r.failures += 1;
+            r.last_failure = Some(line.clone());
+        });
+        self.event(line);
+    }
+
     fn publish(&self, idx: usize, f: impl FnOnce(&mut GeneratorReport)) {
         let mut report = lock(&self.shared.report);
         if let Some(generator) = report.generators.get_mut(idx) {
@@ -279,11 +289,7 @@ impl Supervisor {
                         RETRY_AFTER.as_secs()
                     );
                     self.running[idx].retry_at = Some(now + RETRY_AFTER);
-                    self.publish(idx, |r| {
-                        r.failures += 1;
-                        r.last_failure = Some(line.clone());
-                    });
-                    self.event(line);
+                    self.failed(idx, line);
                 }
             }
         }
@@ -363,11 +369,7 @@ impl Supervisor {
                     RETRY_AFTER.as_secs()
                 )
             };
-            self.publish(idx, |r| {
-                r.failures += 1;
-                r.last_failure = Some(line.clone());
-            });
-            self.event(line);
+            self.failed(idx, line);
         }
         let throughput = throughput_of(&self.running[idx]);
         let runs = self.running[idx].hackbench_runs;
@@ -424,11 +426,7 @@ impl Supervisor {
                             "load generator {name} did not stop within {} s of SIGINT; killed",
                             STOP_GRACE.as_secs()
                         );
-                        self.publish(idx, |r| {
-                            r.failures += 1;
-                            r.last_failure = Some(line.clone());
-                        });
-                        self.event(line);
+                        self.failed(idx, line);
                         break;
                     }
                 }

@@ -69,9 +69,9 @@ pub fn group_exists(group: i32) -> bool {
     }
 }
 
-/// The process IDs whose process group is `group`, read from `/proc`
-/// (for proofs and messages: which generators are still there).
-pub fn group_members(group: i32) -> Vec<i32> {
+/// The processes whose `/proc/PID/stat` field `field` (counted after
+/// the command name: 0 state, 1 ppid, 2 pgrp) is `value`.
+fn processes_with_stat(field: usize, value: i32) -> Vec<i32> {
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
@@ -82,14 +82,18 @@ pub fn group_members(group: i32) -> Vec<i32> {
             std::fs::read_to_string(format!("/proc/{pid}/stat"))
                 .ok()
                 .and_then(|stat| {
-                    // After the command name's closing parenthesis: state,
-                    // ppid, pgrp.
                     let rest = &stat[stat.rfind(')')? + 1..];
-                    rest.split_whitespace().nth(2)?.parse::<i32>().ok()
+                    rest.split_whitespace().nth(field)?.parse::<i32>().ok()
                 })
-                == Some(group)
+                == Some(value)
         })
         .collect()
+}
+
+/// The process IDs whose process group is `group`, read from `/proc`
+/// (for proofs and messages: which generators are still there).
+pub fn group_members(group: i32) -> Vec<i32> {
+    processes_with_stat(2, group)
 }
 
 /// The children of `pid` (its threads' children), read from `/proc`.
@@ -97,7 +101,7 @@ pub fn children_of(pid: i32) -> Vec<i32> {
     let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
         return Vec::new();
     };
-    let mut out: Vec<i32> = tasks
+    let listed: Vec<i32> = tasks
         .filter_map(Result::ok)
         .filter_map(|task| std::fs::read_to_string(task.path().join("children")).ok())
         .flat_map(|list| {
@@ -106,25 +110,11 @@ pub fn children_of(pid: i32) -> Vec<i32> {
                 .collect::<Vec<i32>>()
         })
         .collect();
-    if out.is_empty() {
+    if listed.is_empty() {
         // Without CONFIG_PROC_CHILDREN: every process whose parent it is.
-        out = std::fs::read_dir("/proc")
-            .into_iter()
-            .flatten()
-            .filter_map(Result::ok)
-            .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-            .filter(|&p| {
-                std::fs::read_to_string(format!("/proc/{p}/stat"))
-                    .ok()
-                    .and_then(|stat| {
-                        let rest = &stat[stat.rfind(')')? + 1..];
-                        rest.split_whitespace().nth(1)?.parse::<i32>().ok()
-                    })
-                    == Some(pid)
-            })
-            .collect();
+        return processes_with_stat(1, pid);
     }
-    out
+    listed
 }
 
 /// The guard's part (`latencyd load-guard`): refuses unless it leads its
