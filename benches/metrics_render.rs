@@ -3,15 +3,21 @@
 //! and the process collector), and gzipping it as the handler does for
 //! scrapers that accept gzip. Prints series and bytes (raw and gzipped).
 //! Targets: ≤ 1 ms at 2 CPUs, ≤ 10 ms at 256 (issue 3), ≤ 5 ms at 512
-//! (issue 15).
+//! (issue 15). Also the protobuf exposition (native buckets, an exemplar
+//! per CPU) and OpenMetrics text, with how long each holds the state's
+//! lock (at most as long as the text format: issue 40), and what counting
+//! native buckets costs the collector per interval.
 
+use std::hint::black_box;
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use latencyd::config::Config;
 use latencyd::daemon::http::encoding;
-use latencyd::daemon::render::{metrics, protobuf};
+use latencyd::daemon::render::{exposition, metrics, series};
 use latencyd::daemon::state::{CpuView, MonitorState, ReloadRecord, SamplerView};
+use latencyd::forensics::Summary;
 use latencyd::host::HostInfo;
 use latencyd::rt::sys::{self, Policy};
 use latencyd::stats::LatencyStats;
@@ -82,6 +88,71 @@ fn synthetic_state(n_cpus: usize) -> MonitorState {
     }
 }
 
+/// A capture on every CPU, as forensics would list them, so that the
+/// expositions carry an exemplar per CPU.
+fn with_captures(state: &MonitorState) {
+    let now_unix = latencyd::units::unix_now_ns();
+    let mut journal = state.forensics.lock();
+    for view in &state.cpus {
+        let (latency_ns, _) = view.window.max_and_time(sys::monotonic_now_ns()).unwrap();
+        journal.recent.push_front(Summary {
+            id: latencyd::forensics::store::make_id(now_unix, view.cpu),
+            cpu: view.cpu,
+            task: None,
+            trigger: "threshold".to_string(),
+            at: latencyd::units::format_rfc3339_ms(now_unix),
+            latency_ns,
+            deadline_mono_ns: 0,
+            wakeup_mono_ns: latency_ns,
+            sampler_tid: view.sampler.tid,
+            verdict: "CPU woke late".to_string(),
+            causes: vec![],
+            timer_late_ns: None,
+            complete: true,
+            gaps: vec![],
+            steal_ns: None,
+            smi_count: None,
+            events_omitted: 0,
+        });
+    }
+}
+
+/// The median of 21 timings of `f`, in µs.
+fn median_us(mut f: impl FnMut()) -> f64 {
+    let mut times: Vec<f64> = (0..21)
+        .map(|_| {
+            let start = Instant::now();
+            f();
+            start.elapsed().as_secs_f64() * 1e6
+        })
+        .collect();
+    times.sort_by(f64::total_cmp);
+    times[10]
+}
+
+/// How long each exposition holds the state's lock: the text format
+/// once (the families), the protobuf exposition twice (the families,
+/// then the histograms with native buckets and exemplars).
+fn lock_holds(n_cpus: usize, state: &Mutex<MonitorState>) {
+    let clocks = metrics::SYSTEM_CLOCKS;
+    let families = median_us(|| {
+        let s = state.lock().unwrap();
+        black_box(metrics::families(&s, clocks.read()));
+    });
+    let histograms = median_us(|| {
+        let s = state.lock().unwrap();
+        black_box((
+            series::latency_series(&s),
+            series::task_series(&s),
+            exposition::exemplars_of(&s, clocks.read()),
+        ));
+    });
+    eprintln!(
+        "metrics_render: {n_cpus} CPUs lock held: text {families:.0} µs; protobuf \
+         {families:.0} µs then {histograms:.0} µs"
+    );
+}
+
 fn render(c: &mut Criterion) {
     let mut group = c.benchmark_group("metrics_render");
     for n_cpus in [2, 64, 256, 512] {
@@ -99,23 +170,21 @@ fn render(c: &mut Criterion) {
             );
         }
         let state = Arc::new(Mutex::new(synthetic_state(n_cpus)));
+        with_captures(&state.lock().unwrap());
         let registry = metrics::registry(Arc::clone(&state), true, metrics::SYSTEM_CLOCKS);
-        // The protobuf exposition with native buckets, as the handler builds it.
-        let proto = || {
-            let families = registry.gather();
-            let natives = metrics::latency_natives(&state.lock().unwrap());
-            protobuf::encode(
-                &families,
-                &[(metrics::LATENCY_HISTOGRAM, natives)]
-                    .into_iter()
-                    .collect(),
-            )
-        };
+        // The protobuf exposition with native buckets and exemplars, as the
+        // handler builds it; and the OpenMetrics text.
+        let others = metrics::process_registry(true);
+        let proto = || exposition::protobuf(&others, &state, metrics::SYSTEM_CLOCKS);
         eprintln!(
             "metrics_render: {n_cpus} CPUs protobuf with native buckets {} bytes",
             proto().len()
         );
         group.bench_function(format!("{n_cpus}_cpus_protobuf"), |b| b.iter(proto));
+        group.bench_function(format!("{n_cpus}_cpus_openmetrics"), |b| {
+            b.iter(|| exposition::openmetrics(&others, &state, metrics::SYSTEM_CLOCKS))
+        });
+        lock_holds(n_cpus, &state);
         let text = metrics::render(&registry).unwrap();
         let packed = encoding::gzip(text.as_bytes()).unwrap();
         eprintln!(
@@ -131,6 +200,24 @@ fn render(c: &mut Criterion) {
             b.iter(|| encoding::gzip(metrics::render(&registry).unwrap().as_bytes()).unwrap())
         });
     }
+    // What counting native buckets costs the collector: one interval of
+    // 100 samples (100 ms at 1 kHz) spread like the synthetic state's.
+    let config = Config::builtin();
+    let mut interval = LatencyStats::new(config.measure.spike_threshold_ns, None);
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    for i in 0..100 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        interval.record(
+            1_500 + x % 15_000 + u64::from(x.is_multiple_of(100)) * 200_000,
+            i,
+        );
+    }
+    let mut counts = latencyd::daemon::state::NativeCounts::default();
+    group.bench_function("native_counts_add_interval", |b| {
+        b.iter(|| counts.add(black_box(&interval)))
+    });
     group.finish();
 }
 

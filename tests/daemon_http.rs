@@ -829,7 +829,11 @@ async fn status_page_shows_host_samplers_table_and_plot() {
     );
     // Recent spikes: the capture, linked, its cause named as text.
     assert!(page.contains("<h2>Recent spikes</h2>"), "{page}");
-    assert!(page.contains(&format!("<a href=\"/api/v1/spikes/{SPIKE_ID}\">")));
+    assert!(page.contains(&format!("<a href=\"/spikes/{SPIKE_ID}\">")));
+    assert!(
+        page.contains("<a href=\"/spikes\">"),
+        "every capture, linked"
+    );
     assert!(page.contains("task: culprit &lt;b&gt;") && !page.contains("culprit <b>"));
     assert!(page.contains("<td>3000.0</td>"), "the latency in µs");
     // A row per CPU with its numbers, the dead sampler marked.
@@ -1076,9 +1080,173 @@ async fn the_protobuf_exposition_carries_native_buckets_that_add_up() {
                 assert_eq!(spans as usize, h.positive_delta.len());
             }
         }
+        if name == "latencyd_wakeup_latency_seconds" {
+            // CPU 2's capture is an exemplar of its bucket and of its native
+            // histogram, with its id, exact latency and time.
+            let cpu2 = family
+                .metric
+                .iter()
+                .find(|m| m.label[0].value.as_deref() == Some("2"))
+                .unwrap();
+            let h = cpu2.histogram.as_ref().unwrap();
+            let captured: Vec<_> = h
+                .exemplars
+                .iter()
+                .filter(|e| e.label.iter().any(|l| l.value.as_deref() == Some(SPIKE_ID)))
+                .collect();
+            assert_eq!(captured.len(), 1, "{:?}", h.exemplars);
+            assert_eq!(captured[0].value, Some(0.003));
+            let t = captured[0].timestamp.as_ref().unwrap();
+            assert_eq!((t.seconds, t.nanos), (1_795_315_538, 123_000_000));
+            let bucket = h
+                .bucket
+                .iter()
+                .find(|b| b.exemplar.as_ref() == Some(captured[0]))
+                .expect("the capture rides on a classic bucket");
+            assert!(bucket.upper_bound.unwrap() >= 0.003, "{bucket:?}");
+        }
         names.push(name);
     }
     assert!(names.len() > 10, "{names:?}");
+}
+
+async fn get_accepting(
+    app: &axum::Router,
+    path: &str,
+    accept: &str,
+) -> (StatusCode, String, String) {
+    let response = app
+        .clone()
+        .oneshot(
+            Request::builder()
+                .uri(path)
+                .header("accept", accept)
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    let status = response.status();
+    let content_type = response.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    (
+        status,
+        content_type,
+        String::from_utf8(body.to_vec()).unwrap(),
+    )
+}
+
+#[tokio::test]
+async fn openmetrics_carries_the_exemplars_and_plain_text_never_does() {
+    let revision = format!("revision=\"{REVISION}\"");
+    let app = app(state(true));
+    // Prometheus' own default Accept header.
+    let (status, content_type, body) = get_accepting(
+        &app,
+        "/metrics",
+        "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;\
+         q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1",
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        content_type,
+        latencyd::daemon::render::openmetrics::CONTENT_TYPE
+    );
+    let body = body.replace(&revision, "revision=\"<git revision>\"");
+    common::check_expected("metrics-openmetrics.txt", &body);
+    assert!(body.ends_with("# EOF\n"));
+    assert!(
+        body.contains(&format!(
+            " # {{capture=\"{SPIKE_ID}\",cpu=\"2\"}} 0.003 1795315538.123000000\n"
+        )),
+        "{body}"
+    );
+    // Whoever asks for the Prometheus text format, or for nothing, gets it
+    // as the text encoder writes it: no exemplar, nothing OpenMetrics adds.
+    let registry = latencyd::daemon::render::metrics::registry(
+        Arc::new(Mutex::new(state(true))),
+        false,
+        FIXED,
+    );
+    let plain = latencyd::daemon::render::metrics::render(&registry).unwrap();
+    let strip = |t: &str| {
+        t.lines()
+            .filter(|l| {
+                !l.contains("latencyd_metrics_render_duration_seconds")
+                    && !l.contains("latencyd_http_")
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    for accept in [
+        "",
+        "text/plain;version=0.0.4",
+        "*/*",
+        "text/plain, application/openmetrics-text;q=0.5",
+    ] {
+        let (_, content_type, text) = get_accepting(&app, "/metrics", accept).await;
+        assert_eq!(
+            content_type, "text/plain; version=0.0.4; charset=utf-8",
+            "{accept}"
+        );
+        assert_eq!(strip(&text), strip(&plain), "{accept}");
+        assert!(
+            !text.contains(" # {") && !text.contains("# EOF"),
+            "{accept}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_capture_is_a_page_with_its_picture_and_bad_ids_are_refused_as_pages() {
+    let app = app(state(true));
+    let (status, content_type, page) = get(&app, &format!("/spikes/{SPIKE_ID}")).await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+    assert_eq!(content_type, "text/html; charset=utf-8");
+    assert!(page.contains("<svg"), "the picture is inline");
+    assert!(page.contains("culprit &lt;b&gt;") && !page.contains("culprit <b>"));
+    assert!(
+        page.contains(
+            "Main cause: task culprit &lt;b&gt; (pid 77): 2.99ms, 100% of the 3.00ms latency"
+        ),
+        "{page}"
+    );
+    for outside in ["<script", "<link", "src="] {
+        assert!(!page.contains(outside), "{outside} in the page");
+    }
+    // The list links it.
+    let (status, _, list) = get(&app, "/spikes").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(
+        list.contains(&format!("<a href=\"/spikes/{SPIKE_ID}\">")),
+        "{list}"
+    );
+    // Bad ids: 400 naming what is accepted, 404 for a well-formed unknown
+    // one; both pages. A path outside the store is never an id.
+    for (path, code, says) in [
+        (
+            "/spikes/..%2F..%2Fetc%2Fpasswd",
+            400,
+            "13 digits of Unix milliseconds",
+        ),
+        ("/spikes/%3Cb%3E", 400, "&lt;b&gt;"),
+        (
+            "/spikes/1795315538000-cpu2",
+            404,
+            "no capture 1795315538000-cpu2",
+        ),
+        ("/spikes/1795315538000-cpu2/x", 404, "no such path"),
+    ] {
+        let (status, content_type, page) = get(&app, path).await;
+        assert_eq!(status.as_u16(), code, "{path}: {page}");
+        assert_eq!(content_type, "text/html; charset=utf-8", "{path}");
+        assert!(page.contains(says), "{path}: {page}");
+        assert!(!page.contains("<b>"), "{path}: escaped");
+    }
 }
 
 #[tokio::test]
@@ -1149,6 +1317,18 @@ async fn every_route_answers_as_the_openapi_document_says() {
     let unhealthy = app_with(stuck);
     let record_dir = tempfile::tempdir().unwrap();
     let ranged = app_with(state_with_record(record_dir.path()));
+    // A capture directory holding a file that is not a capture.
+    let capture_dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        capture_dir.path().join("1795315538999-cpu1.json"),
+        "{\"id\": 1",
+    )
+    .unwrap();
+    let broken = {
+        let s = state(true);
+        s.forensics.lock().dir = Some(capture_dir.path().to_path_buf());
+        app_with(s)
+    };
     for (route, path, target) in [
         ("/", "/", &app),
         ("/", "/?window=90m", &app),
@@ -1185,6 +1365,11 @@ async fn every_route_answers_as_the_openapi_document_says() {
         ),
         ("/api/v1/openapi.json", "/api/v1/openapi.json", &app),
         ("/runbooks", "/runbooks", &app),
+        ("/spikes", "/spikes", &app),
+        ("/spikes/{id}", &format!("/spikes/{SPIKE_ID}"), &app),
+        ("/spikes/{id}", "/spikes/..%2F..%2Fetc%2Fpasswd", &app),
+        ("/spikes/{id}", "/spikes/1795315538000-cpu2", &app),
+        ("/spikes/{id}", "/spikes/1795315538999-cpu1", &broken),
     ] {
         let (status, content_type, body) = get(target, path).await;
         let code = status.as_u16().to_string();

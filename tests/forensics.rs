@@ -338,6 +338,28 @@ fn measure_forensics_captures_and_goes_on_counting_every_period() {
             .lines()
             .any(|l| l.starts_with("# Spike at ") && l.contains(&format!("lat-culprit (pid {tid}")))
         {
+            // The JSON holds the captures whole, and `plot --capture`
+            // draws the culprit's from it.
+            let captures = doc["latencyd"]["captures"].as_array().expect("captures");
+            let culprit = captures
+                .iter()
+                .find(|c| c["causes"][0]["pid"] == tid)
+                .unwrap_or_else(|| panic!("no capture names {tid}: {captures:?}"));
+            assert!(
+                !culprit["events"].as_array().unwrap().is_empty(),
+                "{culprit}"
+            );
+            let svg = dir.path().join("spike.svg");
+            let id = culprit["id"].as_str().unwrap();
+            run_ok(
+                latencyd()
+                    .args(["plot", "--capture"])
+                    .arg(&json)
+                    .args(["--capture-id", id, "-o"])
+                    .arg(&svg),
+            );
+            let svg = std::fs::read_to_string(&svg).unwrap();
+            assert!(svg.contains(&format!("lat-culprit (pid {tid})")), "{svg}");
             return;
         }
         // Not named: only a spike the rate limit dropped excuses that.

@@ -139,3 +139,138 @@ fn bad_inputs_and_outputs_are_reported() {
     assert_eq!(output.status.code(), Some(2));
     assert!(stderr_of(&output).contains("--plot"));
 }
+
+/// A capture as the store writes it: a thread spinning through the
+/// sampler's deadline, its name chosen to break markup.
+fn capture_json(id: &str, latency_ns: u64) -> serde_json::Value {
+    let switch = |from: &str, from_pid: i32, to: &str, to_pid: i32| {
+        format!(
+            "prev_comm={from} prev_pid={from_pid} prev_prio=120 prev_state=R ==> \
+             next_comm={to} next_pid={to_pid} next_prio=9"
+        )
+    };
+    let event = |ts_ns: u64, task: &str, pid: i32, event: &str, fields: String| {
+        serde_json::json!({"ts_ns": ts_ns, "task": task, "pid": pid, "cpu": 1,
+                           "event": event, "fields": fields})
+    };
+    let deadline = 5_000_000_000u64;
+    serde_json::json!({
+        "id": id, "cpu": 1, "task": null, "trigger": "threshold",
+        "at": "2026-11-26T06:00:00.000Z", "latency_ns": latency_ns,
+        "deadline_mono_ns": deadline, "wakeup_mono_ns": deadline + latency_ns,
+        "sampler_tid": 77, "verdict": "CPU 1 woke late",
+        "causes": [{"kind": "task", "name": "<spin>", "pid": 4242, "duration_ns": latency_ns}],
+        "timer_late_ns": 0, "complete": true, "gaps": [], "steal_ns": null,
+        "smi_count": null, "events_omitted": 0,
+        "events": [
+            event(deadline - 100_000, "<idle>", 0, "sched_switch", switch("swapper/1", 0, "<spin>", 4242)),
+            event(deadline + 1_000, "<spin>", 4242, "sched_wakeup", "comm=s pid=77 prio=19 target_cpu=001".to_string()),
+            event(deadline + latency_ns - 5_000, "<spin>", 4242, "sched_switch", switch("<spin>", 4242, "s", 77)),
+            event(deadline + latency_ns, "s", 77, "sys_exit", "NR 230 = 0".to_string()),
+        ],
+    })
+}
+
+#[test]
+fn plots_a_capture_and_refuses_what_is_not_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let one = dir.path().join("1795315538123-cpu1.json");
+    std::fs::write(
+        &one,
+        capture_json("1795315538123-cpu1", 300_000).to_string(),
+    )
+    .unwrap();
+    let run = dir.path().join("run.json");
+    let doc = serde_json::json!({"thread": {}, "latencyd": {"captures": [
+        capture_json("1795315538000-cpu1", 900_000),
+        capture_json("1795315538500-cpu1", 200_000),
+    ]}});
+    std::fs::write(&run, doc.to_string()).unwrap();
+    let svg_of = |args: &[&str]| {
+        let out = dir.path().join("capture.svg");
+        let output = latencyd()
+            .arg("plot")
+            .args(args)
+            .arg("-o")
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{args:?}: {}", stderr_of(&output));
+        std::fs::read_to_string(&out).unwrap()
+    };
+    let svg = svg_of(&["--capture", one.to_str().unwrap()]);
+    assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
+    assert!(
+        svg.contains("&lt;spin&gt; (pid 4242)") && !svg.contains("<spin>"),
+        "{svg}"
+    );
+    assert!(svg.contains("sampler (tid 77)") && svg.contains("deadline"));
+    assert!(
+        svg.contains("Main cause: task &lt;spin&gt; (pid 4242): 300us, 100% of the 300us latency")
+    );
+    // A measure --json file: the largest capture, or the one named.
+    assert!(svg_of(&["--capture", run.to_str().unwrap()]).contains("1795315538000-cpu1"));
+    let named = svg_of(&[
+        "--capture",
+        run.to_str().unwrap(),
+        "--capture-id",
+        "1795315538500-cpu1",
+    ]);
+    assert!(named.contains("(capture 1795315538500-cpu1)"));
+
+    let no_captures = dir.path().join("plain.json");
+    std::fs::write(
+        &no_captures,
+        r#"{"thread": {}, "latencyd": {"load": null}}"#,
+    )
+    .unwrap();
+    let not_json = dir.path().join("x.json");
+    std::fs::write(&not_json, "cycles 1000").unwrap();
+    let out = dir.path().join("o.svg");
+    let out = out.to_str().unwrap();
+    for (args, says) in [
+        (
+            vec![
+                "--capture",
+                run.to_str().unwrap(),
+                "--capture-id",
+                "1-cpu1",
+                "-o",
+                out,
+            ],
+            "no capture 1-cpu1 here; it holds 1795315538000-cpu1, 1795315538500-cpu1",
+        ),
+        (
+            vec!["--capture", no_captures.to_str().unwrap(), "-o", out],
+            "measure records them with -b or --forensics",
+        ),
+        (
+            vec!["--capture", not_json.to_str().unwrap(), "-o", out],
+            "not JSON",
+        ),
+        (
+            vec!["--capture", one.to_str().unwrap(), "-o", "x.png"],
+            "--capture draws SVG",
+        ),
+        (
+            vec![
+                "--capture",
+                one.to_str().unwrap(),
+                "--from",
+                "-1h",
+                "-o",
+                out,
+            ],
+            "--capture draws one capture",
+        ),
+        (vec!["--capture-id", "1-cpu1", "-o", out], "--capture"),
+    ] {
+        let output = latencyd().arg("plot").args(&args).output().unwrap();
+        assert!(!output.status.success(), "{args:?}");
+        assert!(
+            stderr_of(&output).contains(says),
+            "{args:?}: {}",
+            stderr_of(&output)
+        );
+    }
+}

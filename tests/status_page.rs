@@ -5,35 +5,10 @@
 
 mod common;
 
-use std::path::Path;
-use std::process::{Command, Output};
 use std::time::Duration;
 
 use common::*;
 use serde_json::Value;
-
-fn chromium(profile: &Path, extra: &[&str], url: &str) -> Output {
-    Command::new("chromium")
-        .args([
-            "--headless",
-            // The sandbox needs user namespaces, which containers and root
-            // often lack; the page is our own.
-            "--no-sandbox",
-            "--disable-gpu",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--window-size=1200,1100",
-        ])
-        .arg(format!("--user-data-dir={}", profile.display()))
-        .args(extra)
-        .arg(url)
-        // Chromium wants a writable home for its caches, also as nobody.
-        .env("HOME", profile)
-        .output()
-        .expect("chromium runs")
-}
 
 #[test]
 fn chromium_renders_a_row_per_cpu_and_the_plot() {

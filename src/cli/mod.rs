@@ -108,8 +108,19 @@ pub struct RangeArgs {
 pub struct PlotArgs {
     /// One results file, or .hlog files of the record (or directories
     /// holding them).
-    #[arg(required = true, value_name = "INPUT")]
+    #[arg(required_unless_present = "capture", value_name = "INPUT")]
     pub inputs: Vec<PathBuf>,
+    /// Draw one forensics capture instead (SVG): its CPU around the late
+    /// wake-up, a lane per interrupt, softirq and thread, the deadline,
+    /// the wake-up and the main cause. FILE is a capture (a file of the
+    /// capture directory, or /api/v1/spikes/ID saved) or the --json
+    /// output of measure -b or --forensics.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["inputs", "over_time", "by_load"])]
+    pub capture: Option<PathBuf>,
+    /// With --capture on a measure --json file: the capture to draw, by
+    /// its id (the largest latency by default).
+    #[arg(long, value_name = "ID", requires = "capture")]
+    pub capture_id: Option<String>,
     /// The picture to write: .svg or .png.
     #[arg(short = 'o', long, value_name = "OUT.svg|OUT.png")]
     pub output: PathBuf,

@@ -96,6 +96,17 @@ pub struct JournalData {
     pub dir: Option<PathBuf>,
 }
 
+impl JournalData {
+    /// The newest capture kept of each CPU, by CPU.
+    pub fn latest_by_cpu(&self) -> Vec<&Summary> {
+        let mut latest: BTreeMap<usize, &Summary> = BTreeMap::new();
+        for summary in &self.recent {
+            latest.entry(summary.cpu).or_insert(summary);
+        }
+        latest.into_values().collect()
+    }
+}
+
 /// The journal, locked briefly by the recorder and by readers.
 #[derive(Debug, Default)]
 pub struct Journal(pub(super) Mutex<JournalData>);

@@ -21,6 +21,7 @@ pub mod journal;
 pub mod noise;
 pub mod recorder;
 pub mod store;
+pub mod timeline;
 pub mod tracefs;
 pub mod verdict;
 

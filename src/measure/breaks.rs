@@ -52,6 +52,15 @@ pub(super) fn start_forensics(options: &MeasureOptions) -> Recorder {
 const MEASURE_CAUSES_SHOWN: usize = 8;
 /// Captures `measure` keeps (in memory; oldest dropped).
 const MEASURE_MAX_CAPTURES: usize = 100;
+/// The captures whole, oldest first, for `--json`: the ones in flight
+/// are finished first.
+pub(super) fn finished_captures(recorder: &Recorder) -> Vec<crate::forensics::Capture> {
+    recorder.flush();
+    let journal = recorder.journal();
+    let data = journal.lock();
+    data.in_memory.iter().rev().cloned().collect()
+}
+
 /// At most one capture per CPU within this long in `measure`.
 const MEASURE_PER_CPU_GAP_NS: u64 = 200 * NS_PER_MS;
 /// Each CPU's ring buffer for `measure`, KiB.

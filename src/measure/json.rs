@@ -81,6 +81,11 @@ struct JsonLatencyd<'a> {
     notes: &'a [String],
     /// `--load`: the generators, their CPUs and throughput; null without.
     load: Option<LoadJson>,
+    /// `-b`, `--forensics`: each capture whole (as `/api/v1/spikes/{id}`
+    /// serves it), oldest first, for `latencyd plot --capture`; absent
+    /// without a capture.
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    captures: &'a [crate::forensics::Capture],
 }
 
 /// What decides whether the numbers can be trusted, as detected at start;
@@ -204,6 +209,7 @@ pub fn json_document(report: &RunReport) -> String {
             host: HostFacts::of(host, &report.fingerprint, &report.topology),
             notes: &report.notes,
             load: report.load.as_ref().map(LoadReport::json),
+            captures: &report.captures,
         },
     };
     let mut text = serde_json::to_string_pretty(&doc).expect("the JSON DTOs always serialize");

@@ -51,6 +51,8 @@ pub struct RunReport {
     pub notes: Vec<String>,
     /// `--load`: what ran beside the samplers and what it achieved.
     pub load: Option<LoadReport>,
+    /// `-b`, `--forensics`: the captures whole, oldest first.
+    pub captures: Vec<crate::forensics::Capture>,
 }
 
 impl RunReport {

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant, SystemTime};
 use anyhow::{Context, bail};
 
 use super::background::Background;
-use super::breaks::{TraceMark, forensics_block, start_forensics};
+use super::breaks::{TraceMark, finished_captures, forensics_block, start_forensics};
 use super::live::{Fifo, Live, live_block, sample_log};
 use super::log::MeasureLog;
 use super::options::{Alignment, JsonTarget, MeasureOptions, PUBLISH_PERIOD_NS};
@@ -350,6 +350,7 @@ pub fn run(options: &MeasureOptions, host: &HostInfo, cmdline: String) -> anyhow
     let nodes: Vec<(usize, i32)> = (topology.iter())
         .map(|t| (t.cpu, t.node.map_or(-1, |n| n as i32)))
         .collect();
+    let captures = capture_from.map_or_else(Vec::new, |_| finished_captures(&recorder));
     let report = RunReport {
         cmdline,
         start_time,
@@ -377,6 +378,7 @@ pub fn run(options: &MeasureOptions, host: &HostInfo, cmdline: String) -> anyhow
             .collect(),
         notes: options.notes.iter().map(ToString::to_string).collect(),
         load: load_report,
+        captures,
     };
     drop(pm_qos_hold);
 

@@ -11,7 +11,10 @@
 //!
 //! - `inputs`: the three file formats read into `PlotData`.
 //! - `draw`: `PlotData` drawn to SVG or PNG.
+//! - `capture`: one forensics capture as a timeline of its CPU (SVG),
+//!   for `plot --capture` and the daemon's `/spikes/{id}`.
 
+pub mod capture;
 mod draw;
 mod draw_time;
 pub mod history;
@@ -138,11 +141,30 @@ pub fn main(args: &crate::cli::PlotArgs) -> std::process::ExitCode {
 fn run(args: &crate::cli::PlotArgs) -> Result<(), PlotError> {
     use crate::record::reader;
     let format = Format::of(&args.output)?;
+    let ranged = args.range.from.is_some() || args.range.to.is_some() || args.range.cpus.is_some();
+    if let Some(path) = &args.capture {
+        if ranged {
+            return Err(input(
+                "--from, --to and --cpus read the record; --capture draws one capture",
+            ));
+        }
+        if format != Format::Svg {
+            return Err(input(format!(
+                "{}: --capture draws SVG; name the output .svg",
+                args.output.display()
+            )));
+        }
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| input(format!("cannot read {}: {e}", path.display())))?;
+        let chosen = capture::read(&text, args.capture_id.as_deref())
+            .map_err(|e| input(format!("{}: {e}", path.display())))?;
+        return std::fs::write(&args.output, capture::render(&chosen))
+            .map_err(|e| PlotError::Draw(format!("cannot write {}: {e}", args.output.display())));
+    }
     let record = args
         .inputs
         .iter()
         .any(|p| p.is_dir() || p.extension().is_some_and(|e| e == "hlog"));
-    let ranged = args.range.from.is_some() || args.range.to.is_some() || args.range.cpus.is_some();
     if !record {
         if args.inputs.len() != 1 {
             return Err(input(

@@ -598,3 +598,29 @@ pub fn synthetic_fingerprint(start_unix_ns: u64) -> latencyd::daemon::state::Hos
     );
     track
 }
+
+/// Headless Chromium (Debian's `chromium`) opening `url` with `extra`
+/// flags (`--dump-dom`, `--screenshot=FILE`), its profile in `profile`.
+#[allow(dead_code)]
+pub fn chromium(profile: &std::path::Path, extra: &[&str], url: &str) -> Output {
+    Command::new("chromium")
+        .args([
+            "--headless",
+            // The sandbox needs user namespaces, which containers and root
+            // often lack; the page is our own.
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--window-size=1200,1100",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .args(extra)
+        .arg(url)
+        // Chromium wants a writable home for its caches, also as nobody.
+        .env("HOME", profile)
+        .output()
+        .expect("chromium runs")
+}

@@ -15,18 +15,47 @@ use super::{ApiError, AppState, OPENAPI, ROUTES, encoding, parse_range, parse_wi
 
 use crate::cpulist::format_cpu_list;
 use crate::daemon::render::page::{self, Snapshot};
-use crate::daemon::render::{self, json, metrics, observe, protobuf};
+use crate::daemon::render::{self, exposition, json, metrics, openmetrics, protobuf};
 use crate::forensics;
 use crate::plot;
 use crate::record;
 use crate::units::format_rfc3339_ms;
 
-pub(super) async fn not_found(uri: axum::http::Uri) -> ApiError {
-    ApiError::NotFound(format!(
+pub(super) async fn not_found(uri: axum::http::Uri) -> Response {
+    let message = format!(
         "no such path: {}; the routes are {} (described in /api/v1/openapi.json)",
         uri.path(),
         ROUTES.join(", ")
-    ))
+    );
+    // Under the captures' pages, the answer is a page too.
+    if uri.path().starts_with("/spikes/") {
+        return html_error(StatusCode::NOT_FOUND, &message);
+    }
+    ApiError::NotFound(message).into_response()
+}
+
+/// An HTML answer that is not kept by caches (it changes as captures come
+/// and go).
+fn html(status: StatusCode, body: String) -> Response {
+    (
+        status,
+        [
+            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+            (header::CACHE_CONTROL, "no-store"),
+        ],
+        body,
+    )
+        .into_response()
+}
+
+/// An error of a page, as a page.
+fn html_error(status: StatusCode, message: &str) -> Response {
+    let title = format!(
+        "{} {}",
+        status.as_u16(),
+        status.canonical_reason().unwrap_or("Error")
+    );
+    html(status, render::spikes::error_page(&title, message))
 }
 
 pub(super) async fn openapi() -> Response {
@@ -165,44 +194,28 @@ pub(super) async fn status_page(
 }
 
 /// The exposition: Prometheus' protobuf format when the scraper asks for
-/// it (the only one that carries the native histogram), text otherwise;
-/// gzipped when the scraper accepts it. Compressing and encoding happen
-/// after the state's lock is released; the render-time histogram covers
-/// both.
+/// it (the only one that carries the native histogram), OpenMetrics text
+/// when it asks for that (exemplars, no native histogram), the Prometheus
+/// text format otherwise; gzipped when the scraper accepts it.
+/// Compressing and encoding happen after the state's lock is released;
+/// the render-time histogram covers both.
 pub(super) async fn metrics_handler(
     State(app): State<AppState>,
     headers: axum::http::HeaderMap,
 ) -> Result<Response, ApiError> {
     let timer = app.counters.render_seconds.start_timer();
     let header_text = |name| headers.get(name).and_then(|v| v.to_str().ok());
-    let (body, content_type) = if protobuf::wanted(header_text(header::ACCEPT)) {
-        let mut families = app.registry.gather();
-        // The latency histogram again, classic and native buckets from one
-        // look at the state, so its counts agree with each other.
-        let (histograms, natives, task_histograms, task_natives) = {
-            let s = app.lock();
-            (
-                metrics::latency_histograms(&s),
-                metrics::latency_natives(&s),
-                observe::task_histograms(&s),
-                observe::task_natives(&s),
-            )
-        };
-        for family in &mut families {
-            if family.name() == metrics::LATENCY_HISTOGRAM {
-                family.set_metric(histograms.clone());
-            } else if family.name() == observe::TASK_HISTOGRAM {
-                family.set_metric(task_histograms.clone());
-            }
-        }
-        let natives = [
-            (metrics::LATENCY_HISTOGRAM, natives),
-            (observe::TASK_HISTOGRAM, task_natives),
-        ]
-        .into_iter()
-        .collect();
-        let body = protobuf::encode(&families, &natives);
-        (body, protobuf::CONTENT_TYPE)
+    let accept = header_text(header::ACCEPT);
+    let (body, content_type) = if protobuf::wanted(accept) {
+        (
+            exposition::protobuf(&app.others, &app.state, app.clocks),
+            protobuf::CONTENT_TYPE,
+        )
+    } else if openmetrics::wanted(accept) {
+        (
+            exposition::openmetrics(&app.others, &app.state, app.clocks).into_bytes(),
+            openmetrics::CONTENT_TYPE,
+        )
     } else {
         let text = metrics::render(&app.registry).map_err(|e| ApiError::Internal(e.to_string()))?;
         (
@@ -288,11 +301,7 @@ pub(super) async fn spike_one(
     State(app): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
-    if !forensics::store::valid_id(&id) {
-        return Err(ApiError::BadRequest(format!(
-            "'{id}' is not a capture id: ids look like 1795315538123-cpu1 (see /api/v1/spikes)"
-        )));
-    }
+    check_id(&id).map_err(ApiError::BadRequest)?;
     let journal = Arc::clone(&app.lock().forensics);
     let lookup = id.clone();
     let text = tokio::task::spawn_blocking(move || journal.capture_json(&lookup))
@@ -300,11 +309,87 @@ pub(super) async fn spike_one(
         .map_err(|e| ApiError::Internal(format!("reading the capture failed: {e}")))?;
     match text {
         Some(text) => Ok(([(header::CONTENT_TYPE, "application/json")], text).into_response()),
-        None => Err(ApiError::NotFound(format!(
-            "no capture {id}: it may have been dropped to stay within forensics.max_captures \
-             and forensics.max_bytes; /api/v1/spikes lists those kept"
-        ))),
+        None => Err(ApiError::NotFound(no_capture(&id))),
     }
+}
+
+/// Why `id` is refused, if it is not a capture id.
+fn check_id(id: &str) -> Result<(), String> {
+    if forensics::store::valid_id(id) {
+        return Ok(());
+    }
+    Err(format!(
+        "'{id}' is not a capture id: ids are 13 digits of Unix milliseconds, '-cpu' and the CPU \
+         number, with '-max' after it for a new window maximum (e.g. 1795315538123-cpu1); \
+         /api/v1/spikes and the page /spikes list those kept"
+    ))
+}
+
+/// The captures kept, as a page linking each.
+pub(super) async fn spikes_page(State(app): State<AppState>) -> Response {
+    let (journal, nodename) = {
+        let s = app.lock();
+        (Arc::clone(&s.forensics), s.host.uname.nodename.clone())
+    };
+    let (summaries, why_none) = {
+        let data = journal.lock();
+        let why = match (&data.reason, data.enabled) {
+            (Some(reason), _) => Some(format!("Forensics: {reason}.")),
+            (None, true) => None,
+            (None, false) => Some(
+                "Forensics is off: set forensics.enabled = true to capture late wake-ups."
+                    .to_string(),
+            ),
+        };
+        (data.recent.iter().cloned().collect::<Vec<_>>(), why)
+    };
+    html(
+        StatusCode::OK,
+        render::spikes::list_page(&nodename, &summaries, why_none.as_deref()),
+    )
+}
+
+/// One capture as a page with its picture; errors as pages too. Only an
+/// id shaped like a capture's reaches the store, which reads nothing but
+/// `<id>.json` in its own directory.
+pub(super) async fn spike_page(State(app): State<AppState>, Path(id): Path<String>) -> Response {
+    if let Err(message) = check_id(&id) {
+        return html_error(StatusCode::BAD_REQUEST, &message);
+    }
+    let (journal, nodename) = {
+        let s = app.lock();
+        (Arc::clone(&s.forensics), s.host.uname.nodename.clone())
+    };
+    let lookup = id.clone();
+    let text = match tokio::task::spawn_blocking(move || journal.capture_json(&lookup)).await {
+        Ok(text) => text,
+        Err(e) => {
+            return html_error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                &format!("reading the capture failed: {e}"),
+            );
+        }
+    };
+    let Some(text) = text else {
+        return html_error(StatusCode::NOT_FOUND, &no_capture(&id));
+    };
+    match serde_json::from_str::<forensics::Capture>(&text) {
+        Ok(capture) => html(
+            StatusCode::OK,
+            render::spikes::capture_page(&nodename, &capture),
+        ),
+        Err(e) => html_error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            &format!("the capture file of {id} cannot be read as a capture: {e}"),
+        ),
+    }
+}
+
+fn no_capture(id: &str) -> String {
+    format!(
+        "no capture {id}: it may have been dropped to stay within forensics.max_captures and \
+         forensics.max_bytes; /api/v1/spikes and the page /spikes list those kept"
+    )
 }
 
 /// Every CPU now, or with `?from=&to=` over a range of the record.

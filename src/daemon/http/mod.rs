@@ -45,6 +45,10 @@ pub type SharedSecurity = Arc<RwLock<Arc<Security>>>;
 pub struct AppState {
     pub state: Arc<Mutex<MonitorState>>,
     pub registry: prometheus::Registry,
+    /// The same without latencyd's state collector (the process and HTTP
+    /// metrics): the protobuf and OpenMetrics expositions build the
+    /// state's families themselves, unsorted, beside these.
+    pub others: prometheus::Registry,
     /// The handlers' and the metrics' clocks.
     pub clocks: metrics::Clocks,
     pub security: SharedSecurity,
@@ -64,6 +68,17 @@ pub struct HttpCounters {
 }
 
 impl HttpCounters {
+    /// Registers the same counters in another registry.
+    fn register_in(&self, registry: &prometheus::Registry) {
+        for collector in [
+            Box::new(self.refused_connections.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(self.refused_credentials.clone()),
+            Box::new(self.render_seconds.clone()),
+        ] {
+            registry.register(collector).expect("registered once");
+        }
+    }
+
     fn registered_in(registry: &prometheus::Registry) -> HttpCounters {
         let counter = |name: &str, help: &str| {
             let counter = prometheus::IntCounter::new(name, help)
@@ -112,10 +127,13 @@ impl AppState {
         clocks: metrics::Clocks,
     ) -> AppState {
         let registry = metrics::registry(Arc::clone(&state), with_process_metrics, clocks);
+        let others = metrics::process_registry(with_process_metrics);
         let counters = HttpCounters::registered_in(&registry);
+        counters.register_in(&others);
         AppState {
             state,
             registry,
+            others,
             clocks,
             security: Arc::new(RwLock::new(Arc::new(Security::open()))),
             counters,
@@ -155,6 +173,8 @@ pub const ROUTES: &[&str] = &[
     "/api/v1/spikes/{id}",
     "/api/v1/openapi.json",
     "/runbooks",
+    "/spikes",
+    "/spikes/{id}",
 ];
 
 /// The OpenAPI 3.1 description of the routes.
@@ -179,6 +199,8 @@ pub fn router(app: AppState) -> Router {
         .route("/api/v1/spikes/{id}", get(spike_one))
         .route("/api/v1/openapi.json", get(openapi))
         .route("/runbooks", get(runbooks))
+        .route("/spikes", get(spikes_page))
+        .route("/spikes/{id}", get(spike_page))
         .fallback(not_found)
         .layer(middleware::from_fn_with_state(app.clone(), guard))
         .with_state(app)

@@ -116,6 +116,12 @@ pub const FAMILIES: &[(&str, &str, MetricType, &[&str])] = &[
         &["cpu", "cause"],
     ),
     (
+        "latencyd_forensics_latest_capture_info",
+        "1 for the newest capture kept of each CPU, its id in the capture label: the page /spikes/{capture} shows it (the alerts' annotations link there). A series appears with the CPU's first capture and changes with each new one.",
+        MetricType::GAUGE,
+        &["cpu", "capture"],
+    ),
+    (
         "latencyd_forensics_spikes_uncaptured_total",
         "Wake-ups over forensics.threshold not captured, by CPU and reason: rate_limited (forensics.per_cpu_interval, forensics.max_per_minute), busy (the recorder's queue was full), failed (reading the trace or writing the capture failed; /api/v1/status says why).",
         MetricType::COUNTER,

@@ -11,6 +11,7 @@ use prometheus::{Encoder, Registry, TextEncoder};
 use super::catalog::FAMILIES;
 use super::proto::{counter, gauge, histogram, label};
 use crate::daemon::state::{BucketCounts, MonitorState};
+
 use crate::rt::sys;
 use crate::units::NS_PER_SEC;
 
@@ -142,29 +143,6 @@ pub fn latency_histograms(state: &MonitorState) -> Vec<Metric> {
     vec![histogram(vec![], &all, count, sum_ns)]
 }
 
-/// The native buckets matching `latency_histograms`, keyed by their
-/// labels (`cpu`, or none for the sum over CPUs).
-pub fn latency_natives(state: &MonitorState) -> super::protobuf::Natives {
-    if state.config.export.per_cpu_histograms {
-        state
-            .cpus
-            .iter()
-            .map(|v| {
-                (
-                    vec![("cpu".to_string(), v.cpu.to_string())],
-                    super::native::of(&v.lifetime),
-                )
-            })
-            .collect()
-    } else {
-        std::iter::once((
-            vec![],
-            super::native::of_all(state.cpus.iter().map(|v| &v.lifetime)),
-        ))
-        .collect()
-    }
-}
-
 /// The metric families for `state` at `now`.
 pub fn families(state: &MonitorState, now: Now) -> Vec<MetricFamily> {
     let now_ns = now.monotonic_ns;
@@ -278,6 +256,14 @@ pub fn families(state: &MonitorState, now: Now) -> Vec<MetricFamily> {
                         vec![label("cause", cause), label("cpu", &c.to_string())],
                         *n as f64,
                     )
+                })
+                .collect(),
+            "latencyd_forensics_latest_capture_info" => forensics
+                .latest_by_cpu()
+                .into_iter()
+                .map(|s| {
+                    let labels = vec![label("capture", &s.id), label("cpu", &s.cpu.to_string())];
+                    gauge(labels, 1.0)
                 })
                 .collect(),
             "latencyd_forensics_spikes_uncaptured_total" => forensics
@@ -465,10 +451,18 @@ pub fn registry(
     with_process_metrics: bool,
     clocks: Clocks,
 ) -> Registry {
-    let registry = Registry::new();
+    let registry = process_registry(with_process_metrics);
     registry
         .register(Box::new(StateCollector::new(state, clocks)))
         .expect("latencyd's collector registers once");
+    registry
+}
+
+/// A registry of the process collector alone (or nothing): what the
+/// protobuf and OpenMetrics expositions gather beside `families`, which
+/// they build from the state themselves.
+pub fn process_registry(with_process_metrics: bool) -> Registry {
+    let registry = Registry::new();
     if with_process_metrics {
         let process = prometheus::process_collector::ProcessCollector::for_self();
         registry

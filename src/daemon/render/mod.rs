@@ -2,7 +2,11 @@
 //! They read `state` and know nothing of HTTP (`tests/tidy.rs` checks).
 //!
 //! - `metrics`: the Prometheus families of `/metrics`; `catalog`: their
-//!   names, help, types and labels; `proto`: building one metric.
+//!   names, help, types and labels; `proto`: building one metric;
+//!   `protobuf`, `openmetrics`: the expositions beside the text format,
+//!   with the state's native buckets and `exemplars`, built in
+//!   `exposition` from the `series` copied out of the state; `wire`
+//!   writes the protobuf bytes.
 //! - `json`: the JSON API's bodies; `host`: the host's fingerprint
 //!   (`/api/v1/host`, the info metric's labels, the topology).
 //! - `observe`: what the observer found (`/api/v1/observe`, its metric
@@ -11,18 +15,24 @@
 //! - `load`: the scheduled load windows in the status and on the page.
 //! - `status_line`: the line `systemctl status` shows.
 //! - `runbooks`: docs/runbooks.md as the page `/runbooks`.
+//! - `spikes`: the captures as pages, `/spikes` and `/spikes/{id}`.
 
 pub mod catalog;
+pub mod exemplars;
+pub mod exposition;
 pub mod host;
 pub mod json;
 pub mod load;
 pub mod metrics;
-pub mod native;
 pub mod observe;
+pub mod openmetrics;
 pub mod page;
 pub mod proto;
 pub mod protobuf;
 pub mod runbooks;
+pub mod series;
+pub mod spikes;
 mod status_line;
+mod wire;
 
 pub use status_line::status_line;

@@ -7,7 +7,6 @@ use prometheus::proto::Metric;
 use serde::Serialize;
 
 use super::proto::{counter, gauge, histogram, label};
-use super::protobuf::Natives;
 use crate::daemon::state::MonitorState;
 use crate::forensics::Capability;
 use crate::forensics::verdict::human;
@@ -41,23 +40,6 @@ pub fn task_histograms(state: &MonitorState) -> Vec<Metric> {
                 v.lifetime.count,
                 v.lifetime.sum_ns,
             )
-        })
-        .collect()
-}
-
-/// The native buckets matching `task_histograms`.
-pub fn task_natives(state: &MonitorState) -> Natives {
-    state
-        .observe
-        .tasks
-        .iter()
-        .map(|(key, v)| {
-            let labels = vec![
-                ("container".to_string(), key.container.clone()),
-                ("cpu".to_string(), key.cpu.to_string()),
-                ("task".to_string(), key.task.clone()),
-            ];
-            (labels, super::native::of(&v.lifetime))
         })
         .collect()
 }

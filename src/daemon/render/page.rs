@@ -166,21 +166,7 @@ fn window_series(label: String, bins: BTreeMap<u64, u64>, max_ns: Option<u64>) -
     }
 }
 
-/// Escapes text for HTML element content and attribute values.
-pub fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
+pub use crate::plot::capture::escape;
 
 fn us(ns: u64) -> String {
     format!("{:.1}", ns as f64 / 1_000.0)
@@ -196,7 +182,7 @@ fn human_duration(ns: u64) -> String {
     }
 }
 
-const STYLE: &str = "\
+pub const STYLE: &str = "\
 body{font-family:sans-serif;margin:1.5em;color:#222;background:#fff}\
 h1{font-size:1.4em;margin:0 0 .2em}\
 .sub{color:#555;margin:0 0 1em}\
@@ -410,7 +396,7 @@ fn render_spikes(html: &mut String, snap: &Snapshot) {
             .map_or_else(|| "-".to_string(), |c| format!("{}: {}", c.kind, c.name));
         let _ = writeln!(
             html,
-            "<tr><td class=\"l\"><a href=\"/api/v1/spikes/{id}\">{at}</a></td><td>{}</td>\
+            "<tr><td class=\"l\"><a href=\"/spikes/{id}\">{at}</a></td><td>{}</td>\
              <td>{}</td><td class=\"l\">{}</td><td class=\"l\">{}{}</td></tr>",
             spike.cpu,
             us(spike.latency_ns),
@@ -425,7 +411,10 @@ fn render_spikes(html: &mut String, snap: &Snapshot) {
             at = escape(&spike.at),
         );
     }
-    html.push_str("</tbody></table>\n");
+    html.push_str(
+        "</tbody></table>\n<p class=\"sub\"><a href=\"/spikes\">Every capture kept</a>, each \
+         with a picture of its CPU around the late wake-up.</p>\n",
+    );
 }
 
 /// The "Record" line: where the on-disk record goes and how it goes
@@ -491,18 +480,5 @@ fn strip_xml_declaration(svg: &str) -> &str {
     match svg.find("<svg") {
         Some(start) => &svg[start..],
         None => svg,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn escape_leaves_no_markup() {
-        assert_eq!(
-            escape("<a href=\"x\">&'"),
-            "&lt;a href=&quot;x&quot;&gt;&amp;&#39;"
-        );
     }
 }

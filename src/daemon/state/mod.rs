@@ -10,6 +10,7 @@
 mod buckets;
 mod host;
 mod load;
+pub mod native;
 mod observe;
 mod window_histogram;
 mod window_max;
@@ -17,6 +18,7 @@ mod window_max;
 pub use buckets::BucketCounts;
 pub use host::{ChangeSeen, HostChange, HostTrack, MAX_HISTORY};
 pub use load::LoadState;
+pub use native::NativeCounts;
 pub use observe::{ObserveState, ObservedCpu, TaskView};
 pub use window_histogram::{MAX_HISTOGRAM_SLOTS, WindowHistogram};
 pub use window_max::WindowMax;
@@ -61,6 +63,8 @@ pub struct CpuView {
     /// Histograms of the same window, for `/plot.svg?window=`.
     pub recent: WindowHistogram,
     pub buckets: BucketCounts,
+    /// The same samples in native buckets.
+    pub native: NativeCounts,
     pub sampler: SamplerView,
 }
 
@@ -74,6 +78,7 @@ impl CpuView {
             window: WindowMax::new(config.export.max_window_ns),
             recent: WindowHistogram::new(config.export.max_window_ns),
             buckets: BucketCounts::new(&config.export.buckets_ns),
+            native: NativeCounts::default(),
             sampler,
         }
     }
@@ -87,6 +92,7 @@ impl CpuView {
         }
         self.recent.record(interval);
         self.buckets.add(interval);
+        self.native.add(interval);
         Ok(())
     }
 }

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use super::{BucketCounts, WindowMax};
+use super::{BucketCounts, NativeCounts, WindowMax};
 use crate::config::Config;
 use crate::observe::{Interval, Source, Status, Tally, TaskKey};
 use crate::stats::LatencyStats;
@@ -29,6 +29,7 @@ pub struct TaskView {
     pub lifetime: LatencyStats,
     pub window: WindowMax,
     pub buckets: BucketCounts,
+    pub native: NativeCounts,
 }
 
 #[derive(Debug, Clone)]
@@ -100,6 +101,7 @@ impl ObserveState {
                 lifetime: LatencyStats::new(self.spike_threshold_ns, None),
                 window: WindowMax::new(window_ns),
                 buckets: BucketCounts::new(&self.buckets_ns),
+                native: NativeCounts::default(),
             });
             // Same shape: both are plain HDR statistics.
             let _ = view.lifetime.merge(&stats);
@@ -107,6 +109,7 @@ impl ObserveState {
                 view.window.record(at, stats.max_ns);
             }
             view.buckets.add(&stats);
+            view.native.add(&stats);
         }
     }
 }

@@ -14,13 +14,13 @@ use crate::units::NS_PER_SEC;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WindowMax {
     window_seconds: u64,
-    /// (second, maximum sampled in that second), `W + 1` of them: the
-    /// seconds that overlap the window.
-    slots: Vec<(u64, u64)>,
+    /// (second, maximum sampled in that second, when it was sampled),
+    /// `W + 1` of them: the seconds that overlap the window.
+    slots: Vec<(u64, u64, u64)>,
 }
 
 /// A slot that holds no second.
-const EMPTY: (u64, u64) = (u64::MAX, 0);
+const EMPTY: (u64, u64, u64) = (u64::MAX, 0, 0);
 
 impl WindowMax {
     pub fn new(window_ns: u64) -> WindowMax {
@@ -43,15 +43,28 @@ impl WindowMax {
         let n = self.slots.len() as u64;
         let slot = &mut self.slots[(second % n) as usize];
         if slot.0 == second {
-            slot.1 = slot.1.max(max_ns);
+            if max_ns > slot.1 {
+                (slot.1, slot.2) = (max_ns, sampled_at_ns);
+            }
         } else if slot.0 == u64::MAX || slot.0 < second {
-            *slot = (second, max_ns);
+            *slot = (second, max_ns, sampled_at_ns);
         }
     }
 
     /// The maximum sampled within the window, or `None` if nothing was.
     pub fn max(&self, now_ns: u64) -> Option<u64> {
         self.max_within(now_ns, self.window_ns())
+    }
+
+    /// The maximum within the window and when it was sampled
+    /// (`CLOCK_MONOTONIC`; the earliest of equal maxima).
+    pub fn max_and_time(&self, now_ns: u64) -> Option<(u64, u64)> {
+        let second = now_ns / NS_PER_SEC;
+        self.slots
+            .iter()
+            .filter(|(s, ..)| *s != u64::MAX && *s <= second && second - *s <= self.window_seconds)
+            .map(|&(_, max, at)| (max, at))
+            .min_by_key(|&(max, at)| (std::cmp::Reverse(max), at))
     }
 
     /// The maximum sampled in the seconds that overlap the last
@@ -61,8 +74,8 @@ impl WindowMax {
         let n = (window_ns / NS_PER_SEC).clamp(1, self.window_seconds);
         self.slots
             .iter()
-            .filter(|(s, _)| *s != u64::MAX && *s <= second && second - *s <= n)
-            .map(|(_, max)| *max)
+            .filter(|(s, ..)| *s != u64::MAX && *s <= second && second - *s <= n)
+            .map(|(_, max, _)| *max)
             .max()
     }
 
@@ -70,9 +83,9 @@ impl WindowMax {
     pub fn resized(&self, window_ns: u64, now_ns: u64) -> WindowMax {
         let mut resized = WindowMax::new(window_ns);
         let second = now_ns / NS_PER_SEC;
-        for &(s, max) in &self.slots {
+        for &(s, max, at) in &self.slots {
             if s != u64::MAX && s <= second && second - s <= resized.window_seconds {
-                resized.record(s * NS_PER_SEC, max);
+                resized.record(at, max);
             }
         }
         resized
@@ -93,12 +106,14 @@ mod tests {
         w.record(10 * S + 1, 700);
         w.record(11 * S, 300);
         assert_eq!(w.max(11 * S), Some(700));
+        assert_eq!(w.max_and_time(11 * S), Some((700, 10 * S + 1)));
         assert_eq!(
             w.max(13 * S + 1),
             Some(700),
             "a 3 s window from 10.000000001 s reaches back into second 10"
         );
         assert_eq!(w.max(14 * S), Some(300), "second 10 has left");
+        assert_eq!(w.max_and_time(14 * S), Some((300, 11 * S)));
         assert_eq!(w.max(15 * S), None);
         // A slot reused for a later second starts afresh.
         w.record(14 * S, 100);

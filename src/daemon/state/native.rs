@@ -1,4 +1,6 @@
-//! Prometheus native (exponential) histograms from the HDR histograms.
+//! Prometheus native (exponential) histograms from the HDR histograms,
+//! counted as intervals arrive (`NativeCounts`, beside `BucketCounts`),
+//! so a scrape only encodes them.
 //!
 //! A native histogram of schema `s` has bucket `i` covering
 //! `(2^((i-1)/2^s), 2^(i/2^s)]` seconds. The HDR histogram's buckets are
@@ -10,9 +12,7 @@
 //! within one native bucket above the HDR one. The samples past the HDR
 //! range go to the bucket of the exact maximum.
 
-use std::collections::BTreeMap;
-
-use crate::stats::LatencyStats;
+use crate::stats::{LatencyStats, hdr};
 
 /// The schema used: base 2^(1/128).
 pub const SCHEMA: i32 = 7;
@@ -77,17 +77,24 @@ fn counts_of(stats: &LatencyStats) -> Vec<(i32, u64)> {
     counts
 }
 
-fn add_counts(stats: &LatencyStats, counts: &mut BTreeMap<i32, u64>) {
-    for (index, count) in counts_of(stats) {
-        *counts.entry(index).or_insert(0) += count;
-    }
+/// The native bucket of each HDR bucket's upper edge, computed once.
+fn native_of_hdr() -> &'static [i32] {
+    static TABLE: std::sync::OnceLock<Vec<i32>> = std::sync::OnceLock::new();
+    TABLE.get_or_init(|| {
+        (0..hdr::BUCKETS)
+            .map(|i| index_of(hdr::highest_ns(i).max(1)))
+            .collect()
+    })
 }
 
-/// Spans and deltas of bucket counts in index order.
+/// Spans and deltas of bucket counts in index order (zero counts skipped).
 fn encode(counts: impl IntoIterator<Item = (i32, u64)>) -> Native {
     let mut native = Native::default();
     let mut previous: Option<(i32, i64)> = None;
     for (index, count) in counts {
+        if count == 0 {
+            continue;
+        }
         let count = count as i64;
         match previous {
             Some((p, _)) if index == p + 1 => {
@@ -109,13 +116,70 @@ pub fn of(stats: &LatencyStats) -> Native {
     encode(counts_of(stats))
 }
 
-/// The native buckets of several CPUs' statistics together.
-pub fn of_all<'a>(all: impl IntoIterator<Item = &'a LatencyStats>) -> Native {
-    let mut counts = BTreeMap::new();
-    for stats in all {
-        add_counts(stats, &mut counts);
+/// A series' native bucket counts for the life of the process, added
+/// from each interval as it arrives: `counts[i]` is bucket `offset + i`.
+/// Shared on clone: a scrape copies them under the state's lock in
+/// constant time and encodes them after; the next interval added copies
+/// them only if a scrape still holds them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NativeCounts {
+    offset: i32,
+    counts: std::sync::Arc<Vec<u64>>,
+}
+
+impl NativeCounts {
+    /// Adds an interval's samples: a table lookup per non-empty HDR
+    /// bucket (each goes whole into the native bucket of its upper edge).
+    pub fn add(&mut self, interval: &LatencyStats) {
+        let table = native_of_hdr();
+        for bucket in interval.hdr().buckets() {
+            self.add_count(table[bucket.index], bucket.count);
+        }
+        if interval.hdr_overflows > 0 {
+            self.add_count(index_of(interval.max_ns), interval.hdr_overflows);
+        }
     }
-    encode(counts)
+
+    fn add_count(&mut self, index: i32, count: u64) {
+        let counts = std::sync::Arc::make_mut(&mut self.counts);
+        if counts.is_empty() {
+            self.offset = index;
+        }
+        if index < self.offset {
+            let grow = (self.offset - index) as usize;
+            counts.splice(0..0, std::iter::repeat_n(0, grow));
+            self.offset = index;
+        }
+        let at = (index - self.offset) as usize;
+        if at >= counts.len() {
+            counts.resize(at + 1, 0);
+        }
+        counts[at] += count;
+    }
+
+    /// (bucket index, count) in index order, zero counts included.
+    pub fn indexed(&self) -> impl Iterator<Item = (i32, u64)> + '_ {
+        self.counts
+            .iter()
+            .enumerate()
+            .map(|(i, &c)| (self.offset + i as i32, c))
+    }
+
+    /// The spans and deltas the exposition carries.
+    pub fn native(&self) -> Native {
+        encode(self.indexed())
+    }
+
+    /// Several series' counts together (the sum over CPUs).
+    pub fn merged<'a>(all: impl IntoIterator<Item = &'a NativeCounts>) -> NativeCounts {
+        let mut sum = NativeCounts::default();
+        for counts in all {
+            for (index, count) in counts.indexed().filter(|&(_, c)| c > 0) {
+                sum.add_count(index, count);
+            }
+        }
+        sum
+    }
 }
 
 #[cfg(test)]
@@ -168,5 +232,39 @@ mod tests {
         assert!(native.spans.len() >= 2, "a gap up to 20 µs: {native:?}");
         // Empty statistics: no spans.
         assert_eq!(of(&LatencyStats::new(1, None)), Native::default());
+    }
+
+    #[test]
+    fn counts_added_by_interval_equal_the_whole_histograms() {
+        let mut whole = LatencyStats::new(u64::MAX, None);
+        let mut counts = NativeCounts::default();
+        let mut other = NativeCounts::default();
+        // Intervals that reach below and above what came before.
+        for (i, values) in [
+            vec![10_000u64, 10_030, 20_000],
+            vec![1_200, 3_000_000],
+            vec![500, 10_001, 90_000_000_000],
+        ]
+        .iter()
+        .enumerate()
+        {
+            let mut interval = LatencyStats::new(u64::MAX, None);
+            for v in values {
+                interval.record(*v, i as u64);
+                whole.record(*v, i as u64);
+            }
+            counts.add(&interval);
+            if i == 1 {
+                other.add(&interval);
+            }
+        }
+        assert_eq!(counts.native(), of(&whole));
+        let mut both = whole.clone();
+        let mut again = LatencyStats::new(u64::MAX, None);
+        again.record(1_200, 0);
+        again.record(3_000_000, 0);
+        both.merge(&again).unwrap();
+        assert_eq!(NativeCounts::merged([&counts, &other]).native(), of(&both));
+        assert_eq!(NativeCounts::default().native(), Native::default());
     }
 }

@@ -1,0 +1,116 @@
+//! The two expositions beside the Prometheus text format, built as the
+//! handler serves them (and the render benchmark times them): the
+//! state's families as the text format's collector builds them (without
+//! the registry's sorting, which Prometheus does not need) and the
+//! process and HTTP metrics, then the latency histograms again with their
+//! native buckets and exemplars from one look at the state, so that the
+//! counts agree with each other. Each look holds the state's lock
+//! briefly: the second copies the histograms' numbers out (the native
+//! counts shared, not copied), and building and encoding happen after it
+//! is released.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+use prometheus::Registry;
+use prometheus::proto::{Metric, MetricFamily};
+
+use super::exemplars::{self, Exemplars};
+use super::metrics::{self, Clocks, LATENCY_HISTOGRAM, Now};
+use super::observe::TASK_HISTOGRAM;
+use super::proto::{histogram, label};
+use super::series::{self, Key, Natives, SeriesCopy};
+use super::{openmetrics, protobuf};
+use crate::daemon::state::{self, MonitorState, NativeCounts};
+
+/// Both latency histograms' exemplars, by family.
+pub fn exemplars_of(s: &MonitorState, now: Now) -> BTreeMap<&'static str, Exemplars> {
+    [
+        (LATENCY_HISTOGRAM, exemplars::latency(s, now)),
+        (TASK_HISTOGRAM, exemplars::tasks(s, now)),
+    ]
+    .into_iter()
+    .collect()
+}
+
+/// The metrics and native buckets of series copied out of the state;
+/// copies of one key (every CPU, for the sum over CPUs) are added up.
+fn built(copies: Vec<SeriesCopy>) -> (Vec<Metric>, Natives) {
+    let mut grouped: BTreeMap<Key, Vec<SeriesCopy>> = BTreeMap::new();
+    for mut copy in copies {
+        grouped
+            .entry(std::mem::take(&mut copy.key))
+            .or_default()
+            .push(copy);
+    }
+    let mut metrics = Vec::with_capacity(grouped.len());
+    let mut natives = Natives::new();
+    for (key, all) in grouped {
+        let labels = key.iter().map(|(n, v)| label(n, v)).collect();
+        let count = all.iter().map(|c| c.count).sum();
+        let sum_ns = all.iter().map(|c| c.sum_ns).sum();
+        let native = match all.as_slice() {
+            [one] => {
+                metrics.push(histogram(labels, &one.buckets, count, sum_ns));
+                one.native.clone()
+            }
+            many => {
+                let mut buckets = many[0].buckets.clone();
+                for other in &many[1..] {
+                    buckets.merge(&other.buckets);
+                }
+                metrics.push(histogram(labels, &buckets, count, sum_ns));
+                NativeCounts::merged(many.iter().map(|c| &c.native))
+            }
+        };
+        natives.insert(key, native);
+    }
+    (metrics, natives)
+}
+
+/// The state's families (one look, as the text format's collector takes
+/// it), then `others`' (the process and HTTP metrics).
+fn all_families(others: &Registry, state: &Mutex<MonitorState>, now: Now) -> Vec<MetricFamily> {
+    let mut families = metrics::families(&state::lock(state), now);
+    families.extend(others.gather());
+    families
+}
+
+/// The protobuf exposition: native buckets and exemplars.
+pub fn protobuf(others: &Registry, state: &Mutex<MonitorState>, clocks: Clocks) -> Vec<u8> {
+    let now = clocks.read();
+    let mut families = all_families(others, state, now);
+    let (latency, tasks, examples) = {
+        let s = state::lock(state);
+        (
+            series::latency_series(&s),
+            series::task_series(&s),
+            exemplars_of(&s, now),
+        )
+    };
+    let (histograms, latency_natives) = built(latency);
+    let (task_histograms, task_natives) = built(tasks);
+    let (mut histograms, mut task_histograms) = (Some(histograms), Some(task_histograms));
+    for family in &mut families {
+        if family.name() == LATENCY_HISTOGRAM {
+            family.set_metric(histograms.take().unwrap_or_default());
+        } else if family.name() == TASK_HISTOGRAM {
+            family.set_metric(task_histograms.take().unwrap_or_default());
+        }
+    }
+    let natives = [
+        (LATENCY_HISTOGRAM, latency_natives),
+        (TASK_HISTOGRAM, task_natives),
+    ]
+    .into_iter()
+    .collect();
+    protobuf::encode(&families, &natives, &examples)
+}
+
+/// The OpenMetrics text exposition: exemplars, no native buckets.
+pub fn openmetrics(others: &Registry, state: &Mutex<MonitorState>, clocks: Clocks) -> String {
+    let now = clocks.read();
+    let families = all_families(others, state, now);
+    let examples = exemplars_of(&state::lock(state), now);
+    openmetrics::encode(&families, &examples)
+}

@@ -1,0 +1,276 @@
+//! The captures for people: `/spikes` lists those kept, each linked to
+//! `/spikes/{id}`, one capture with its picture (`plot::capture`), its
+//! causes and what the trace lacked. Self-contained HTML (the picture is
+//! inline SVG, the style inline), every shown name escaped.
+
+use std::fmt::Write as _;
+
+use super::page::{STYLE, escape};
+use crate::forensics::verdict::human;
+use crate::forensics::{Capture, Summary};
+use crate::plot::capture;
+
+fn head(html: &mut String, title: &str) {
+    let _ = write!(
+        html,
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
+         <title>{}</title><style>{STYLE}.picture svg{{max-width:100%;height:auto;\
+         border:1px solid #ddd}}</style></head><body>\n",
+        escape(title)
+    );
+}
+
+fn foot(html: &mut String) {
+    html.push_str(
+        "<footer><a href=\"/\">Status</a> · <a href=\"/spikes\">Captures</a> · \
+         <a href=\"/runbooks\">Runbooks</a> · <a href=\"/api/v1/spikes\">JSON</a></footer>\n\
+         </body></html>\n",
+    );
+}
+
+/// Who woke late: the CPU's sampler, or an observed task.
+fn who(summary: &Summary) -> String {
+    match &summary.task {
+        Some(task) => format!("task {} (pid {})", task.name, task.pid),
+        None => format!("sampler (tid {})", summary.sampler_tid),
+    }
+}
+
+/// `/spikes`: the captures kept, newest first; or why there are none.
+pub fn list_page(nodename: &str, summaries: &[Summary], why_none: Option<&str>) -> String {
+    let mut html = String::with_capacity(8 * 1024);
+    head(&mut html, &format!("Captures — latencyd on {nodename}"));
+    let _ = writeln!(
+        html,
+        "<h1>Captures on {}</h1>\n<p class=\"sub\">What delayed each late wake-up forensics \
+         captured, newest first. Open one to see its CPU around the wake-up.</p>",
+        escape(nodename)
+    );
+    if summaries.is_empty() {
+        let _ = writeln!(
+            html,
+            "<p id=\"captures\" class=\"sub\">{}</p>",
+            escape(why_none.unwrap_or("No wake-up over the forensics threshold captured yet."))
+        );
+        foot(&mut html);
+        return html;
+    }
+    html.push_str(
+        "<table id=\"captures\"><thead><tr><th class=\"l\">When (UTC)</th><th>CPU</th>\
+         <th class=\"l\">Late thread</th><th>Latency</th><th class=\"l\">Main cause</th>\
+         <th>Share</th><th class=\"l\">Trace</th></tr></thead><tbody>\n",
+    );
+    for s in summaries {
+        let (cause, share) = match s.causes.first() {
+            Some(c) => (
+                format!("{}: {}", c.kind, c.name),
+                format!(
+                    "{:.0}%",
+                    c.duration_ns as f64 * 100.0 / s.latency_ns.max(1) as f64
+                ),
+            ),
+            None => ("-".to_string(), "-".to_string()),
+        };
+        let _ = writeln!(
+            html,
+            "<tr><td class=\"l\"><a href=\"/spikes/{id}\">{at}</a></td><td>{}</td>\
+             <td class=\"l\">{}</td><td>{}</td><td class=\"l\">{}</td><td>{share}</td>\
+             <td class=\"l\">{}</td></tr>",
+            s.cpu,
+            escape(&who(s)),
+            escape(&human(s.latency_ns)),
+            escape(&cause),
+            if s.complete { "complete" } else { "incomplete" },
+            id = escape(&s.id),
+            at = escape(&s.at),
+        );
+    }
+    html.push_str("</tbody></table>\n");
+    foot(&mut html);
+    html
+}
+
+/// `/spikes/{id}`: the capture's picture, causes and facts.
+pub fn capture_page(nodename: &str, capture: &Capture) -> String {
+    let s = &capture.summary;
+    let mut html = String::with_capacity(32 * 1024);
+    head(
+        &mut html,
+        &format!("Capture {} — latencyd on {nodename}", s.id),
+    );
+    let _ = writeln!(
+        html,
+        "<h1>CPU {}: {} woke {} late</h1>\n<p class=\"sub\">{} · {} · capture <code>{}</code> \
+         (<a href=\"/api/v1/spikes/{}\">JSON</a>)</p>\n<p id=\"verdict\"><b>{}</b></p>\n\
+         <p id=\"main-cause\">{}</p>",
+        s.cpu,
+        escape(&who(s)),
+        escape(&human(s.latency_ns)),
+        escape(&s.at),
+        escape(nodename),
+        escape(&s.id),
+        escape(&s.id),
+        escape(&s.verdict),
+        escape(&capture::main_cause(capture)),
+    );
+    let _ = writeln!(
+        html,
+        "<div class=\"picture\" id=\"timeline\">{}</div>",
+        capture::render(capture)
+    );
+    html.push_str(
+        "<h2>Causes</h2>\n<table id=\"causes\"><thead><tr><th class=\"l\">Kind</th>\
+         <th class=\"l\">Name</th><th>PID</th><th class=\"l\">Policy</th><th>Priority</th>\
+         <th>Time</th><th>Share</th></tr></thead><tbody>\n",
+    );
+    for c in &s.causes {
+        let _ = writeln!(
+            html,
+            "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td class=\"l\">{}</td>\
+             <td>{}</td><td>{}</td><td>{:.1}%</td></tr>",
+            escape(&c.kind),
+            escape(&c.name),
+            c.pid.map_or_else(|| "-".to_string(), |p| p.to_string()),
+            escape(c.policy.as_deref().unwrap_or("-")),
+            c.priority
+                .map_or_else(|| "-".to_string(), |p| p.to_string()),
+            escape(&human(c.duration_ns)),
+            c.duration_ns as f64 * 100.0 / s.latency_ns.max(1) as f64,
+        );
+    }
+    html.push_str("</tbody></table>\n<h2>Facts</h2>\n<ul id=\"facts\">\n");
+    let mut fact = |name: &str, value: String| {
+        let _ = writeln!(html, "<li>{}: {}</li>", escape(name), escape(&value));
+    };
+    fact(
+        "Trigger",
+        match s.trigger.as_str() {
+            "new_max" => "a new maximum of its CPU's window".to_string(),
+            _ => "at least the forensics threshold late".to_string(),
+        },
+    );
+    fact(
+        "Timer interrupt late by",
+        s.timer_late_ns.map_or("not traced".to_string(), human),
+    );
+    fact(
+        "Hypervisor steal around it",
+        s.steal_ns.map_or("not reported".to_string(), human),
+    );
+    fact(
+        "SMIs since the reading before it",
+        s.smi_count
+            .map_or("not readable".to_string(), |n| n.to_string()),
+    );
+    fact(
+        "Trace",
+        if s.complete {
+            "complete: every nanosecond of the latency is attributed".to_string()
+        } else {
+            format!("incomplete: {}", s.gaps.join("; "))
+        },
+    );
+    fact(
+        "Events kept",
+        format!("{} ({} omitted)", capture.events.len(), s.events_omitted),
+    );
+    html.push_str("</ul>\n");
+    foot(&mut html);
+    html
+}
+
+/// An error as a page: what was wrong and what is accepted.
+pub fn error_page(status: &str, message: &str) -> String {
+    let mut html = String::with_capacity(2 * 1024);
+    head(&mut html, &format!("{status} — latencyd"));
+    let _ = writeln!(
+        html,
+        "<h1>{}</h1>\n<p id=\"error\">{}</p>",
+        escape(status),
+        escape(message)
+    );
+    foot(&mut html);
+    html
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::forensics::{Cause, TaskRef};
+
+    fn hostile_capture() -> Capture {
+        let evil = "<script>alert('x')</script>&\"";
+        Capture {
+            summary: Summary {
+                id: "1795315538123-cpu1".to_string(),
+                cpu: 1,
+                task: Some(TaskRef {
+                    name: evil.to_string(),
+                    pid: 77,
+                    container: evil.to_string(),
+                }),
+                trigger: "threshold".to_string(),
+                at: "2026-11-26T06:00:00.000Z".to_string(),
+                latency_ns: 300_000,
+                deadline_mono_ns: 1_000_000,
+                wakeup_mono_ns: 1_300_000,
+                sampler_tid: 77,
+                verdict: evil.to_string(),
+                causes: vec![Cause {
+                    kind: "task".to_string(),
+                    name: evil.to_string(),
+                    pid: Some(4242),
+                    policy: Some(evil.to_string()),
+                    priority: Some(0),
+                    duration_ns: 270_000,
+                }],
+                timer_late_ns: None,
+                complete: false,
+                gaps: vec![evil.to_string()],
+                steal_ns: None,
+                smi_count: None,
+                events_omitted: 0,
+            },
+            events: vec![crate::forensics::events::Event {
+                ts_ns: 900_000,
+                task: evil.to_string(),
+                pid: 4242,
+                cpu: 1,
+                event: "sched_switch".to_string(),
+                fields: format!(
+                    "prev_comm=a prev_pid=1 prev_prio=120 prev_state=R ==> next_comm={evil} \
+                     next_pid=4242 next_prio=120"
+                ),
+            }],
+        }
+    }
+
+    #[test]
+    fn every_name_is_escaped() {
+        let capture = hostile_capture();
+        for html in [
+            capture_page("<host>", &capture),
+            list_page("<host>", std::slice::from_ref(&capture.summary), None),
+            error_page("400 <Bad>", "'<script>'"),
+        ] {
+            assert!(!html.contains("<script>"), "{html}");
+            assert!(!html.contains("<host>"), "{html}");
+            assert!(!html.contains("<Bad>"), "{html}");
+        }
+        let page = capture_page("h", &capture);
+        assert!(page.contains("&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;"));
+        assert!(page.contains("<svg"), "the picture is inline");
+        assert!(page.contains("90%"), "the main cause's share: {page}");
+    }
+
+    #[test]
+    fn the_list_links_each_capture_and_says_why_it_is_empty() {
+        let capture = hostile_capture();
+        let html = list_page("h", std::slice::from_ref(&capture.summary), None);
+        assert!(html.contains("<a href=\"/spikes/1795315538123-cpu1\">"));
+        let empty = list_page("h", &[], Some("forensics is off"));
+        assert!(empty.contains("forensics is off"));
+        assert!(!empty.contains("<table"));
+    }
+}
