@@ -1202,6 +1202,59 @@ async fn openmetrics_carries_the_exemplars_and_plain_text_never_does() {
 }
 
 #[tokio::test]
+async fn an_observed_tasks_capture_is_an_exemplar_of_its_series_only() {
+    let s = state(true);
+    {
+        let mut journal = s.forensics.lock();
+        let mut task = journal.recent[0].clone();
+        task.id = "1795315538500-cpu3".to_string();
+        task.cpu = 3;
+        task.at = "2026-11-22T02:45:38.500Z".to_string();
+        task.latency_ns = 2_000_000;
+        task.task = Some(latencyd::forensics::TaskRef {
+            name: "rtapp".to_string(),
+            pid: 900,
+            container: "rtapp.service".to_string(),
+        });
+        // Another task of the same CPU, and one from before this run
+        // started: neither is an exemplar of rtapp's series.
+        let mut other = task.clone();
+        other.id = "1795315538600-cpu3".to_string();
+        other.at = "2026-11-22T02:45:38.600Z".to_string();
+        other.task.as_mut().unwrap().name = "logger".to_string();
+        let mut old = task.clone();
+        old.id = "1795315000000-cpu3".to_string();
+        old.at = "2026-11-22T02:36:40.000Z".to_string();
+        for summary in [old, task, other] {
+            journal.recent.push_front(summary);
+        }
+    }
+    let app = app_with(s);
+    let (_, _, body) = get_accepting(&app, "/metrics", "application/openmetrics-text").await;
+    let exemplars: Vec<&str> = body
+        .lines()
+        .filter(|l| {
+            l.starts_with("latencyd_task_wakeup_latency_seconds_bucket") && l.contains(" # {")
+        })
+        .collect();
+    assert_eq!(
+        exemplars,
+        vec![
+            "latencyd_task_wakeup_latency_seconds_bucket{container=\"rtapp.service\",cpu=\"3\",\
+             task=\"rtapp\",le=\"0.005\"} 20 # {capture=\"1795315538500-cpu3\",cpu=\"3\"} 0.002 \
+             1795315538.500000000"
+        ],
+        "{body}"
+    );
+    // Nor of the samplers' series.
+    assert!(
+        !body.contains("1795315538600-cpu3\",cpu=\"3\"} 0.002 1795315538.6"),
+        "{body}"
+    );
+    assert!(!body.contains("1795315000000-cpu3"), "{body}");
+}
+
+#[tokio::test]
 async fn a_capture_is_a_page_with_its_picture_and_bad_ids_are_refused_as_pages() {
     let app = app(state(true));
     let (status, content_type, page) = get(&app, &format!("/spikes/{SPIKE_ID}")).await;

@@ -14,8 +14,9 @@ use hdrhistogram::serialization::{Serializer, V2DeflateSerializer};
 use super::{ApiError, AppState, OPENAPI, ROUTES, encoding, parse_range, parse_window};
 
 use crate::cpulist::format_cpu_list;
+use crate::daemon::render::exposition::{self, Exposition};
 use crate::daemon::render::page::{self, Snapshot};
-use crate::daemon::render::{self, exposition, json, metrics, openmetrics, protobuf};
+use crate::daemon::render::{self, json, metrics, openmetrics, protobuf};
 use crate::forensics;
 use crate::plot;
 use crate::record;
@@ -206,22 +207,23 @@ pub(super) async fn metrics_handler(
     let timer = app.counters.render_seconds.start_timer();
     let header_text = |name| headers.get(name).and_then(|v| v.to_str().ok());
     let accept = header_text(header::ACCEPT);
-    let (body, content_type) = if protobuf::wanted(accept) {
-        (
+    let (body, content_type) = match exposition::chosen(accept) {
+        Exposition::Protobuf => (
             exposition::protobuf(&app.others, &app.state, app.clocks),
             protobuf::CONTENT_TYPE,
-        )
-    } else if openmetrics::wanted(accept) {
-        (
+        ),
+        Exposition::OpenMetrics => (
             exposition::openmetrics(&app.others, &app.state, app.clocks).into_bytes(),
             openmetrics::CONTENT_TYPE,
-        )
-    } else {
-        let text = metrics::render(&app.registry).map_err(|e| ApiError::Internal(e.to_string()))?;
-        (
-            text.into_bytes(),
-            "text/plain; version=0.0.4; charset=utf-8",
-        )
+        ),
+        Exposition::Text => {
+            let text =
+                metrics::render(&app.registry).map_err(|e| ApiError::Internal(e.to_string()))?;
+            (
+                text.into_bytes(),
+                "text/plain; version=0.0.4; charset=utf-8",
+            )
+        }
     };
     let response = if encoding::accepts_gzip(header_text(header::ACCEPT_ENCODING)) {
         let body = encoding::gzip(&body)

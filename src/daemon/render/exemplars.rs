@@ -15,6 +15,7 @@ use super::metrics::Now;
 use super::series::Key;
 use crate::daemon::state::{MonitorState, WindowMax};
 use crate::forensics::Summary;
+use crate::stats::hdr;
 use crate::units::parse_rfc3339_ns;
 
 /// At most this many exemplars per series (a native histogram's list).
@@ -32,16 +33,32 @@ pub struct Exemplar {
     pub value: f64,
     /// When the wake-up happened, Unix nanoseconds.
     pub unix_ns: u64,
+    /// Where the sample was counted, in seconds: the upper edge of its
+    /// HDR bucket, as `BucketCounts` files it (its value past the HDR
+    /// range), so the exemplar rides on the classic bucket that counts it.
+    pub counted_at: f64,
+}
+
+impl Exemplar {
+    fn new(labels: Vec<(&'static str, String)>, ns: u64, unix_ns: u64) -> Exemplar {
+        let counted_ns = hdr::index_of(ns).map_or(ns, hdr::highest_ns);
+        Exemplar {
+            labels,
+            value: ns as f64 / 1e9,
+            unix_ns,
+            counted_at: counted_ns as f64 / 1e9,
+        }
+    }
 }
 
 /// Each series' exemplars, oldest first.
 pub type Exemplars = BTreeMap<Key, Vec<Exemplar>>;
 
-/// The newest exemplar in `(lower, upper]` seconds.
+/// The newest exemplar counted in `(lower, upper]` seconds.
 pub fn in_bucket(list: &[Exemplar], lower: f64, upper: f64) -> Option<&Exemplar> {
     list.iter()
         .rev()
-        .find(|e| e.value > lower && e.value <= upper)
+        .find(|e| e.counted_at > lower && e.counted_at <= upper)
 }
 
 /// Each classic bucket's exemplar for the upper bounds `bounds` (the
@@ -83,11 +100,8 @@ pub fn for_buckets(
 }
 
 fn capture_exemplar(s: &Summary, unix_ns: u64) -> Exemplar {
-    Exemplar {
-        labels: vec![(CAPTURE_LABEL, s.id.clone()), ("cpu", s.cpu.to_string())],
-        value: s.latency_ns as f64 / 1e9,
-        unix_ns,
-    }
+    let labels = vec![(CAPTURE_LABEL, s.id.clone()), ("cpu", s.cpu.to_string())];
+    Exemplar::new(labels, s.latency_ns, unix_ns)
 }
 
 /// How long a wake-up forensics will capture waits for its capture before
@@ -140,11 +154,11 @@ fn window_exemplar(
     {
         return None;
     }
-    Some(Exemplar {
-        labels: vec![("cpu", cpu.to_string())],
-        value,
-        unix_ns: unix_ns_of(now, at_ns),
-    })
+    Some(Exemplar::new(
+        vec![("cpu", cpu.to_string())],
+        max_ns,
+        unix_ns_of(now, at_ns),
+    ))
 }
 
 fn unix_ns_of(now: Now, mono_ns: u64) -> u64 {
@@ -255,7 +269,21 @@ mod tests {
             labels: vec![],
             value,
             unix_ns,
+            counted_at: value,
         }
+    }
+
+    #[test]
+    fn an_exemplar_rides_on_the_bucket_that_counts_its_sample() {
+        // 2 ms exactly: its HDR bucket reaches above 2 ms, so BucketCounts
+        // counts it under the next bound; so does its exemplar.
+        let e = Exemplar::new(vec![], 2_000_000, 1);
+        assert_eq!(e.value, 0.002);
+        assert!(e.counted_at > 0.002 && e.counted_at < 0.00202, "{e:?}");
+        assert!(in_bucket(std::slice::from_ref(&e), 0.001, 0.002).is_none());
+        assert!(in_bucket(std::slice::from_ref(&e), 0.002, 0.005).is_some());
+        // Past the HDR range: where its value is.
+        assert_eq!(Exemplar::new(vec![], 100_000_000_000, 1).counted_at, 100.0);
     }
 
     #[test]

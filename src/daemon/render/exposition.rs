@@ -23,6 +23,54 @@ use super::series::{self, Key, Natives, SeriesCopy};
 use super::{openmetrics, protobuf};
 use crate::daemon::state::{self, MonitorState, NativeCounts};
 
+/// The three expositions of `/metrics`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exposition {
+    /// The Prometheus text format 0.0.4: no exemplar, no native bucket.
+    Text,
+    /// OpenMetrics 1.0 text: exemplars.
+    OpenMetrics,
+    /// Prometheus' protobuf format: native buckets and exemplars.
+    Protobuf,
+}
+
+/// Which exposition an `Accept` header asks for: protobuf (delimited
+/// `io.prometheus.client.MetricFamily`) or OpenMetrics text when listed
+/// with a q-value above zero and at least that of every text format
+/// (`text/plain`, `*/*`, and OpenMetrics for protobuf), protobuf first;
+/// the Prometheus text format otherwise, also without a header.
+pub fn chosen(accept: Option<&str>) -> Exposition {
+    let (mut proto_q, mut open_q, mut text_q) = (0.0f64, 0.0f64, 0.0f64);
+    for item in accept.unwrap_or("").split(',') {
+        let mut parts = item.split(';').map(str::trim);
+        let media = parts.next().unwrap_or("").to_ascii_lowercase();
+        let (mut q, mut family, mut delimited) = (1.0, false, false);
+        for param in parts {
+            let (key, value) = param.split_once('=').unwrap_or((param, ""));
+            let value = value.trim();
+            match key.trim().to_ascii_lowercase().as_str() {
+                "q" => q = value.parse().unwrap_or(0.0),
+                "proto" => family = value == "io.prometheus.client.MetricFamily",
+                "encoding" => delimited = value == "delimited",
+                _ => {}
+            }
+        }
+        match media.as_str() {
+            "application/vnd.google.protobuf" if family && delimited => proto_q = proto_q.max(q),
+            "application/openmetrics-text" => open_q = open_q.max(q),
+            "text/plain" | "*/*" => text_q = text_q.max(q),
+            _ => {}
+        }
+    }
+    if proto_q > 0.0 && proto_q >= text_q.max(open_q) {
+        Exposition::Protobuf
+    } else if open_q > 0.0 && open_q >= text_q {
+        Exposition::OpenMetrics
+    } else {
+        Exposition::Text
+    }
+}
+
 /// Both latency histograms' exemplars, by family.
 pub fn exemplars_of(s: &MonitorState, now: Now) -> BTreeMap<&'static str, Exemplars> {
     [
@@ -113,4 +161,46 @@ pub fn openmetrics(others: &Registry, state: &Mutex<MonitorState>, clocks: Clock
     let families = all_families(others, state, now);
     let examples = exemplars_of(&state::lock(state), now);
     openmetrics::encode(&families, &examples)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accept_headers_choose_the_exposition() {
+        use Exposition::*;
+        // Prometheus with native histograms on, and by default.
+        let native = "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;\
+                      encoding=delimited;q=0.7,text/plain;version=0.0.4;q=0.3,*/*;q=0.2";
+        let default = "application/openmetrics-text;version=1.0.0,application/openmetrics-text;\
+                       version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
+        for (accept, exposition) in [
+            (Some(native), Protobuf),
+            (Some(default), OpenMetrics),
+            (None, Text),
+            (Some("*/*"), Text),
+            (Some("text/plain;version=0.0.4"), Text),
+            (
+                Some(
+                    "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=text",
+                ),
+                Text,
+            ),
+            (
+                Some(
+                    "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited;q=0",
+                ),
+                Text,
+            ),
+            (Some("application/openmetrics-text;q=0"), Text),
+            (
+                Some("application/openmetrics-text;q=0.2,text/plain;q=0.5"),
+                Text,
+            ),
+            (Some("text/plain, application/openmetrics-text;q=0.5"), Text),
+        ] {
+            assert_eq!(chosen(accept), exposition, "{accept:?}");
+        }
+    }
 }

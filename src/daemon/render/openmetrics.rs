@@ -18,30 +18,6 @@ use super::series::Key;
 /// The media type served.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
-/// Whether an `Accept` header asks for OpenMetrics text: listed with a
-/// q-value above zero and at least that of the Prometheus text format
-/// (`text/plain`, or `*/*`). The protobuf exposition is decided first.
-pub fn wanted(accept: Option<&str>) -> bool {
-    let Some(accept) = accept else {
-        return false;
-    };
-    let (mut open_q, mut text_q) = (0.0f64, 0.0f64);
-    for item in accept.split(',') {
-        let mut parts = item.split(';').map(str::trim);
-        let media = parts.next().unwrap_or("").to_ascii_lowercase();
-        let q = parts
-            .filter_map(|p| p.split_once('='))
-            .find(|(k, _)| k.trim().eq_ignore_ascii_case("q"))
-            .map_or(1.0, |(_, v)| v.trim().parse().unwrap_or(0.0));
-        match media.as_str() {
-            "application/openmetrics-text" => open_q = open_q.max(q),
-            "text/plain" | "*/*" => text_q = text_q.max(q),
-            _ => {}
-        }
-    }
-    open_q > 0.0 && open_q >= text_q
-}
-
 /// `text` with OpenMetrics' escapes (backslash, double quote, newline).
 fn escaped(text: &str, out: &mut String) {
     for c in text.chars() {
@@ -254,19 +230,6 @@ pub fn encode(families: &[MetricFamily], examples: &BTreeMap<&str, Exemplars>) -
 mod tests {
     use super::*;
     use crate::daemon::render::proto::{counter, gauge, label};
-
-    #[test]
-    fn prometheus_asks_for_it_first_and_plain_scrapers_do_not() {
-        let prometheus = "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
-        assert!(wanted(Some(prometheus)));
-        assert!(!wanted(None));
-        assert!(!wanted(Some("*/*")));
-        assert!(!wanted(Some("text/plain;version=0.0.4")));
-        assert!(!wanted(Some("application/openmetrics-text;q=0")));
-        assert!(!wanted(Some(
-            "application/openmetrics-text;q=0.2,text/plain;q=0.5"
-        )));
-    }
 
     #[test]
     fn counters_lose_total_in_the_family_name_and_escapes_are_openmetrics() {

@@ -149,37 +149,6 @@ pub struct MetricFamily {
 pub const CONTENT_TYPE: &str =
     "application/vnd.google.protobuf; proto=io.prometheus.client.MetricFamily; encoding=delimited";
 
-/// Whether an `Accept` header asks for the protobuf exposition (listed
-/// with a q-value above zero and at least that of the text format).
-pub fn wanted(accept: Option<&str>) -> bool {
-    let Some(accept) = accept else {
-        return false;
-    };
-    let (mut proto_q, mut text_q) = (0.0f64, 0.0f64);
-    for item in accept.split(',') {
-        let mut parts = item.split(';').map(str::trim);
-        let media = parts.next().unwrap_or("").to_ascii_lowercase();
-        let mut q = 1.0;
-        let mut family = false;
-        let mut delimited = false;
-        for param in parts {
-            let (key, value) = param.split_once('=').unwrap_or((param, ""));
-            match key.trim().to_ascii_lowercase().as_str() {
-                "q" => q = value.trim().parse().unwrap_or(0.0),
-                "proto" => family = value.trim() == "io.prometheus.client.MetricFamily",
-                "encoding" => delimited = value.trim() == "delimited",
-                _ => {}
-            }
-        }
-        match media.as_str() {
-            "application/vnd.google.protobuf" if family && delimited => proto_q = proto_q.max(q),
-            "text/plain" | "application/openmetrics-text" | "*/*" => text_q = text_q.max(q),
-            _ => {}
-        }
-    }
-    proto_q > 0.0 && proto_q >= text_q
-}
-
 pub use super::series::Natives;
 pub use super::wire::encode;
 
@@ -436,6 +405,7 @@ mod tests {
             labels: vec![("capture", id.to_string()), ("cpu", "0".to_string())],
             value,
             unix_ns,
+            counted_at: value,
         };
         let examples: BTreeMap<&str, Exemplars> = [(
             "h",
@@ -472,21 +442,5 @@ mod tests {
             "an empty native histogram says it is one"
         );
         assert!(empty.exemplars.is_empty());
-    }
-
-    #[test]
-    fn prometheus_accept_headers_are_recognized() {
-        let prometheus_native = "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited;q=0.7,text/plain;version=0.0.4;q=0.3,*/*;q=0.2";
-        let prometheus_text = "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
-        assert!(wanted(Some(prometheus_native)));
-        assert!(!wanted(Some(prometheus_text)));
-        assert!(!wanted(None));
-        assert!(!wanted(Some("*/*")));
-        assert!(!wanted(Some(
-            "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=text"
-        )));
-        assert!(!wanted(Some(
-            "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited;q=0"
-        )));
     }
 }
