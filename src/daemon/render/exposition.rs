@@ -15,6 +15,7 @@ use std::sync::Mutex;
 use prometheus::Registry;
 use prometheus::proto::{Metric, MetricFamily};
 
+use super::catalog::FAMILIES;
 use super::exemplars::{self, Exemplars};
 use super::metrics::{self, Clocks, LATENCY_HISTOGRAM, Now};
 use super::observe::TASK_HISTOGRAM;
@@ -116,18 +117,37 @@ fn built(copies: Vec<SeriesCopy>) -> (Vec<Metric>, Natives) {
     (metrics, natives)
 }
 
-/// The state's families (one look, as the text format's collector takes
-/// it), then `others`' (the process and HTTP metrics).
-fn all_families(others: &Registry, state: &Mutex<MonitorState>, now: Now) -> Vec<MetricFamily> {
-    let mut families = metrics::families(&state::lock(state), now);
+/// The state's families but those named in `skip` (one look, as the
+/// text format's collector takes it), then `others`' (the process and
+/// HTTP metrics).
+fn all_families(
+    others: &Registry,
+    state: &Mutex<MonitorState>,
+    now: Now,
+    skip: &[&str],
+) -> Vec<MetricFamily> {
+    let mut families = metrics::families_but(&state::lock(state), now, skip);
     families.extend(others.gather());
     families
+}
+
+/// A histogram family of the catalog with `metrics`, or none without.
+fn family(name: &str, metrics: Vec<Metric>) -> Option<MetricFamily> {
+    let (_, help, kind, _) = FAMILIES.iter().find(|f| f.0 == name)?;
+    (!metrics.is_empty()).then(|| {
+        let mut family = MetricFamily::default();
+        family.set_name(name.to_string());
+        family.set_help(help.to_string());
+        family.set_field_type(*kind);
+        family.set_metric(metrics);
+        family
+    })
 }
 
 /// The protobuf exposition: native buckets and exemplars.
 pub fn protobuf(others: &Registry, state: &Mutex<MonitorState>, clocks: Clocks) -> Vec<u8> {
     let now = clocks.read();
-    let mut families = all_families(others, state, now);
+    let mut families = all_families(others, state, now, &[LATENCY_HISTOGRAM, TASK_HISTOGRAM]);
     let (latency, tasks, examples) = {
         let s = state::lock(state);
         (
@@ -138,14 +158,8 @@ pub fn protobuf(others: &Registry, state: &Mutex<MonitorState>, clocks: Clocks) 
     };
     let (histograms, latency_natives) = built(latency);
     let (task_histograms, task_natives) = built(tasks);
-    let (mut histograms, mut task_histograms) = (Some(histograms), Some(task_histograms));
-    for family in &mut families {
-        if family.name() == LATENCY_HISTOGRAM {
-            family.set_metric(histograms.take().unwrap_or_default());
-        } else if family.name() == TASK_HISTOGRAM {
-            family.set_metric(task_histograms.take().unwrap_or_default());
-        }
-    }
+    families.extend(family(LATENCY_HISTOGRAM, histograms));
+    families.extend(family(TASK_HISTOGRAM, task_histograms));
     let natives = [
         (LATENCY_HISTOGRAM, latency_natives),
         (TASK_HISTOGRAM, task_natives),
@@ -158,7 +172,7 @@ pub fn protobuf(others: &Registry, state: &Mutex<MonitorState>, clocks: Clocks) 
 /// The OpenMetrics text exposition: exemplars, no native buckets.
 pub fn openmetrics(others: &Registry, state: &Mutex<MonitorState>, clocks: Clocks) -> String {
     let now = clocks.read();
-    let families = all_families(others, state, now);
+    let families = all_families(others, state, now, &[]);
     let examples = exemplars_of(&state::lock(state), now);
     openmetrics::encode(&families, &examples)
 }

@@ -145,6 +145,12 @@ pub fn latency_histograms(state: &MonitorState) -> Vec<Metric> {
 
 /// The metric families for `state` at `now`.
 pub fn families(state: &MonitorState, now: Now) -> Vec<MetricFamily> {
+    families_but(state, now, &[])
+}
+
+/// The same without the families named in `skip` (which the protobuf
+/// exposition builds itself, outside the lock).
+pub fn families_but(state: &MonitorState, now: Now, skip: &[&str]) -> Vec<MetricFamily> {
     let now_ns = now.monotonic_ns;
     let cpu = |c: usize| vec![label("cpu", &c.to_string())];
     let forensics = state.forensics.lock();
@@ -154,7 +160,7 @@ pub fn families(state: &MonitorState, now: Now) -> Vec<MetricFamily> {
         .unwrap_or_else(|p| p.into_inner())
         .clone();
     let mut out = Vec::with_capacity(FAMILIES.len());
-    for (name, help, kind, _) in FAMILIES {
+    for (name, help, kind, _) in FAMILIES.iter().filter(|f| !skip.contains(&f.0)) {
         let metrics: Vec<Metric> = match *name {
             "latencyd_wakeup_latency_seconds" => latency_histograms(state),
             "latencyd_wakeup_latency_max_seconds" => state

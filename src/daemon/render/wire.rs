@@ -152,22 +152,16 @@ fn histogram(
         // the packed field's bytes.
         s.spans.clear();
         s.deltas.clear();
-        let mut previous: Option<(i32, u64)> = None;
-        for (index, count) in n.indexed() {
-            if count == 0 {
-                continue;
-            }
-            match previous {
-                Some((p, _)) if index == p + 1 => {
-                    s.spans.last_mut().expect("a span is open").1 += 1;
-                }
-                Some((p, _)) => s.spans.push((index - p - 1, 1)),
-                None => s.spans.push((index, 1)),
-            }
-            let delta = count as i64 - previous.map_or(0, |(_, c)| c as i64);
-            encode_varint(zigzag64(delta), &mut s.deltas);
-            previous = Some((index, count));
-        }
+        let (narrow, wide) = n.slices();
+        let mut previous = None;
+        let next = spans_and_deltas(
+            n.offset(),
+            narrow,
+            &mut previous,
+            &mut s.spans,
+            &mut s.deltas,
+        );
+        spans_and_deltas(next, wide, &mut previous, &mut s.spans, &mut s.deltas);
         // An empty native histogram still says it is one.
         if s.spans.is_empty() {
             s.spans.push((0, 0));
@@ -188,6 +182,35 @@ fn histogram(
         }
     }
     message(7, &s.inner, &mut s.metric);
+}
+
+/// The native spans and the packed deltas' bytes of `counts`, buckets
+/// `first..`, after those of `previous`; returns the next bucket index.
+fn spans_and_deltas<T: Copy + Into<u64>>(
+    first: i32,
+    counts: &[T],
+    previous: &mut Option<(i32, u64)>,
+    spans: &mut Vec<(i32, u32)>,
+    deltas: &mut Vec<u8>,
+) -> i32 {
+    let mut index = first;
+    for &count in counts {
+        let count: u64 = count.into();
+        if count != 0 {
+            match *previous {
+                Some((p, _)) if index == p + 1 => {
+                    spans.last_mut().expect("a span is open").1 += 1;
+                }
+                Some((p, _)) => spans.push((index - p - 1, 1)),
+                None => spans.push((index, 1)),
+            }
+            let delta = count as i64 - previous.map_or(0, |(_, c)| c as i64);
+            encode_varint(zigzag64(delta), deltas);
+            *previous = Some((index, count));
+        }
+        index += 1;
+    }
+    index
 }
 
 fn summary(m: &proto::Metric, s: &mut Scratch) {

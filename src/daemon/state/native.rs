@@ -117,14 +117,77 @@ pub fn of(stats: &LatencyStats) -> Native {
 }
 
 /// A series' native bucket counts for the life of the process, added
-/// from each interval as it arrives: `counts[i]` is bucket `offset + i`.
-/// Shared on clone: a scrape copies them under the state's lock in
-/// constant time and encodes them after; the next interval added copies
-/// them only if a scrape still holds them.
+/// from each interval as it arrives: bucket `offset + i` is the `i`th
+/// count. Kept as small as the HDR histogram they mirror: 32-bit counts
+/// until one passes 4·10⁹, then all 64-bit, in vectors grown to the size
+/// needed (a bucket range is extended only by a new extreme). Shared on
+/// clone: a scrape copies them under the state's lock in constant time
+/// and encodes them after; the next interval added copies them only if
+/// a scrape still holds them.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct NativeCounts {
     offset: i32,
-    counts: std::sync::Arc<Vec<u64>>,
+    counts: std::sync::Arc<Counts>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Counts {
+    Narrow(Vec<u32>),
+    Wide(Vec<u64>),
+}
+
+impl Default for Counts {
+    fn default() -> Counts {
+        Counts::Narrow(Vec::new())
+    }
+}
+
+/// `v` with `front` zeros before it and room for exactly `len` counts.
+fn regrown<T: Copy + Default>(v: &[T], front: usize, len: usize) -> Vec<T> {
+    let mut out = Vec::with_capacity(len);
+    out.resize(front, T::default());
+    out.extend_from_slice(v);
+    out.resize(len, T::default());
+    out
+}
+
+impl Counts {
+    fn len(&self) -> usize {
+        match self {
+            Counts::Narrow(v) => v.len(),
+            Counts::Wide(v) => v.len(),
+        }
+    }
+
+    /// Room for `front` more buckets below and `len` in all.
+    fn regrow(&mut self, front: usize, len: usize) {
+        *self = match self {
+            Counts::Narrow(v) => Counts::Narrow(regrown(v, front, len)),
+            Counts::Wide(v) => Counts::Wide(regrown(v, front, len)),
+        };
+    }
+
+    fn add(&mut self, at: usize, count: u64) {
+        if let Counts::Narrow(v) = self {
+            match u32::try_from(u64::from(v[at]) + count) {
+                Ok(sum) => {
+                    v[at] = sum;
+                    return;
+                }
+                Err(_) => *self = Counts::Wide(v.iter().map(|&c| u64::from(c)).collect()),
+            }
+        }
+        if let Counts::Wide(v) = self {
+            v[at] += count;
+        }
+    }
+
+    fn slices(&self) -> (&[u32], &[u64]) {
+        match self {
+            Counts::Narrow(v) => (v, &[]),
+            Counts::Wide(v) => (&[], v),
+        }
+    }
 }
 
 impl NativeCounts {
@@ -142,27 +205,42 @@ impl NativeCounts {
 
     fn add_count(&mut self, index: i32, count: u64) {
         let counts = std::sync::Arc::make_mut(&mut self.counts);
-        if counts.is_empty() {
+        let len = counts.len();
+        if len == 0 {
             self.offset = index;
         }
         if index < self.offset {
-            let grow = (self.offset - index) as usize;
-            counts.splice(0..0, std::iter::repeat_n(0, grow));
+            let front = (self.offset - index) as usize;
+            counts.regrow(front, len + front);
             self.offset = index;
         }
         let at = (index - self.offset) as usize;
         if at >= counts.len() {
-            counts.resize(at + 1, 0);
+            counts.regrow(0, at + 1);
         }
-        counts[at] += count;
+        counts.add(at, count);
     }
 
     /// (bucket index, count) in index order, zero counts included.
     pub fn indexed(&self) -> impl Iterator<Item = (i32, u64)> + '_ {
-        self.counts
+        let (narrow, wide) = self.counts.slices();
+        narrow
             .iter()
+            .map(|&c| u64::from(c))
+            .chain(wide.iter().copied())
             .enumerate()
-            .map(|(i, &c)| (self.offset + i as i32, c))
+            .map(|(i, c)| (self.offset + i as i32, c))
+    }
+
+    /// The bucket index of the first count.
+    pub fn offset(&self) -> i32 {
+        self.offset
+    }
+
+    /// The counts from `offset` on: 32-bit ones, or 64-bit ones once one
+    /// passed 4·10⁹ (the other slice is empty).
+    pub fn slices(&self) -> (&[u32], &[u64]) {
+        self.counts.slices()
     }
 
     /// The spans and deltas the exposition carries.
@@ -266,5 +344,19 @@ mod tests {
         both.merge(&again).unwrap();
         assert_eq!(NativeCounts::merged([&counts, &other]).native(), of(&both));
         assert_eq!(NativeCounts::default().native(), Native::default());
+    }
+
+    #[test]
+    fn counts_widen_past_32_bits_and_never_wrap() {
+        let mut counts = NativeCounts::default();
+        counts.add_count(5, u64::from(u32::MAX) - 1);
+        counts.add_count(3, 7);
+        assert_eq!(counts.counts.slices().1.len(), 0, "narrow while they fit");
+        counts.add_count(5, 2);
+        counts.add_count(9, 1);
+        let all: Vec<(i32, u64)> = counts.indexed().filter(|&(_, c)| c > 0).collect();
+        assert_eq!(all, vec![(3, 7), (5, u64::from(u32::MAX) + 1), (9, 1)]);
+        let (narrow, wide) = counts.counts.slices();
+        assert_eq!((narrow.len(), wide.len()), (0, 7), "widened, sized exactly");
     }
 }
