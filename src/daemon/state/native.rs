@@ -21,7 +21,10 @@ pub const SCHEMA: i32 = 7;
 pub const ZERO_THRESHOLD: f64 = 2.938_735_877_055_719e-39;
 
 /// One native histogram's buckets: spans of consecutive indices and the
-/// counts delta-encoded, as the exposition carries them.
+/// counts delta-encoded, as the exposition carries them. The reference
+/// the tests hold `NativeCounts` and `render::wire` to (the exposition
+/// writes the same straight from the counts).
+#[cfg(test)]
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Native {
     pub spans: Vec<(i32, u32)>,
@@ -51,7 +54,8 @@ pub fn bound(index: i32) -> f64 {
 /// `stats`' samples as native bucket counts, in index order. HDR values
 /// come in ascending order and several share a native bucket, so the
 /// logarithm is taken only when a value passes the current bucket's
-/// upper bound.
+/// upper bound. The tests' reference for `NativeCounts::add`.
+#[cfg(test)]
 fn counts_of(stats: &LatencyStats) -> Vec<(i32, u64)> {
     let mut counts: Vec<(i32, u64)> = Vec::new();
     let mut upper_ns = 0.0f64;
@@ -88,6 +92,7 @@ fn native_of_hdr() -> &'static [i32] {
 }
 
 /// Spans and deltas of bucket counts in index order (zero counts skipped).
+#[cfg(test)]
 fn encode(counts: impl IntoIterator<Item = (i32, u64)>) -> Native {
     let mut native = Native::default();
     let mut previous: Option<(i32, i64)> = None;
@@ -112,6 +117,7 @@ fn encode(counts: impl IntoIterator<Item = (i32, u64)>) -> Native {
 }
 
 /// The native buckets of `stats`.
+#[cfg(test)]
 pub fn of(stats: &LatencyStats) -> Native {
     encode(counts_of(stats))
 }
@@ -244,6 +250,7 @@ impl NativeCounts {
     }
 
     /// The spans and deltas the exposition carries.
+    #[cfg(test)]
     pub fn native(&self) -> Native {
         encode(self.indexed())
     }
