@@ -16,10 +16,12 @@ again. Under stress this VM's per-CPU p99 ratios spread by a factor of
 The geometric mean turns into its reciprocal when the tools are swapped,
 so identical tools have a median of 1 whatever the spread.
 
-Usage: benches/compare_cyclictest.py DIR PAIRS SCENARIO...
+Usage: [PERIODS=N] benches/compare_cyclictest.py DIR PAIRS SCENARIO...
+(PERIODS: how many periods a run lasts, -D over -i)
 """
 import json
 import math
+import os
 import sys
 
 
@@ -101,7 +103,7 @@ def median_ci(xs):
     return (xs[k - 1], xs[n - k]) if k >= 1 else None
 
 
-def report(out, pairs, scenario):
+def report(out, pairs, scenario, expected_periods):
     # Each tool's runs, read once: runs[tool][i - 1] is pair i's.
     runs = {tool: [load(f"{out}/{scenario}-{tool}-{i}.json") for i in range(1, pairs + 1)]
             for tool in ("cyclictest", "latencyd")}
@@ -131,10 +133,17 @@ def report(out, pairs, scenario):
     overflows = {tool: sum(c["over"] for c in tools[tool].values()) for tool in tools}
     print(f"\nsamples past the histogram (left out of avg): "
           f"cyclictest {overflows['cyclictest']}, latencyd {overflows['latencyd']}")
-    # Samples per CPU and run: the tools should have sampled alike long.
+    # Periods per CPU and run: the tools should have run alike long.
+    # cyclictest runs its -D, one period per interval, and skips the
+    # periods a late wake-up overran without saying how many; latencyd
+    # counts them ("missed"). Samples kept are both tools' "cycles".
     cycles = {tool: sorted(t["cycles"] for threads in runs[tool] for t in threads.values())
               for tool in runs}
-    print("samples per CPU and run (median): "
+    periods = sorted(t["cycles"] + t.get("missed", 0)
+                     for threads in runs["latencyd"] for t in threads.values())
+    print(f"periods per CPU and run (median): cyclictest {expected_periods} (its -D over -i), "
+          f"latencyd {periods[len(periods) // 2]} (samples + missed)")
+    print("samples kept per CPU and run (median): "
           f"cyclictest {cycles['cyclictest'][len(cycles['cyclictest']) // 2]}, "
           f"latencyd {cycles['latencyd'][len(cycles['latencyd']) // 2]}")
     print("ratios per pair (geometric mean over CPUs): " + "; ".join(per_pair))
@@ -150,8 +159,11 @@ def main(argv):
     if len(argv) < 4 or not argv[2].isdigit() or int(argv[2]) < 1:
         sys.exit("usage: compare_cyclictest.py DIR PAIRS SCENARIO... "
                  "(PAIRS a whole number from 1)")
+    # The periods a run of cyclictest lasts: its -D over its -i, when the
+    # caller says them (compare_cyclictest.sh does).
+    expected = os.environ.get("PERIODS", "unknown")
     for scenario in argv[3:]:
-        report(argv[1], int(argv[2]), scenario)
+        report(argv[1], int(argv[2]), scenario, expected)
 
 
 if __name__ == "__main__":

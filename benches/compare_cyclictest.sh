@@ -100,14 +100,18 @@ common=(-q -m -S -p "$priority" -i "$interval_us" -D "$duration" -h "$hist_us")
 # nothing like it inside cyclictest's (docs/benchmarks.md has the runs
 # before and after). It says when it is ready, waits for the word that
 # the daemon is started, waits until the daemon answers (its samplers run
-# by then), sleeps through the daemon's warm-up, DURATION and 0.1 s (the
-# documents move in 200 ms steps), fetches the documents, writes them as
-# cyclictest's JSON and exits; then the daemon is stopped. So each tool
-# samples about DURATION: cyclictest from its start, the daemon after
-# discarding its first WARMUP (measure.warmup, 1 s by default).
+# by then) and sleeps through the daemon's warm-up. Then it cuts a window
+# of DURATION out of the daemon's cumulative documents: the samplers hand
+# over at every multiple of 200 ms of CLOCK_MONOTONIC (Python's
+# time.monotonic) and the collector takes them 5 ms later, so documents
+# fetched 50 ms after two boundaries DURATION apart hold exactly the
+# periods between those boundaries, and the second minus the first is
+# the window (buckets, samples and missed periods; min and max are the
+# daemon's since its warm-up). It writes that as cyclictest's JSON, with
+# the missed periods, and exits; then the daemon is stopped.
 read -r -d '' reader_py <<'PY' || true
 import http.client, json, sys, time
-port, seconds = int(sys.argv[1]), float(sys.argv[2]) + float(sys.argv[3])
+port, seconds, warmup = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3])
 hist_us, out = int(sys.argv[4]), sys.argv[5]
 print("ready", flush=True)
 sys.stdin.readline()
@@ -124,9 +128,7 @@ while True:
         if time.monotonic() - started > 30:
             sys.exit(f"the daemon on port {port} did not answer within 30 s")
         time.sleep(0.01)
-# The documents hold what the samplers handed over, every 200 ms (the
-# daemon's publish period): 0.1 s behind on average.
-time.sleep(seconds + 0.1)
+time.sleep(warmup)
 def get(path):
     conn.request("GET", path)
     response = conn.getresponse()
@@ -134,20 +136,31 @@ def get(path):
     if response.status != 200:
         sys.exit(f"GET {path}: HTTP {response.status}")
     return json.loads(body)
-# Every document first, then the conversion: its counts are the samples
-# up to the moment the documents were fetched.
-docs = [get(f"/api/v1/latency/{c['cpu']}") for c in get("/api/v1/latency")["cpus"]]
+def sleep_until(t):
+    while time.monotonic() < t:
+        time.sleep(t - time.monotonic())
+def documents():
+    return {c["cpu"]: get(f"/api/v1/latency/{c['cpu']}") for c in get("/api/v1/latency")["cpus"]}
+publish = 0.2
+first_at = (time.monotonic() // publish + 1) * publish + 0.05
+sleep_until(first_at)
+first = documents()
+sleep_until(first_at + round(seconds / publish) * publish)
+last = documents()
 threads = {}
-for i, one in enumerate(docs):
+for i, (cpu, one) in enumerate(sorted(last.items())):
+    before = {(b["lowest_ns"], b["highest_ns"]): b["count"] for b in first[cpu]["buckets"]}
     hist = {}
     for b in one["buckets"]:
+        count = b["count"] - before.get((b["lowest_ns"], b["highest_ns"]), 0)
         us = (b["lowest_ns"] + b["highest_ns"]) // 2 // 1000
-        if us < hist_us:
-            hist[str(us)] = hist.get(str(us), 0) + b["count"]
-    # Counts from the same document as the buckets: CPUs sample on
-    # between one document and the next.
-    threads[str(i)] = {"cpu": one["cpu"], "histogram": hist, "cycles": one["count"],
-                       "avg": one["avg_ns"] / 1000, "min": one["min_ns"] // 1000,
+        if us < hist_us and count > 0:
+            hist[str(us)] = hist.get(str(us), 0) + count
+    cycles = one["count"] - first[cpu]["count"]
+    total_ns = one["avg_ns"] * one["count"] - first[cpu]["avg_ns"] * first[cpu]["count"]
+    threads[str(i)] = {"cpu": cpu, "histogram": hist, "cycles": cycles,
+                       "missed": one["missed"] - first[cpu]["missed"],
+                       "avg": total_ns / max(cycles, 1) / 1000, "min": one["min_ns"] // 1000,
                        "max": one["max_ns"] // 1000}
 with open(out, "w") as f:
     json.dump({"thread": threads}, f)
@@ -215,4 +228,15 @@ for scenario in $scenarios; do
     fi
 done
 
-python3 "$(dirname "$0")/compare_cyclictest.py" "$out" "$pairs" $scenarios
+# The periods a cyclictest run lasts, -D over -i (-D as cyclictest reads
+# it: a number with an optional s, m, h or d).
+periods=$(python3 - "$duration" "$interval_us" <<'PY'
+import sys
+text, interval_us = sys.argv[1], int(sys.argv[2])
+scale = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+unit = scale.get(text[-1:], None)
+seconds = float(text[:-1]) * unit if unit else float(text)
+print(round(seconds * 1e6 / interval_us))
+PY
+)
+PERIODS=$periods python3 "$(dirname "$0")/compare_cyclictest.py" "$out" "$pairs" $scenarios

@@ -95,6 +95,35 @@ impl StealHistory {
     }
 }
 
+/// Whether the CPU should have an SMI counter, by the rule cyclictest 2.x
+/// applies before it starts (turbostat's): an Intel CPU of family 6 with
+/// model-specific registers. Elsewhere, why not, in words.
+pub fn smi_counter_expected(cpuinfo: &str) -> Result<(), &'static str> {
+    let field = |name: &str| {
+        cpuinfo.lines().find_map(|line| {
+            let (key, value) = line.split_once(':')?;
+            (key.trim() == name).then(|| value.trim())
+        })
+    };
+    if field("CPU implementer").is_some() {
+        return Err(
+            "SMIs are x86's: on Arm, time the firmware takes (secure monitor calls, EL3) has \
+             no counter and shows as unaccounted time",
+        );
+    }
+    if field("vendor_id") != Some("GenuineIntel") {
+        return Err("not an Intel CPU: MSR 0x34 (MSR_SMI_COUNT) is Intel's");
+    }
+    if field("cpu family") != Some("6") {
+        return Err("an Intel CPU outside family 6, which has no MSR_SMI_COUNT");
+    }
+    let has_msr = field("flags").is_some_and(|flags| flags.split_whitespace().any(|f| f == "msr"));
+    if !has_msr {
+        return Err("the CPU reports no model-specific registers (no 'msr' flag)");
+    }
+    Ok(())
+}
+
 /// SMI counters, where the CPU has them and they may be read.
 #[derive(Debug)]
 pub struct SmiCounters {
@@ -110,25 +139,8 @@ impl SmiCounters {
         cpuinfo: &str,
         cpus: &[usize],
     ) -> (Option<SmiCounters>, Capability) {
-        let intel = cpuinfo
-            .lines()
-            .find(|l| l.starts_with("vendor_id"))
-            .is_some_and(|l| l.contains("GenuineIntel"));
-        if !intel {
-            let arm = cpuinfo.lines().any(|l| l.starts_with("CPU implementer"));
-            return (
-                None,
-                Capability::new(
-                    "smi_count",
-                    false,
-                    if arm {
-                        "SMIs are x86's: on Arm, time the firmware takes (secure monitor calls, \
-                         EL3) has no counter and shows as unaccounted time"
-                    } else {
-                        "not an Intel CPU: MSR 0x34 (MSR_SMI_COUNT) is Intel's"
-                    },
-                ),
-            );
+        if let Err(why) = smi_counter_expected(cpuinfo) {
+            return (None, Capability::new("smi_count", false, why));
         }
         let mut files = Vec::new();
         for &cpu in cpus {
@@ -236,7 +248,7 @@ mod tests {
         let (none, cap) = SmiCounters::open(dir.path(), arm, &[0]);
         assert!(none.is_none() && !cap.available);
         assert!(cap.detail.starts_with("SMIs are x86's"), "{}", cap.detail);
-        let intel = "vendor_id\t: GenuineIntel\n";
+        let intel = "vendor_id\t: GenuineIntel\ncpu family\t: 6\nflags\t\t: fpu msr tsc\n";
         let (none, cap) = SmiCounters::open(dir.path(), intel, &[0]);
         assert!(
             none.is_none() && cap.detail.contains("cannot open"),
@@ -251,5 +263,29 @@ mod tests {
         let (smi, cap) = SmiCounters::open(dir.path(), intel, &[0]);
         assert!(cap.available, "{}", cap.detail);
         assert_eq!(smi.unwrap().read(), vec![(0, Some(7))]);
+    }
+
+    #[test]
+    fn an_smi_counter_is_expected_as_cyclictest_expects_it() {
+        let intel = |family: &str, flags: &str| {
+            format!("vendor_id\t: GenuineIntel\ncpu family\t: {family}\nflags\t\t: {flags}\n")
+        };
+        assert_eq!(smi_counter_expected(&intel("6", "fpu msr tsc")), Ok(()));
+        let no_msr = smi_counter_expected(&intel("6", "fpu tsc msr_other")).unwrap_err();
+        assert!(no_msr.contains("no 'msr' flag"), "{no_msr}");
+        let family = smi_counter_expected(&intel("15", "fpu msr")).unwrap_err();
+        assert!(family.contains("family 6"), "{family}");
+        let amd = "vendor_id\t: AuthenticAMD\ncpu family\t: 25\nflags\t\t: fpu msr\n";
+        assert!(
+            smi_counter_expected(amd)
+                .unwrap_err()
+                .contains("not an Intel CPU")
+        );
+        let arm = include_str!("../../tests/data/kernels/6.1-rt-arm64/cpuinfo");
+        assert!(
+            smi_counter_expected(arm)
+                .unwrap_err()
+                .starts_with("SMIs are x86's")
+        );
     }
 }

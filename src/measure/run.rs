@@ -22,7 +22,7 @@ use super::live::{Fifo, Live, live_block, sample_log};
 use super::log::MeasureLog;
 use super::options::{Alignment, JsonTarget, MeasureOptions, PUBLISH_PERIOD_NS};
 use super::report::{RunReport, ThreadReport};
-use super::tuning::{IdleStates, check_resolution, hold_pm_qos, smi_counters};
+use super::tuning::{IdleStates, check_resolution, check_smi_supported, hold_pm_qos, smi_counters};
 use super::{json, text};
 use crate::forensics::{Spike, Trigger};
 use crate::host::HostInfo;
@@ -70,6 +70,11 @@ pub fn run(options: &MeasureOptions, host: &HostInfo, cmdline: String) -> anyhow
         writeln!(header, "Max CPUs = {}", host.usable_cpus.len().max(online))?;
         writeln!(header, "Online CPUs = {online}")?;
     }
+    // cyclictest refuses --smi on a CPU without the counter while it reads
+    // its options, before it prints anything.
+    if options.smi {
+        check_smi_supported()?;
+    }
     let pm_qos_hold = hold_pm_qos(options.pm_qos, &mut header)?;
     if verbose {
         for (idx, thread) in options.threads.iter().enumerate() {
@@ -87,9 +92,9 @@ pub fn run(options: &MeasureOptions, host: &HostInfo, cmdline: String) -> anyhow
     } else {
         io::stderr().write_all(&header)?;
     }
-    // What cyclictest refuses to run without, checked where cyclictest
-    // checks it: after it has said it holds /dev/cpu_dma_latency (the hold
-    // is released on the way out).
+    // The counters cyclictest cannot run without, opened where cyclictest
+    // opens them: after it has said it holds /dev/cpu_dma_latency (the
+    // hold is released on the way out).
     let smi = options.smi.then(|| smi_counters(&cpus)).transpose()?;
     let idle_states = options
         .deepest_idle_state

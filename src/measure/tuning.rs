@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, bail};
 
 use super::options::PmQos;
-use crate::forensics::noise::SmiCounters;
+use crate::forensics::noise::{SmiCounters, smi_counter_expected};
 use crate::rt::sys::{self, ClockSource, CpuDmaLatencyHold};
 
 /// `/dev/cpu_dma_latency` as cyclictest treats it: a request that cannot
@@ -143,16 +143,24 @@ pub(super) fn check_resolution(clock: ClockSource, verbose: bool) {
     }
 }
 
-/// `--smi`: the SMI counters of `cpus`, or why they cannot be read (then
-/// the run does not start, as cyclictest refuses it).
+/// `--smi`, first half: whether this CPU has an SMI counter at all,
+/// checked where cyclictest checks it (with its options, before it says
+/// anything about `/dev/cpu_dma_latency`), with cyclictest's words.
+pub(super) fn check_smi_supported() -> anyhow::Result<()> {
+    let cpuinfo = fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    smi_counter_expected(&cpuinfo).map_err(|why| {
+        anyhow::anyhow!("--smi: SMI counter is not supported on this processor ({why})")
+    })
+}
+
+/// `--smi`, second half: the counters of `cpus`, opened where cyclictest
+/// opens them (after the PM QoS line); a device that cannot be read stops
+/// the run, as it stops cyclictest.
 pub(super) fn smi_counters(cpus: &[usize]) -> anyhow::Result<SmiCounters> {
     let cpuinfo = fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     match SmiCounters::open(Path::new("/dev/cpu"), &cpuinfo, cpus) {
         (Some(counters), _) => Ok(counters),
-        (None, capability) => bail!(
-            "--smi: SMI counter is not supported on this processor or cannot be read: {}",
-            capability.detail
-        ),
+        (None, capability) => bail!("--smi: cannot read the SMI counters: {}", capability.detail),
     }
 }
 
