@@ -20,8 +20,10 @@ pub mod stats;
 // The host, and the choices both front ends make against it.
 pub mod host;
 pub mod sampling;
-// Background load the front ends start and report.
+// Background load the front ends start and report; the tracefs instances
+// forensics and the observer own.
 pub mod load;
+pub mod tracefs;
 // Configuration of the daemon; plots of any histogram.
 pub mod config;
 pub mod forensics;

@@ -32,7 +32,7 @@ const LAYERS: &[&[&str]] = &[
     &["rt"],
     &["host"],
     &["sampling"],
-    &["load"],
+    &["load", "tracefs"],
     &["forensics", "record"],
     &["observe"],
     &["config", "plot"],

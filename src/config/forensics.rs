@@ -7,7 +7,7 @@ use super::{
     quoted,
 };
 use crate::forensics::Settings;
-use crate::forensics::tracefs::DEFAULT_TRACEFS;
+use crate::tracefs::DEFAULT_TRACEFS;
 use crate::units::{NS_PER_SEC, NS_PER_US, format_duration_ns};
 
 const MAX_CAPTURES_LIMIT: i64 = 10_000;

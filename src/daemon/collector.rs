@@ -115,6 +115,11 @@ impl Collector {
                 .any(|(slot, &handed)| !handed && is_running(slot)),
             ..Collected::default()
         };
+        // The flight recorder checks its tracefs instance as often as this
+        // runs; what it found changed, made again or lost is said here.
+        for notice in self.recorder.take_notices() {
+            tracing::warn!("forensics: {notice}");
+        }
         // The observer's intervals: plain memory work under the lock; its
         // workload spikes go to the forensics recorder (never waiting).
         let recorder = &self.recorder;

@@ -10,7 +10,7 @@ use std::sync::{Mutex, MutexGuard};
 use serde::Serialize;
 
 use super::store::{Capture, Store, Summary};
-use super::tracefs::Capability;
+use crate::tracefs::Capability;
 
 /// What the recorder is told to do, from the configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -91,12 +91,57 @@ pub struct JournalData {
     pub smi: BTreeMap<usize, u64>,
     /// Bytes the capture directory holds.
     pub disk_bytes: u64,
+    /// The tracefs instance's name, while one is set up.
+    pub instance: Option<String>,
+    /// How often the instance was found changed or broken behind
+    /// latencyd's back and was set back or made again.
+    pub repairs: u64,
+    /// What happened to the instance that a person should hear of (it was
+    /// changed, made again, or cannot be): taken by the front end, which
+    /// logs it. At most `MAX_NOTICES`, oldest dropped first.
+    #[serde(skip)]
+    pub notices: VecDeque<String>,
     /// The directory captures are read from for `/api/v1/spikes/{id}`.
     #[serde(skip)]
     pub dir: Option<PathBuf>,
 }
 
+/// Notices kept for the front end to take.
+pub const MAX_NOTICES: usize = 16;
+
 impl JournalData {
+    /// Keeps a notice for the front end to say.
+    pub fn notice(&mut self, text: String) {
+        if self.notices.len() == MAX_NOTICES {
+            self.notices.pop_front();
+        }
+        self.notices.push_back(text);
+    }
+
+    /// Per CPU, the capture of its largest latency among those of the
+    /// last `horizon_ns` before `now_unix_ns` (by when they happened), or
+    /// its newest capture when it has none that recent; by CPU.
+    pub fn worst_by_cpu(&self, now_unix_ns: u64, horizon_ns: u64) -> Vec<&Summary> {
+        let since = now_unix_ns.saturating_sub(horizon_ns);
+        let mut worst: BTreeMap<usize, (&Summary, bool)> = BTreeMap::new();
+        // Newest first: the first seen of a CPU is its newest.
+        for summary in &self.recent {
+            let recent = crate::units::parse_rfc3339_ns(&summary.at).is_ok_and(|at| at >= since);
+            match worst.get_mut(&summary.cpu) {
+                None => {
+                    worst.insert(summary.cpu, (summary, recent));
+                }
+                Some((best, best_recent)) => {
+                    if recent && (!*best_recent || summary.latency_ns > best.latency_ns) {
+                        *best = summary;
+                        *best_recent = true;
+                    }
+                }
+            }
+        }
+        worst.into_values().map(|(summary, _)| summary).collect()
+    }
+
     /// The newest capture kept of each CPU, by CPU.
     pub fn latest_by_cpu(&self) -> Vec<&Summary> {
         let mut latest: BTreeMap<usize, &Summary> = BTreeMap::new();
@@ -128,5 +173,65 @@ impl Journal {
             (data.dir.clone(), kept)
         };
         kept.or_else(|| dir.and_then(|dir| Store::read(&dir, id)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn summary(cpu: usize, at: &str, latency_ns: u64) -> Summary {
+        Summary {
+            id: format!("{at}-{cpu}"),
+            cpu,
+            at: at.to_string(),
+            latency_ns,
+            deadline_mono_ns: 0,
+            wakeup_mono_ns: latency_ns,
+            sampler_tid: 1,
+            task: None,
+            trigger: "threshold".into(),
+            verdict: String::new(),
+            causes: vec![],
+            timer_late_ns: None,
+            complete: true,
+            gaps: vec![],
+            steal_ns: None,
+            smi_count: None,
+            events_omitted: 0,
+        }
+    }
+
+    #[test]
+    fn the_worst_recent_capture_of_each_cpu_is_named_else_its_newest() {
+        // Newest first, as the recorder keeps them.
+        let recent = [
+            summary(1, "2026-11-22T00:10:00.000Z", 2_000_000),
+            summary(1, "2026-11-22T00:09:00.000Z", 8_000_000),
+            summary(1, "2026-11-22T00:00:00.000Z", 30_000_000),
+            summary(0, "2026-11-22T00:01:00.000Z", 5_000_000),
+        ];
+        let data = JournalData {
+            recent: recent.into(),
+            ..JournalData::default()
+        };
+        let now = crate::units::parse_rfc3339_ns("2026-11-22T00:11:00.000Z").unwrap();
+        let fifteen_minutes = 15 * 60 * crate::units::NS_PER_SEC;
+        let worst: Vec<(usize, u64)> = data
+            .worst_by_cpu(now, fifteen_minutes)
+            .iter()
+            .map(|s| (s.cpu, s.latency_ns))
+            .collect();
+        assert_eq!(worst, vec![(0, 5_000_000), (1, 30_000_000)]);
+        // Five minutes: the 30 ms one is too old; the 8 ms one is the
+        // worst left. CPU 0 has none that recent: its newest.
+        let five_minutes = 5 * 60 * crate::units::NS_PER_SEC;
+        let worst: Vec<(usize, u64)> = data
+            .worst_by_cpu(now, five_minutes)
+            .iter()
+            .map(|s| (s.cpu, s.latency_ns))
+            .collect();
+        assert_eq!(worst, vec![(0, 5_000_000), (1, 8_000_000)]);
+        assert_eq!(data.latest_by_cpu()[1].latency_ns, 2_000_000);
     }
 }

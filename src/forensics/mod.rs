@@ -5,8 +5,8 @@
 //! recent scheduling, interrupt and timer events of every measured CPU.
 //! When the consumer (the daemon's collector, `measure`'s drain loop)
 //! sees an interval whose maximum is over the threshold, it hands the
-//! spike to the recorder thread (`recorder`) without waiting; the thread
-//! reads that CPU's events from the missed deadline to the wake-up
+//! spike to the recorder thread (`recorder`) without waiting; the thread,
+//! within its rate limits (`limits`), reads that CPU's events from the missed deadline to the wake-up
 //! (`events`), splits the latency into what ran (`attribution`) and names
 //! its main cause (`verdict`), adds
 //! what the kernel and hardware count behind the scheduler's back
@@ -18,6 +18,7 @@
 pub mod attribution;
 pub mod events;
 pub mod journal;
+pub mod limits;
 pub mod noise;
 pub mod recorder;
 pub mod store;

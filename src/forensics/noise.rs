@@ -12,7 +12,7 @@ use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-use super::tracefs::Capability;
+use crate::tracefs::Capability;
 
 /// `MSR_SMI_COUNT`: SMIs since reset, in its low 32 bits.
 const MSR_SMI_COUNT: u64 = 0x34;

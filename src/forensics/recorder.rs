@@ -8,7 +8,7 @@
 //! queue. Notices come through a bounded queue that never blocks the
 //! sender: a full queue counts the spike as uncaptured (`busy`).
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::io::BufRead;
 use std::path::Path;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError, sync_channel};
@@ -19,8 +19,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use super::attribution::Attributor;
 use super::events::{Line, parse_line};
 use super::journal::{Journal, JournalData, Settings, Spike, Trigger};
+use super::limits::RateLimits;
 use super::noise::{SmiCounters, StealHistory};
-use super::store::{Capture, Store, Summary, make_id, make_new_max_id};
+use super::store::{Capture, Store, Summary, make_id, make_new_max_id, next_id};
 use super::tracefs::{self, Capability, Instance};
 use super::verdict::verdict;
 use crate::rt::sys;
@@ -47,6 +48,9 @@ pub struct Recorder {
 const QUEUE: usize = 64;
 /// How often the steal counters are read.
 const TICK: Duration = Duration::from_millis(100);
+/// How often the instance's settings are read back: the collector's tick,
+/// so that a change behind latencyd's back is found within one.
+const CHECK_EVERY_NS: u64 = 200 * crate::units::NS_PER_MS;
 
 impl Recorder {
     /// Forensics off: the journal says so.
@@ -91,12 +95,15 @@ impl Recorder {
                 Err(reason) => return unavailable(data, reason),
             },
         };
-        let opened = match tracefs::locate(&settings.tracefs)
-            .and_then(|root| tracefs::open(&root, settings.buffer_size_kb, cpus))
-        {
+        let root = match tracefs::locate(&settings.tracefs) {
+            Ok(root) => root,
+            Err(reason) => return unavailable(data, reason),
+        };
+        let opened = match tracefs::open(&root, settings.buffer_size_kb, cpus) {
             Ok(opened) => opened,
             Err(reason) => return unavailable(data, reason),
         };
+        data.instance = Some(opened.instance.name());
         let steal = StealHistory::new(Path::new("/proc/stat"));
         data.capabilities = opened.capabilities;
         data.capabilities.push(steal.capability());
@@ -107,16 +114,18 @@ impl Recorder {
         let notes = opened.notes;
         let journal = Arc::new(Journal(Mutex::new(data)));
         let (sender, receiver) = sync_channel(QUEUE);
+        let limits = RateLimits::new(settings.per_cpu_gap_ns, settings.max_per_minute);
         let mut worker = Worker {
+            limits,
             settings,
-            instance: opened.instance,
+            root,
+            cpus: cpus.to_vec(),
+            instance: Some(opened.instance),
             store,
             steal,
             smi,
             smi_last: BTreeMap::new(),
             journal: Arc::clone(&journal),
-            last_capture: BTreeMap::new(),
-            minute: BTreeMap::new(),
         };
         let thread = std::thread::Builder::new()
             .name("latencyd-forensics".to_string())
@@ -147,6 +156,12 @@ impl Recorder {
     /// The journal, for readers.
     pub fn journal(&self) -> Arc<Journal> {
         Arc::clone(&self.journal)
+    }
+
+    /// What happened to the tracefs instance that a person should hear of
+    /// since the last call (the front end says it: a log line, stderr).
+    pub fn take_notices(&self) -> Vec<String> {
+        self.journal.lock().notices.drain(..).collect()
     }
 
     /// The capture threshold while the recorder runs.
@@ -227,23 +242,24 @@ impl Drop for Recorder {
 
 struct Worker {
     settings: Settings,
-    instance: Instance,
+    /// The tracefs mount and the CPUs, to set the instance up again.
+    root: std::path::PathBuf,
+    cpus: Vec<usize>,
+    /// None while it is broken and could not be made again.
+    instance: Option<Instance>,
     store: Option<Store>,
     steal: StealHistory,
     smi: Option<SmiCounters>,
     /// Each CPU's last SMI reading: (monotonic ns, count).
     smi_last: BTreeMap<usize, (u64, u64)>,
     journal: Arc<Journal>,
-    /// Each trigger's and CPU's last captured wake-up: new maxima have
-    /// their own budget, never counted against threshold captures.
-    last_capture: BTreeMap<(Trigger, usize), u64>,
-    /// Each trigger's wake-ups captured in the last minute.
-    minute: BTreeMap<Trigger, VecDeque<u64>>,
+    limits: RateLimits,
 }
 
 impl Worker {
     fn run(&mut self, receiver: Receiver<Message>) {
         let mut next_smi = 0;
+        let mut next_check = 0;
         loop {
             let now = sys::monotonic_now_ns();
             self.steal.sample(now);
@@ -251,11 +267,17 @@ impl Worker {
                 self.read_smi(now);
                 next_smi = now + NS_PER_SEC;
             }
+            if now >= next_check {
+                self.check_instance();
+                next_check = now + CHECK_EVERY_NS;
+            }
             match receiver.recv_timeout(TICK) {
                 Ok(Message::Spike(spike)) => self.handle(spike),
                 Ok(Message::Made(capture)) => {
-                    let (cpu, at) = (capture.summary.cpu, capture.summary.wakeup_mono_ns);
-                    if self.within_limits(cpu, at, Trigger::Threshold) {
+                    let summary = &capture.summary;
+                    let (cpu, at, latency) =
+                        (summary.cpu, summary.wakeup_mono_ns, summary.latency_ns);
+                    if self.within_limits(cpu, at, latency, Trigger::Threshold) {
                         self.keep(*capture);
                     }
                 }
@@ -266,6 +288,16 @@ impl Worker {
                 Err(RecvTimeoutError::Timeout) => {}
             }
         }
+    }
+
+    /// Reads the instance back (see `tracefs::keep_up`).
+    fn check_instance(&mut self) {
+        let settings = (
+            self.root.as_path(),
+            self.settings.buffer_size_kb,
+            &self.cpus[..],
+        );
+        tracefs::keep_up(&mut self.instance, settings, &self.journal);
     }
 
     fn read_smi(&mut self, now: u64) {
@@ -291,30 +323,28 @@ impl Worker {
             .or_default() += 1;
     }
 
-    /// Whether a capture of `cpu` at `wakeup_ns` is within the rate
-    /// limits (and counts it against them), else counts it rate-limited.
-    fn within_limits(&mut self, cpu: usize, wakeup_ns: u64, trigger: Trigger) -> bool {
-        let s = &self.settings;
-        let minute_ago = wakeup_ns.saturating_sub(60 * NS_PER_SEC);
-        let minute = self.minute.entry(trigger).or_default();
-        while minute.front().is_some_and(|&t| t < minute_ago) {
-            minute.pop_front();
-        }
-        let too_soon = self
-            .last_capture
-            .get(&(trigger, cpu))
-            .is_some_and(|&last| wakeup_ns < last.saturating_add(s.per_cpu_gap_ns));
-        if too_soon || minute.len() >= s.max_per_minute {
+    /// Whether a capture is within the rate limits (or escalates past
+    /// them), else counts it rate-limited.
+    fn within_limits(
+        &mut self,
+        cpu: usize,
+        wakeup_ns: u64,
+        latency_ns: u64,
+        trigger: Trigger,
+    ) -> bool {
+        let admitted = self.limits.admit(cpu, wakeup_ns, latency_ns, trigger);
+        if !admitted {
             self.count_uncaptured(cpu, "rate_limited");
-            return false;
         }
-        minute.push_back(wakeup_ns);
-        self.last_capture.insert((trigger, cpu), wakeup_ns);
-        true
+        admitted
     }
 
     fn handle(&mut self, spike: Spike) {
-        if !self.within_limits(spike.cpu, spike.wakeup_ns, spike.trigger) {
+        if self.instance.is_none() {
+            self.count_uncaptured(spike.cpu, "failed");
+            return;
+        }
+        if !self.within_limits(spike.cpu, spike.wakeup_ns, spike.latency_ns, spike.trigger) {
             return;
         }
         match self.capture(spike) {
@@ -329,9 +359,11 @@ impl Worker {
     fn capture(&mut self, spike: Spike) -> Result<Capture, String> {
         let deadline = spike.wakeup_ns.saturating_sub(spike.latency_ns);
         let mut attributor = Attributor::new(deadline, spike.wakeup_ns, spike.sampler_tid);
-        let mut reader = self
+        let instance = self
             .instance
-            .read_cpu(spike.cpu)
+            .as_ref()
+            .ok_or_else(|| "the tracefs instance is not set up".to_string())?;
+        let mut reader = tracefs::read_cpu(instance, spike.cpu)
             .map_err(|err| format!("cannot read CPU {}'s trace: {err}", spike.cpu))?;
         let mut line = Vec::with_capacity(256);
         loop {
@@ -408,7 +440,19 @@ impl Worker {
         Some(after.wrapping_sub(before) & 0xffff_ffff)
     }
 
-    fn keep(&mut self, capture: Capture) {
+    fn keep(&mut self, mut capture: Capture) {
+        // Two captures of one CPU in one millisecond (the observer's view
+        // of a wake-up beside the recorder's own) must not share an id:
+        // the later one moves to the next free millisecond.
+        for _ in 0..1000 {
+            let id = &capture.summary.id;
+            let taken = self.store.as_ref().is_some_and(|store| store.has(id))
+                || self.journal.lock().recent.iter().any(|s| &s.id == id);
+            match (taken, next_id(id)) {
+                (true, Some(next)) => capture.summary.id = next,
+                _ => break,
+            }
+        }
         let written = self
             .store
             .as_ref()

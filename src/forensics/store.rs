@@ -95,6 +95,19 @@ pub fn make_id(unix_ns: u64, cpu: usize) -> String {
     format!("{:013}-cpu{cpu}", unix_ns / 1_000_000)
 }
 
+/// The id one millisecond after `id` (same CPU and kind), for a capture
+/// whose id another capture of the same CPU and millisecond already has
+/// (the observer's view of a wake-up beside the recorder's own).
+pub fn next_id(id: &str) -> Option<String> {
+    if !valid_id(id) {
+        return None;
+    }
+    let (ms, rest) = id.split_at(13);
+    let ms: u64 = ms.parse().ok()?;
+    let next = format!("{:013}{rest}", ms.checked_add(1)?);
+    valid_id(&next).then_some(next)
+}
+
 /// A new maximum's capture id: `make_id`'s, with `-max` after it.
 pub fn make_new_max_id(unix_ns: u64, cpu: usize) -> String {
     format!("{}{NEW_MAX_SUFFIX}", make_id(unix_ns, cpu))
@@ -253,6 +266,11 @@ impl Store {
         removed
     }
 
+    /// Whether a capture with this id is on disk.
+    pub fn has(&self, id: &str) -> bool {
+        self.path_of(id).exists()
+    }
+
     /// The stored JSON of capture `id`, if there is one.
     pub fn read(dir: &Path, id: &str) -> Option<String> {
         if !valid_id(id) {
@@ -265,6 +283,20 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_next_id_is_one_millisecond_later_of_the_same_cpu_and_kind() {
+        assert_eq!(
+            next_id("1795315538123-cpu1").as_deref(),
+            Some("1795315538124-cpu1")
+        );
+        assert_eq!(
+            next_id("1795315538999-cpu12-max").as_deref(),
+            Some("1795315539000-cpu12-max")
+        );
+        assert_eq!(next_id("9999999999999-cpu1"), None, "would need 14 digits");
+        assert_eq!(next_id("../x"), None);
+    }
 
     fn capture(ms: u64, cpu: usize, events: usize) -> Capture {
         Capture {

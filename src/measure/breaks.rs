@@ -7,9 +7,10 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use super::options::MeasureOptions;
-use crate::forensics::tracefs::{DEFAULT_TRACEFS, locate};
+use crate::forensics::tracefs::locate;
 use crate::forensics::verdict::human;
 use crate::forensics::{Recorder, Settings};
+use crate::tracefs::DEFAULT_TRACEFS;
 use crate::units::NS_PER_MS;
 
 /// Starts the flight recorder for `-b` or `--forensics` (a disabled one

@@ -22,7 +22,7 @@ use super::live::{Fifo, Live, live_block, sample_log};
 use super::log::MeasureLog;
 use super::options::{Alignment, JsonTarget, MeasureOptions, PUBLISH_PERIOD_NS};
 use super::report::{RunReport, ThreadReport};
-use super::tuning::{IdleStates, check_resolution, check_smi_supported, hold_pm_qos, smi_counters};
+use super::tuning::{IdleStates, before_the_run, check_resolution};
 use super::{json, text};
 use crate::forensics::{Spike, Trigger};
 use crate::host::HostInfo;
@@ -61,41 +61,7 @@ pub fn run(options: &MeasureOptions, host: &HostInfo, cmdline: String) -> anyhow
     let mut stdout = io::stdout().lock();
     let cpus = options.cpus();
 
-    // What cyclictest prints before the run goes to stdout, or to stderr
-    // when stdout carries the JSON only.
-    let mut header = Vec::new();
-    let verbose = options.verbose.is_some() || options.debug;
-    if verbose {
-        let online = sys::online_cpus().map_or(0, |c| c.len());
-        writeln!(header, "Max CPUs = {}", host.usable_cpus.len().max(online))?;
-        writeln!(header, "Online CPUs = {online}")?;
-    }
-    // cyclictest refuses --smi on a CPU without the counter while it reads
-    // its options, before it prints anything.
-    if options.smi {
-        check_smi_supported()?;
-    }
-    let pm_qos_hold = hold_pm_qos(options.pm_qos, &mut header)?;
-    if verbose {
-        for (idx, thread) in options.threads.iter().enumerate() {
-            writeln!(
-                header,
-                "Thread {idx} Interval: {} CPU: {} Priority: {}",
-                thread.interval_ns / 1_000,
-                thread.cpu,
-                thread.priority
-            )?;
-        }
-    }
-    if text_to_stdout {
-        stdout.write_all(&header)?;
-    } else {
-        io::stderr().write_all(&header)?;
-    }
-    // The counters cyclictest cannot run without, opened where cyclictest
-    // opens them: after it has said it holds /dev/cpu_dma_latency (the
-    // hold is released on the way out).
-    let smi = options.smi.then(|| smi_counters(&cpus)).transpose()?;
+    let (pm_qos_hold, smi) = before_the_run(options, host, &cpus, &mut stdout)?;
     let idle_states = options
         .deepest_idle_state
         .map(|deepest| IdleStates::limit(Path::new("/sys/devices/system/cpu"), &cpus, deepest))
@@ -233,6 +199,9 @@ pub fn run(options: &MeasureOptions, host: &HostInfo, cmdline: String) -> anyhow
         samples_out.clear();
         if let Some(log) = &mut log {
             log.write_due(false);
+        }
+        for notice in recorder.take_notices() {
+            eprintln!("latencyd measure: forensics: {notice}");
         }
         for (idx, latency_ns, wakeup_ns) in spikes {
             let slot = &engine.slots[idx];

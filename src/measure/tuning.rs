@@ -12,17 +12,63 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 
-use super::options::PmQos;
+use super::options::{JsonTarget, MeasureOptions, PmQos};
 use crate::forensics::noise::{SmiCounters, smi_counter_expected};
+use crate::host::HostInfo;
 use crate::rt::sys::{self, ClockSource, CpuDmaLatencyHold};
+
+/// What cyclictest prints and checks before its run, in its order: with
+/// `-v`, the CPU counts; `--smi`'s check for a counter; the PM QoS hold
+/// and its line; with `-v`, each thread's setup; then `--smi`'s counters
+/// opened. The lines go to stdout, or to stderr when stdout carries the
+/// JSON only.
+pub(super) fn before_the_run(
+    options: &MeasureOptions,
+    host: &HostInfo,
+    cpus: &[usize],
+    stdout: &mut dyn Write,
+) -> anyhow::Result<(Option<CpuDmaLatencyHold>, Option<SmiCounters>)> {
+    let text_to_stdout = options.json != Some(JsonTarget::Stdout);
+    let mut header = Vec::new();
+    let verbose = options.verbose.is_some() || options.debug;
+    if verbose {
+        let online = sys::online_cpus().map_or(0, |c| c.len());
+        writeln!(header, "Max CPUs = {}", host.usable_cpus.len().max(online))?;
+        writeln!(header, "Online CPUs = {online}")?;
+    }
+    // cyclictest refuses --smi on a CPU without the counter while it reads
+    // its options, before it prints anything.
+    if options.smi {
+        check_smi_supported()?;
+    }
+    let pm_qos_hold = hold_pm_qos(options.pm_qos, &mut header)?;
+    if verbose {
+        for (idx, thread) in options.threads.iter().enumerate() {
+            writeln!(
+                header,
+                "Thread {idx} Interval: {} CPU: {} Priority: {}",
+                thread.interval_ns / 1_000,
+                thread.cpu,
+                thread.priority
+            )?;
+        }
+    }
+    if text_to_stdout {
+        stdout.write_all(&header)?;
+    } else {
+        io::stderr().write_all(&header)?;
+    }
+    // The counters cyclictest cannot run without, opened where cyclictest
+    // opens them: after it has said it holds /dev/cpu_dma_latency (the
+    // hold is released on the way out).
+    let smi = options.smi.then(|| smi_counters(cpus)).transpose()?;
+    Ok((pm_qos_hold, smi))
+}
 
 /// `/dev/cpu_dma_latency` as cyclictest treats it: a request that cannot
 /// be made is a warning, and the run goes on without it (the JSON then
 /// says no value was held).
-pub(super) fn hold_pm_qos(
-    pm_qos: PmQos,
-    out: &mut dyn Write,
-) -> io::Result<Option<CpuDmaLatencyHold>> {
+fn hold_pm_qos(pm_qos: PmQos, out: &mut dyn Write) -> io::Result<Option<CpuDmaLatencyHold>> {
     let PmQos::Hold(us) = pm_qos else {
         return Ok(None);
     };
@@ -146,7 +192,7 @@ pub(super) fn check_resolution(clock: ClockSource, verbose: bool) {
 /// `--smi`, first half: whether this CPU has an SMI counter at all,
 /// checked where cyclictest checks it (with its options, before it says
 /// anything about `/dev/cpu_dma_latency`), with cyclictest's words.
-pub(super) fn check_smi_supported() -> anyhow::Result<()> {
+fn check_smi_supported() -> anyhow::Result<()> {
     let cpuinfo = fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     smi_counter_expected(&cpuinfo).map_err(|why| {
         anyhow::anyhow!("--smi: SMI counter is not supported on this processor ({why})")
@@ -156,7 +202,7 @@ pub(super) fn check_smi_supported() -> anyhow::Result<()> {
 /// `--smi`, second half: the counters of `cpus`, opened where cyclictest
 /// opens them (after the PM QoS line); a device that cannot be read stops
 /// the run, as it stops cyclictest.
-pub(super) fn smi_counters(cpus: &[usize]) -> anyhow::Result<SmiCounters> {
+fn smi_counters(cpus: &[usize]) -> anyhow::Result<SmiCounters> {
     let cpuinfo = fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     match SmiCounters::open(Path::new("/dev/cpu"), &cpuinfo, cpus) {
         (Some(counters), _) => Ok(counters),

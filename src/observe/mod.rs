@@ -135,6 +135,11 @@ pub struct Status {
     /// While reads fail: `read_errors` before the first of them (the log
     /// says when failing starts and ends, not at every tick).
     pub failing_after: Option<u64>,
+    /// The tracefs instance's name, while one is set up.
+    pub instance: Option<String>,
+    /// How often the instance was found changed or broken behind
+    /// latencyd's back and was set back or made again.
+    pub repairs: u64,
 }
 
 /// What a tick's reads changed in the observer's health, for the log.

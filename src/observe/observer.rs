@@ -24,6 +24,7 @@ use super::tracer::Tracer;
 use super::{Interval, OTHER, ReadHealth, Settings, Status, TaskKey};
 use crate::forensics::noise::{SmiCounters, parse_steal};
 use crate::stats::LatencyStats;
+use crate::tracefs::Check;
 
 /// How often the ring buffers are read.
 const TICK: Duration = Duration::from_millis(100);
@@ -31,6 +32,10 @@ const TICK: Duration = Duration::from_millis(100);
 const HOUSEKEEPING_TICKS: u64 = 10;
 /// Intervals that may wait for the collector.
 const QUEUE: usize = 16;
+/// Every how many ticks the instance's settings are read back: the
+/// collector's tick (200 ms), so that a change behind latencyd's back is
+/// found within one.
+const CHECK_TICKS: u64 = 2;
 
 /// The running observer (or the reason there is none).
 pub struct Observer {
@@ -95,6 +100,7 @@ impl Observer {
             SmiCounters::open(Path::new("/dev/cpu"), &cpuinfo, &settings.cpus);
         status.capabilities = tracer.capabilities.clone();
         status.capabilities.push(smi_capability);
+        status.instance = Some(tracer.instance_name());
         for note in &tracer.notes {
             status.capabilities.push(crate::forensics::Capability::new(
                 "cleanup",
@@ -185,14 +191,7 @@ impl Worker {
         status: Arc<Mutex<Status>>,
         sender: SyncSender<Interval>,
     ) -> Worker {
-        let accounts = tracer
-            .readers
-            .iter()
-            .map(|(cpu, _)| {
-                CpuAccount::new(*cpu, &tracer.decoder.vector_names)
-                    .capturing(settings.capture_threshold_ns)
-            })
-            .collect();
+        let accounts = accounts_for(&tracer, &settings);
         let mut worker = Worker {
             settings,
             tracer,
@@ -267,6 +266,9 @@ impl Worker {
             }
         }
         self.ticks += 1;
+        if self.ticks.is_multiple_of(CHECK_TICKS) {
+            self.check_instance();
+        }
         let housekeeping = self.ticks.is_multiple_of(HOUSEKEEPING_TICKS);
         for idx in 0..self.accounts.len() {
             let cpu = self.tracer.readers[idx].0;
@@ -307,7 +309,8 @@ impl Worker {
         let health = {
             let mut status = lock(&self.status);
             if housekeeping {
-                status.thread_cpu_ns = thread_cpu_ns().unwrap_or(status.thread_cpu_ns);
+                status.thread_cpu_ns =
+                    crate::rt::sys::thread_cpu_ns().unwrap_or(status.thread_cpu_ns);
             }
             status.note_tick(pages, events, failed, error)
         };
@@ -322,6 +325,52 @@ impl Worker {
             }
         }
         self.send(interval);
+    }
+
+    /// Reads the instance back: a change behind latencyd's back is set
+    /// back and said; an instance that cannot be set back is replaced by a
+    /// new one, or the observer is unavailable (said once) until one can
+    /// be made.
+    fn check_instance(&mut self) {
+        let why = match self.tracer.check() {
+            Check::Intact => {
+                let mut status = lock(&self.status);
+                if !status.available && status.instance.is_some() {
+                    status.available = true;
+                    status.reason = None;
+                }
+                return;
+            }
+            Check::Repaired(what) => {
+                lock(&self.status).repairs += 1;
+                warn!("observe: {what}");
+                return;
+            }
+            Check::Broken(why) => why,
+        };
+        let s = &self.settings;
+        match Tracer::open(&s.tracefs, s.buffer_size_kb, &s.cpus) {
+            Ok(tracer) => {
+                let name = tracer.instance_name();
+                self.accounts = accounts_for(&tracer, s);
+                self.tracer = tracer;
+                let mut status = lock(&self.status);
+                status.repairs += 1;
+                status.available = true;
+                status.reason = None;
+                status.instance = Some(name.clone());
+                warn!("observe: {why}; observing again in the tracefs instance {name}");
+            }
+            Err(err) => {
+                let reason = format!("{why}; it cannot be set up again: {err}");
+                let mut status = lock(&self.status);
+                if status.available {
+                    warn!("observe: {reason}; latencyd_observe_available is 0 until it can be");
+                }
+                status.available = false;
+                status.reason = Some(reason);
+            }
+        }
     }
 
     /// A task's series, `other` beyond `max_tasks`.
@@ -439,12 +488,12 @@ impl Worker {
     }
 }
 
-/// This thread's CPU time from `/proc/thread-self/schedstat`, ns.
-fn thread_cpu_ns() -> Option<u64> {
-    std::fs::read_to_string("/proc/thread-self/schedstat")
-        .ok()?
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()
+/// One account per CPU the tracer reads.
+fn accounts_for(tracer: &Tracer, settings: &Settings) -> Vec<CpuAccount> {
+    let vectors = &tracer.decoder.vector_names;
+    tracer
+        .readers
+        .iter()
+        .map(|(cpu, _)| CpuAccount::new(*cpu, vectors).capturing(settings.capture_threshold_ns))
+        .collect()
 }

@@ -1,4 +1,5 @@
-//! The observer's tracefs instance (`instances/latencyd-observe`): the
+//! The observer's tracefs instance (`instances/latencyd-observe-PID`,
+//! owned as `crate::tracefs` describes): the
 //! observed CPUs only (`tracing_cpumask`), `mono` clock, the events the
 //! accounting reads with filters in the kernel so that what is not needed
 //! never reaches the ring buffer, read as binary pages from each CPU's
@@ -11,10 +12,7 @@ use std::path::Path;
 
 use super::format::Decoder;
 use super::ring::PageLayout;
-use crate::forensics::tracefs::{self, Capability, Instance};
-
-/// The instance's name under `instances/`.
-pub const INSTANCE_NAME: &str = "latencyd-observe";
+use crate::tracefs::{self, Capability, Check, Instance, Role};
 
 /// Events the accounting cannot do without.
 const REQUIRED: &[(&str, &str)] = &[
@@ -55,8 +53,9 @@ fn sleep_timer_filter_by_address(kallsyms: &str) -> Option<String> {
 
 /// The instance, recording, with a reader per observed CPU.
 pub struct Tracer {
-    /// Kept for its removal on drop.
-    _instance: Instance,
+    /// Removed on drop, after the readers are closed (an instance with an
+    /// open file cannot be removed).
+    instance: Instance,
     pub decoder: Decoder,
     pub layout: PageLayout,
     pub page_size: usize,
@@ -95,7 +94,18 @@ impl Tracer {
     /// Sets the instance up under `tracefs` for `cpus` and starts it.
     pub fn open(tracefs_dir: &Path, buffer_size_kb: u64, cpus: &[usize]) -> Result<Tracer, String> {
         let root = tracefs::locate_for(tracefs_dir, "observe")?;
-        let (instance, notes) = Instance::create(&root, INSTANCE_NAME, "observe")?;
+        let (instance, notes) = Instance::create(&root, Role::Observe)?;
+        Tracer::configure(instance, notes, &root, buffer_size_kb, cpus)
+    }
+
+    /// Sets `instance` up for `cpus` and starts it.
+    fn configure(
+        instance: Instance,
+        notes: Vec<String>,
+        root: &Path,
+        buffer_size_kb: u64,
+        cpus: &[usize],
+    ) -> Result<Tracer, String> {
         let dir = instance.dir().to_path_buf();
         instance.write("tracing_on", "0")?;
         instance.write("trace_clock", "mono")?;
@@ -240,7 +250,7 @@ impl Tracer {
         instance.write("tracing_on", "1")?;
         Ok(Tracer {
             stats_dir: dir.join("per_cpu"),
-            _instance: instance,
+            instance,
             decoder,
             layout,
             page_size,
@@ -272,6 +282,17 @@ impl Tracer {
         }
     }
 
+    /// Reads the instance's settings back and sets back what another
+    /// program changed.
+    pub fn check(&self) -> Check {
+        self.instance.check()
+    }
+
+    /// The instance's name under `instances/`.
+    pub fn instance_name(&self) -> String {
+        self.instance.name()
+    }
+
     /// Events the ring buffer of `cpu` lost so far (overwritten before
     /// they were read, or dropped), from `per_cpu/cpuN/stats`.
     pub fn lost(&self, cpu: usize) -> u64 {
@@ -287,17 +308,26 @@ impl Tracer {
     }
 }
 
+impl Drop for Tracer {
+    fn drop(&mut self) {
+        // The readers hold the instance: closed first, it can be removed.
+        self.readers.clear();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn a_kernel_without_an_event_the_accounting_needs_is_named() {
-        // Looks like tracefs (an instances directory, writable files),
-        // but has no events: the first missing one is named.
+        // An instance with writable files but no events: the first
+        // missing one is named.
         let dir = tempfile::tempdir().unwrap();
-        fs::create_dir(dir.path().join("instances")).unwrap();
-        let err = Tracer::open(dir.path(), 1024, &[1]).err().unwrap();
+        let instance = Instance::unpinned(&dir.path().join("instances/x"), Role::Observe);
+        let err = Tracer::configure(instance, vec![], dir.path(), 1024, &[1])
+            .err()
+            .unwrap();
         assert!(
             err.contains("no sched:sched_switch trace event, which observe needs"),
             "{err}"

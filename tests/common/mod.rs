@@ -272,6 +272,11 @@ impl Daemon {
         http_get(self.addr, path).unwrap_or_else(|e| panic!("GET {path}: {e}"))
     }
 
+    /// The daemon's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     pub fn signal(&self, signal: i32) {
         // SAFETY: kill with our child's pid and a valid signal.
         unsafe { libc::kill(self.child.id() as i32, signal) };

@@ -122,6 +122,12 @@ pub const FAMILIES: &[(&str, &str, MetricType, &[&str])] = &[
         &["cpu", "capture"],
     ),
     (
+        "latencyd_forensics_worst_capture_info",
+        "1 for the capture of each CPU's largest latency among its captures of the last 15 minutes (the alerts' 5-minute range and 10 minutes of keep_firing_for), else its newest; its id in the capture label. The alerts' capture_url links to /spikes/{capture}, the capture of the wake-up they page on.",
+        MetricType::GAUGE,
+        &["cpu", "capture"],
+    ),
+    (
         "latencyd_forensics_spikes_uncaptured_total",
         "Wake-ups over forensics.threshold not captured, by CPU and reason: rate_limited (forensics.per_cpu_interval, forensics.max_per_minute), busy (the recorder's queue was full), failed (reading the trace or writing the capture failed; /api/v1/status says why).",
         MetricType::COUNTER,
@@ -192,6 +198,12 @@ pub const FAMILIES: &[(&str, &str, MetricType, &[&str])] = &[
         "Real-time tasks that ran on an observed CPU without their wake-up being seen (woken from another CPU while this one was busy): no latency sample for them.",
         MetricType::COUNTER,
         &["cpu"],
+    ),
+    (
+        "latencyd_tracefs_instance_repairs_total",
+        "Times latencyd found its tracefs instance (user forensics or observe) changed or broken behind its back by another program and set it back or made it again; each is logged at warn. A series exists while that user is enabled.",
+        MetricType::COUNTER,
+        &["user"],
     ),
     (
         "latencyd_record_intervals_written_total",

@@ -130,6 +130,12 @@ pub struct ForensicsBody {
     capabilities: Vec<Capability>,
     captures_kept: usize,
     disk_bytes: u64,
+    /// The tracefs instance the flight recorder records in
+    /// (`latencyd-forensics-PID`).
+    instance: Option<String>,
+    /// Times the instance was found changed or broken by another program
+    /// and set back or made again.
+    instance_repairs: u64,
 }
 
 impl ForensicsBody {
@@ -144,6 +150,8 @@ impl ForensicsBody {
             capabilities: f.capabilities.clone(),
             captures_kept: f.recent.len(),
             disk_bytes: f.disk_bytes,
+            instance: f.instance.clone(),
+            instance_repairs: f.repairs,
         }
     }
 }

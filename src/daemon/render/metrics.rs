@@ -9,65 +9,23 @@ use prometheus::proto::{LabelPair, Metric, MetricFamily};
 use prometheus::{Encoder, Registry, TextEncoder};
 
 use super::catalog::FAMILIES;
+pub use super::clock::{Clock, Clocks, Now, SYSTEM_CLOCKS};
 use super::proto::{counter, gauge, histogram, label};
 use crate::daemon::state::{BucketCounts, MonitorState};
 
-use crate::rt::sys;
 use crate::units::NS_PER_SEC;
 
 const NS: f64 = NS_PER_SEC as f64;
 
+/// How far back `latencyd_forensics_worst_capture_info` looks for the
+/// worst capture: the alerts' 5-minute range and their 10 minutes of
+/// `keep_firing_for`, so that a firing alert links to the capture of the
+/// wake-up it pages on.
+const WORST_CAPTURE_HORIZON_NS: u64 = 15 * 60 * NS_PER_SEC;
+
 /// The git revision latencyd was built from (`build.rs`; "unknown" when it
 /// was built outside a git checkout without `GIT_REVISION_LATENCYD`).
 pub const REVISION: &str = env!("GIT_REVISION_LATENCYD");
-
-/// A clock, in ns: the real one or, in tests, a fixed one.
-pub type Clock = fn() -> u64;
-
-/// The two clocks time-dependent answers read: `CLOCK_MONOTONIC`, which
-/// every time in the state is kept in, and the wall clock, read only to
-/// turn a monotonic time into a Unix time at the moment of the answer
-/// (`wall now − monotonic age`), so that a step of the wall clock (NTP,
-/// a board without an RTC setting its time late) moves those times with
-/// it instead of leaving them off by the step for ever.
-#[derive(Debug, Clone, Copy)]
-pub struct Clocks {
-    pub monotonic_ns: Clock,
-    pub unix_ns: Clock,
-}
-
-/// The daemon's clocks: the kernel's monotonic clock and the wall clock.
-pub const SYSTEM_CLOCKS: Clocks = Clocks {
-    monotonic_ns: sys::monotonic_now_ns,
-    unix_ns: crate::units::unix_now_ns,
-};
-
-/// Both clocks read once, for one answer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Now {
-    pub monotonic_ns: u64,
-    pub unix_ns: u64,
-}
-
-impl Clocks {
-    pub fn read(&self) -> Now {
-        Now {
-            monotonic_ns: (self.monotonic_ns)(),
-            unix_ns: (self.unix_ns)(),
-        }
-    }
-}
-
-impl Now {
-    /// The Unix time, in seconds, of the `CLOCK_MONOTONIC` time `mono_ns`.
-    pub fn unix_seconds_of(&self, mono_ns: u64) -> f64 {
-        let age_ns = self.monotonic_ns.saturating_sub(mono_ns);
-        let unix_ns = self.unix_ns.saturating_sub(age_ns);
-        // Whole seconds and the fraction apart: ns since 1970 have more
-        // digits than an f64 holds exactly.
-        (unix_ns / NS_PER_SEC) as f64 + (unix_ns % NS_PER_SEC) as f64 / NS
-    }
-}
 
 /// Builds the metric families from the state, at the time `clocks` say.
 pub struct StateCollector {
@@ -272,6 +230,14 @@ pub fn families_but(state: &MonitorState, now: Now, skip: &[&str]) -> Vec<Metric
                     gauge(labels, 1.0)
                 })
                 .collect(),
+            "latencyd_forensics_worst_capture_info" => forensics
+                .worst_by_cpu(now.unix_ns, WORST_CAPTURE_HORIZON_NS)
+                .into_iter()
+                .map(|s| {
+                    let labels = vec![label("capture", &s.id), label("cpu", &s.cpu.to_string())];
+                    gauge(labels, 1.0)
+                })
+                .collect(),
             "latencyd_forensics_spikes_uncaptured_total" => forensics
                 .uncaptured
                 .iter()
@@ -282,6 +248,18 @@ pub fn families_but(state: &MonitorState, now: Now, skip: &[&str]) -> Vec<Metric
                     )
                 })
                 .collect(),
+            "latencyd_tracefs_instance_repairs_total" => {
+                let observe = state.observe.status();
+                let users = [
+                    ("forensics", forensics.enabled, forensics.repairs),
+                    ("observe", observe.enabled, observe.repairs),
+                ];
+                users
+                    .into_iter()
+                    .filter(|(_, enabled, _)| *enabled)
+                    .map(|(user, _, n)| counter(vec![label("user", user)], n as f64))
+                    .collect()
+            }
             "latencyd_smi_total" => forensics
                 .smi
                 .iter()

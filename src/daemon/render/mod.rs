@@ -16,8 +16,10 @@
 //! - `status_line`: the line `systemctl status` shows.
 //! - `runbooks`: docs/runbooks.md as the page `/runbooks`.
 //! - `spikes`: the captures as pages, `/spikes` and `/spikes/{id}`.
+//! - `clock`: the monotonic and wall clocks every answer reads, injected.
 
 pub mod catalog;
+pub mod clock;
 pub mod exemplars;
 pub mod exposition;
 pub mod host;

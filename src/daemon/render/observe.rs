@@ -202,6 +202,11 @@ pub struct ObserverJson {
     pub read_errors: u64,
     /// The latest failed read, naming its CPU (kept once reads work).
     pub last_read_error: Option<String>,
+    /// The tracefs instance it reads (`latencyd-observe-PID`).
+    pub instance: Option<String>,
+    /// Times the instance was found changed or broken by another program
+    /// and set back or made again.
+    pub instance_repairs: u64,
 }
 
 #[derive(Debug, Serialize)]
@@ -316,6 +321,8 @@ pub fn observe_json(state: &MonitorState, now_ns: u64) -> ObserveJson {
             intervals_merged: status.intervals_merged,
             read_errors: status.read_errors,
             last_read_error: status.last_read_error.clone(),
+            instance: status.instance.clone(),
+            instance_repairs: status.repairs,
         },
         cpus,
     }

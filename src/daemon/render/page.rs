@@ -58,6 +58,9 @@ pub struct Snapshot {
     pub plot: PlotData,
     /// Forensics: whether it runs (or why not) and its newest captures.
     pub forensics_enabled: bool,
+    /// Forensics runs and captures (it may have stopped since the
+    /// captures shown were made).
+    pub forensics_available: bool,
     pub forensics_reason: Option<String>,
     pub spikes: Vec<Summary>,
     /// The on-disk record: whether it is written, where, and how it goes.
@@ -115,6 +118,7 @@ impl Snapshot {
             interval_ns: s.config.measure.interval_ns,
             max_window_ns: s.config.export.max_window_ns,
             forensics_enabled: s.config.forensics.enabled,
+            forensics_available: forensics.available,
             forensics_reason: forensics.reason.clone(),
             spikes: forensics.recent.iter().take(PAGE_SPIKES).cloned().collect(),
             record: s.record.lock().unwrap_or_else(|p| p.into_inner()).clone(),
@@ -383,6 +387,14 @@ fn render_spikes(html: &mut String, snap: &Snapshot) {
         };
         let _ = writeln!(html, "<p id=\"spikes\" class=\"sub\">{why}</p>");
         return;
+    }
+    if !snap.forensics_available {
+        let why = snap.forensics_reason.as_deref().unwrap_or("unknown reason");
+        let _ = writeln!(
+            html,
+            "<p id=\"forensics-down\" class=\"bad\">Forensics is not capturing now: {}.</p>",
+            escape(why)
+        );
     }
     html.push_str(
         "<table id=\"spikes\"><thead><tr><th class=\"l\">When (UTC)</th><th>CPU</th>\

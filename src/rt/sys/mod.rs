@@ -19,7 +19,7 @@ mod timer;
 mod timerfd;
 
 use time::timespec_of;
-pub use time::{ClockSource, clock_now_ns, clock_sleep_ns};
+pub use time::{ClockSource, clock_now_ns, clock_sleep_ns, thread_cpu_ns};
 pub use timer::IntervalTimer;
 pub use timerfd::PeriodicTimerFd;
 

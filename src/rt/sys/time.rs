@@ -1,5 +1,6 @@
 //! The clocks a sampler reads and sleeps on: which one (cyclictest's
-//! `-c`), reading it from the vDSO, and absolute or relative sleeps.
+//! `-c`), reading it from the vDSO, and absolute or relative sleeps; and
+//! the calling thread's own CPU time, as the scheduler accounts it.
 
 use std::mem::MaybeUninit;
 
@@ -72,4 +73,15 @@ pub fn clock_sleep_ns(clock: ClockSource, absolute: bool, ns: u64) -> Result<(),
             err => return Err(err),
         }
     }
+}
+
+/// The calling thread's CPU time from `/proc/thread-self/schedstat`, ns
+/// (the scheduler's own account, not tick-sampled).
+pub fn thread_cpu_ns() -> Option<u64> {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
 }

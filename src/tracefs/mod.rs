@@ -1,0 +1,114 @@
+//! tracefs as latencyd shares it with every other tracing user on the
+//! host: where it is mounted, the instances latencyd owns there
+//! (`instance`), and the capabilities the kernel does or does not offer.
+//!
+//! tracefs is global to the host. Other latencyd processes (`measure`
+//! beside the daemon, a second daemon, a test run), rtla, trace-cmd and
+//! perf use it at the same time, so latencyd works in private instances
+//! named after their owner, removes only its own and those whose owner is
+//! gone, and checks that nobody changed them behind its back.
+
+pub mod instance;
+
+use std::fs;
+use std::io::ErrorKind;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+pub use instance::{Check, Instance, Role};
+
+/// Where tracefs is mounted by default.
+pub const DEFAULT_TRACEFS: &str = "/sys/kernel/tracing";
+/// Where tracefs is found when it is not where it was configured to be
+/// and that was the default (older systems mount it under debugfs).
+const DEBUGFS_TRACING: &str = "/sys/kernel/debug/tracing";
+
+/// One thing the kernel or hardware may or may not offer, and what
+/// latencyd makes of it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Capability {
+    pub name: String,
+    pub available: bool,
+    pub detail: String,
+}
+
+impl Capability {
+    pub fn new(name: &str, available: bool, detail: impl Into<String>) -> Capability {
+        Capability {
+            name: name.to_string(),
+            available,
+            detail: detail.into(),
+        }
+    }
+}
+
+/// Finds tracefs for `who` (`forensics`, `observe`): `configured`, or
+/// for the default, the debugfs mount. The errors name the fix.
+pub fn locate_for(configured: &Path, who: &str) -> Result<PathBuf, String> {
+    match fs::metadata(configured.join("instances")) {
+        Ok(meta) if meta.is_dir() => return Ok(configured.to_path_buf()),
+        Err(err) if err.kind() == ErrorKind::PermissionDenied => {
+            return Err(format!(
+                "cannot access tracefs at {} (permission denied): {who} needs root, or \
+                 access to tracefs (see deploy/systemd/latencyd-{who}.conf)",
+                configured.display()
+            ));
+        }
+        _ => {}
+    }
+    let fallback = Path::new(DEBUGFS_TRACING);
+    if configured == Path::new(DEFAULT_TRACEFS) && fallback.join("instances").is_dir() {
+        return Ok(fallback.to_path_buf());
+    }
+    Err(format!(
+        "tracefs is not mounted at {} (mount it with `mount -t tracefs nodev {}`, or set \
+         forensics.tracefs to where it is)",
+        configured.display(),
+        configured.display()
+    ))
+}
+
+/// `tracing_cpumask` for `cpus`: hexadecimal, 32 bits a group, groups
+/// separated by commas, most significant first.
+pub fn cpumask(cpus: &[usize]) -> String {
+    let groups = cpus.iter().max().map_or(1, |&m| m / 32 + 1);
+    let mut words = vec![0u32; groups];
+    for &cpu in cpus {
+        words[cpu / 32] |= 1 << (cpu % 32);
+    }
+    words
+        .iter()
+        .rev()
+        .enumerate()
+        .map(|(i, w)| {
+            if i == 0 {
+                format!("{w:x}")
+            } else {
+                format!("{w:08x}")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpumasks_are_written_as_the_kernel_reads_them() {
+        assert_eq!(cpumask(&[0, 1]), "3");
+        assert_eq!(cpumask(&[1]), "2");
+        assert_eq!(cpumask(&[0, 33]), "2,00000001");
+        assert_eq!(cpumask(&[63, 64]), "1,80000000,00000000");
+    }
+
+    #[test]
+    fn a_missing_tracefs_is_named_with_the_fix() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = locate_for(dir.path(), "forensics").unwrap_err();
+        assert!(err.contains("not mounted"), "{err}");
+        assert!(err.contains("forensics.tracefs"), "{err}");
+    }
+}
