@@ -50,6 +50,8 @@ fn synthetic_state(n_cpus: usize) -> MonitorState {
                 last_sample_ns: now,
                 alive: true,
                 online: true,
+                sampling: true,
+                unsampled_since_ns: None,
             };
             let mut view = CpuView::new(cpu, &config, sampler);
             view.absorb(&interval).unwrap();

@@ -133,6 +133,8 @@ fn main() {
                         last_sample_ns: 0,
                         alive: true,
                         online: true,
+                        sampling: true,
+                        unsampled_since_ns: None,
                     };
                     CpuView::new(cpu, &config, sampler)
                 })

@@ -86,6 +86,34 @@ impl CpuSelection {
     }
 }
 
+impl CpuSelection {
+    /// The CPUs the daemon keeps a sampler slot for: the selection's CPUs
+    /// usable now and, for a list, its CPUs that are offline now but in
+    /// the affinity mask (`HostInfo::allowed_cpus`), sampled once they
+    /// come online. A hotplug storm at start is no configuration error.
+    /// (`All` also gains CPUs that come online later: the collector adds
+    /// them.)
+    pub fn resolve_daemon(&self, host: &HostInfo) -> Result<Vec<usize>, String> {
+        let CpuSelection::List(listed) = self else {
+            return self.resolve(host);
+        };
+        let online = host.online_cpus.as_deref().unwrap_or(&host.usable_cpus);
+        for &cpu in listed {
+            let later = !online.contains(&cpu) && host.allowed_cpus.contains(&cpu);
+            if !host.usable_cpus.contains(&cpu) && !later {
+                return Err(format!(
+                    "CPU {cpu} is absent or outside this process's affinity; usable CPUs are {}",
+                    format_cpu_list(&host.usable_cpus)
+                ));
+            }
+        }
+        if listed.is_empty() {
+            return Err("no CPU listed".to_string());
+        }
+        Ok(listed.clone())
+    }
+}
+
 /// Why an online CPU has no sampler.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Unmeasured {
@@ -182,6 +210,33 @@ mod tests {
         let mut host = HostInfo::detect();
         host.usable_cpus = usable.to_vec();
         host
+    }
+
+    #[test]
+    fn the_daemon_keeps_listed_cpus_that_are_offline_now_for_later() {
+        let mut host = host(&[0, 1]);
+        host.online_cpus = Some(vec![0, 1, 3]);
+        host.allowed_cpus = vec![0, 1, 2, 3];
+        let list = CpuSelection::List(vec![0, 2]);
+        assert_eq!(
+            list.resolve_daemon(&host),
+            Ok(vec![0, 2]),
+            "2 is offline, allowed"
+        );
+        let err = CpuSelection::List(vec![0, 3])
+            .resolve_daemon(&host)
+            .unwrap_err();
+        assert!(
+            err.contains("CPU 3 is absent or outside"),
+            "online, not in the mask: {err}"
+        );
+        let err = CpuSelection::List(vec![7])
+            .resolve_daemon(&host)
+            .unwrap_err();
+        assert!(err.contains("CPU 7"), "{err}");
+        assert_eq!(CpuSelection::All.resolve_daemon(&host), Ok(vec![0, 1]));
+        // measure keeps cyclictest's rule: listed CPUs must be usable now.
+        assert!(list.resolve(&host).is_err());
     }
 
     #[test]

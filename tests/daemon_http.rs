@@ -53,6 +53,8 @@ fn view(cpu: usize, samples: &[u64], config: &Config, last_sample_ns: u64) -> Cp
         last_sample_ns,
         alive: true,
         online: true,
+        sampling: true,
+        unsampled_since_ns: None,
     };
     let mut view = CpuView::new(cpu, config, sampler);
     // Half the samples long ago (out of the window), half just now.

@@ -141,6 +141,8 @@ fn router() -> axum::Router {
         last_sample_ns: 0,
         alive: true,
         online: true,
+        sampling: true,
+        unsampled_since_ns: None,
     };
     let state = latencyd::daemon::state::MonitorState {
         host: common::synthetic_host(&[0], &[0]),

@@ -1,8 +1,11 @@
 //! CPU hotplug under a running daemon: a CPU taken offline stops its
 //! sampler cleanly (reported in /metrics and the API, /healthz stays 200,
-//! no exit) and sampling resumes when the CPU comes back. Needs root and a
-//! hot-pluggable CPU other than 0; in its own test binary so that no other
-//! test's samplers lose their CPU.
+//! no exit) and sampling resumes when the CPU comes back; after storms of
+//! off/on cycles (at start, running, during a reload) every online CPU
+//! has a running sampler and the API, metrics and page agree with sysfs.
+//! Needs root and a hot-pluggable CPU other than 0; in its own test
+//! binary so that no other test's samplers lose their CPU, its tests one
+//! at a time.
 
 mod common;
 
@@ -38,9 +41,9 @@ fn count(daemon: &Daemon, cpu: u64) -> u64 {
     latency["count"].as_u64().unwrap()
 }
 
-#[test]
-fn an_offline_cpu_stops_its_sampler_and_sampling_resumes_when_it_returns() {
-    // The highest usable CPU above 0 whose online switch we can write.
+/// The highest usable CPU above 0 whose online switch can be written, or
+/// None (said) when there is none.
+fn hot_pluggable(test: &str) -> Option<(u64, PathBuf)> {
     let usable = usable_cpus();
     let control = (1..usable)
         .rev()
@@ -51,12 +54,201 @@ fn an_offline_cpu_stops_its_sampler_and_sampling_resumes_when_it_returns() {
             )
         })
         .find(|(_, path)| std::fs::OpenOptions::new().write(true).open(path).is_ok());
-    let Some((cpu, switch)) = control else {
+    if control.is_none() {
         report_skip(
-            "tests/hotplug.rs",
+            test,
             "no CPU above 0 can be taken offline here (needs root and a hot-pluggable CPU): \
              hotplug was not tested",
         );
+    }
+    control
+}
+
+/// `cycles` off/on cycles of the CPU behind `switch`, `half` apart.
+fn storm(switch: &PathBuf, cycles: usize, half: Duration) {
+    for _ in 0..cycles {
+        let _ = std::fs::write(switch, "0");
+        std::thread::sleep(half);
+        let _ = std::fs::write(switch, "1");
+        std::thread::sleep(half);
+    }
+}
+
+/// The CPUs sysfs lists online.
+fn online_cpus() -> Vec<u64> {
+    let text = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
+    latencyd::cpulist::parse_cpu_list(text.trim())
+        .unwrap()
+        .into_iter()
+        .map(|c| c as u64)
+        .collect()
+}
+
+/// The sampler threads of `pid`, by CPU (their names are `sampler-cpuN`).
+fn sampler_threads(pid: u32) -> Vec<u64> {
+    let mut cpus: Vec<u64> = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .filter_map(|task| {
+            let comm = std::fs::read_to_string(task.ok()?.path().join("comm")).ok()?;
+            comm.trim().strip_prefix("sampler-cpu")?.parse().ok()
+        })
+        .collect();
+    cpus.sort_unstable();
+    cpus
+}
+
+/// Every online CPU has a running sampler thread that is sampling, the
+/// API, the metrics and the page agree with sysfs, and /healthz is 200 —
+/// or what differs.
+fn agrees_with_sysfs(daemon: &Daemon) -> Result<(), String> {
+    let online = online_cpus();
+    let threads = sampler_threads(daemon.pid());
+    if threads != online {
+        return Err(format!("sampler threads on {threads:?}, online {online:?}"));
+    }
+    let status: Value = serde_json::from_str(&daemon.get("/api/v1/status").1).unwrap();
+    let metrics = daemon.get("/metrics").1;
+    for s in status["samplers"].as_array().unwrap() {
+        let cpu = s["cpu"].as_u64().unwrap();
+        let is_online = online.contains(&cpu);
+        if s["online"] != is_online || s["sampling"] != is_online {
+            return Err(format!(
+                "CPU {cpu}: {s} while sysfs says online {is_online}"
+            ));
+        }
+        let series = format!("latencyd_sampler_online{{cpu=\"{cpu}\"}}");
+        if metric_value(&metrics, &series) != Some(f64::from(u8::from(is_online))) {
+            return Err(format!("{series} is {:?}", metric_value(&metrics, &series)));
+        }
+    }
+    let listed: Vec<u64> = status["samplers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["cpu"].as_u64().unwrap())
+        .collect();
+    if let Some(missing) = online.iter().find(|cpu| !listed.contains(cpu)) {
+        return Err(format!("online CPU {missing} has no sampler in the status"));
+    }
+    let before: Vec<u64> = online.iter().map(|&c| count(daemon, c)).collect();
+    std::thread::sleep(Duration::from_millis(600));
+    for (&cpu, before) in online.iter().zip(before) {
+        if count(daemon, cpu) <= before {
+            return Err(format!("CPU {cpu} is not counting samples"));
+        }
+    }
+    match daemon.get("/healthz") {
+        (200, _) => Ok(()),
+        (code, body) => Err(format!("/healthz {code}: {body}")),
+    }
+}
+
+/// Waits a few seconds for `agrees_with_sysfs`, or fails with why not.
+fn settles(daemon: &Daemon, what: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(8);
+    loop {
+        match agrees_with_sysfs(daemon) {
+            Ok(()) => return,
+            Err(why) if std::time::Instant::now() > deadline => {
+                panic!("{what}: after 8 s, {why}\n{}", daemon.log_text())
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(200)),
+        }
+    }
+}
+
+#[test]
+fn storms_of_off_on_cycles_end_with_a_sampler_on_every_online_cpu() {
+    let _turn = one_at_a_time();
+    let test = "storms_of_off_on_cycles_end_with_a_sampler_on_every_online_cpu";
+    let Some((_, switch)) = hot_pluggable(test) else {
+        return;
+    };
+    let _restore = OnlineAgain(switch.clone());
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = Daemon::start_with_export(dir.path(), "");
+    settles(&daemon, "at start");
+    // Ten cycles in 2 s, then faster ones that land inside a restart.
+    for half in [100, 30, 7, 1] {
+        storm(&switch, 10, Duration::from_millis(half));
+        settles(
+            &daemon,
+            &format!("after 10 cycles of {half} ms off, {half} ms on"),
+        );
+    }
+    let log = daemon.log_text();
+    assert!(!log.contains("has died"), "{log}");
+}
+
+#[test]
+fn hotplug_during_start_and_during_a_reload_ends_sampled_too() {
+    let _turn = one_at_a_time();
+    let test = "hotplug_during_start_and_during_a_reload_ends_sampled_too";
+    let Some((cpu, switch)) = hot_pluggable(test) else {
+        return;
+    };
+    let _restore = OnlineAgain(switch.clone());
+    let dir = tempfile::tempdir().unwrap();
+    // Offline at start (cpus = "all"): sampled once it comes online.
+    std::fs::write(&switch, "0").unwrap();
+    let daemon = Daemon::start_with_export(dir.path(), "");
+    settles(&daemon, "started with the CPU offline");
+    std::fs::write(&switch, "1").unwrap();
+    settles(&daemon, "the CPU came online after the start");
+    assert!(
+        daemon
+            .log_text()
+            .contains(&format!("CPU {cpu} came online")),
+        "{}",
+        daemon.log_text()
+    );
+    drop(daemon);
+    // A storm while the daemon starts.
+    let storming = {
+        let switch = switch.clone();
+        std::thread::spawn(move || storm(&switch, 20, Duration::from_millis(50)))
+    };
+    let daemon = Daemon::start_with_export(dir.path(), "");
+    storming.join().unwrap();
+    settles(&daemon, "a storm during the start");
+    // A storm during reloads.
+    let storming = {
+        let switch = switch.clone();
+        std::thread::spawn(move || storm(&switch, 20, Duration::from_millis(20)))
+    };
+    for _ in 0..5 {
+        daemon.signal(libc::SIGHUP);
+        std::thread::sleep(Duration::from_millis(150));
+    }
+    storming.join().unwrap();
+    settles(&daemon, "a storm during reloads");
+}
+
+#[test]
+fn a_listed_cpu_offline_at_start_is_sampled_once_it_comes_online() {
+    let _turn = one_at_a_time();
+    let test = "a_listed_cpu_offline_at_start_is_sampled_once_it_comes_online";
+    let Some((cpu, switch)) = hot_pluggable(test) else {
+        return;
+    };
+    let _restore = OnlineAgain(switch.clone());
+    std::fs::write(&switch, "0").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = daemon_config(dir.path(), &format!("cpus = \"0,{cpu}\""), "", "");
+    // Not a configuration error: the CPU is there, just offline now.
+    let daemon = Daemon::start(latencyd().args(["run", "--config"]).arg(config));
+    settles(&daemon, "started with a listed CPU offline");
+    assert_eq!(sampler(&daemon, cpu)["online"], false);
+    std::fs::write(&switch, "1").unwrap();
+    settles(&daemon, "the listed CPU came online");
+}
+
+#[test]
+fn an_offline_cpu_stops_its_sampler_and_sampling_resumes_when_it_returns() {
+    let _turn = one_at_a_time();
+    let Some((cpu, switch)) =
+        hot_pluggable("an_offline_cpu_stops_its_sampler_and_sampling_resumes_when_it_returns")
+    else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();

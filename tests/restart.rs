@@ -61,6 +61,7 @@ fn a_late_restart_is_stopped_and_joined_before_the_cpu_gets_another() {
         template: LatencyStats::new(u64::MAX, None),
         start_timeout: Duration::from_millis(300),
         limits: host.rt_limits(),
+        tolerate_offline: false,
     };
     let stop = Arc::new(AtomicBool::new(false));
     let mut engine = Engine::start(spec, Arc::clone(&stop)).expect("the samplers start");
@@ -81,7 +82,7 @@ fn a_late_restart_is_stopped_and_joined_before_the_cpu_gets_another() {
     while (cancelled < 2 || restarts_started < 3) && Instant::now() < deadline {
         engine.drain(|_, _| Ok(())).unwrap();
         offline += engine.reap_offline(|_, _| Ok(())).unwrap().len();
-        for job in engine.restart_jobs() {
+        for job in engine.restart_jobs(None) {
             let idx = job.idx;
             let candidate = job.run();
             if matches!(candidate, Ok(Some(_))) {

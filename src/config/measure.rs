@@ -97,9 +97,10 @@ impl MeasureConfig {
         })
     }
 
-    /// The CPUs to sample on this host (checked by `check_against`).
+    /// The CPUs to keep a sampler for on this host, offline ones of a
+    /// list included (checked by `check_against`).
     pub fn cpu_list(&self, host: &HostInfo) -> Vec<usize> {
-        self.cpus.resolve(host).unwrap_or_default()
+        self.cpus.resolve_daemon(host).unwrap_or_default()
     }
 
     pub(super) fn check_against(
@@ -108,7 +109,7 @@ impl MeasureConfig {
         realtime: &RealtimeConfig,
         effective: &BTreeMap<String, Effective>,
     ) -> Result<(), ConfigError> {
-        if let Err(reason) = self.cpus.resolve(host) {
+        if let Err(reason) = self.cpus.resolve_daemon(host) {
             return Err(key_error(effective, "measure.cpus", reason));
         }
         let allowed = host.max_rt_priority();

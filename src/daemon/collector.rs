@@ -14,8 +14,9 @@ use std::time::Instant;
 
 use tokio::task::JoinHandle;
 
+use super::cpu_watch::CpuWatch;
 use super::load::LoadWindows;
-use super::state::{MonitorState, lock};
+use super::state::{CpuView, MonitorState, SamplerView, lock};
 use crate::forensics::{Recorder, Spike, Trigger};
 use crate::observe::Observer;
 use crate::record::{Accumulator, Keeper};
@@ -44,6 +45,8 @@ pub(super) struct Collected {
     pub resumed: Vec<usize>,
     /// CPUs back online whose sampler could not be started yet, and why.
     pub not_resumed: Vec<(usize, String)>,
+    /// CPUs that came online after the start and were given a sampler.
+    pub added: Vec<usize>,
     /// A running sampler handed nothing over since the previous tick: its
     /// interval is late (its wake-up after the boundary was), and the
     /// event loop looks again before the next period.
@@ -64,6 +67,8 @@ pub(super) struct Collector {
     pub(super) record: Option<(Accumulator, Keeper)>,
     /// The scheduled load windows, when `[load]` names a profile.
     pub(super) load: Option<LoadWindows>,
+    /// The host's CPUs as sysfs and the cpuset say, read once a second.
+    cpus: CpuWatch,
     /// Wall time, ns since the epoch (the record's intervals are in it).
     unix_ns: fn() -> u64,
 }
@@ -73,6 +78,7 @@ impl Collector {
         recorder: Recorder,
         observer: Observer,
         record: Option<(Accumulator, Keeper)>,
+        cpus: CpuWatch,
         unix_ns: fn() -> u64,
     ) -> Collector {
         Collector {
@@ -81,6 +87,7 @@ impl Collector {
             observer,
             record,
             load: None,
+            cpus,
             unix_ns,
         }
     }
@@ -156,6 +163,9 @@ impl Collector {
                 }
             }
         }
+        if self.cpus.step(now.0).await {
+            self.add_new_cpus(engine, state, &mut found);
+        }
         for (cpu, why) in self.adopt_finished(engine, true).await {
             found.not_resumed.push((cpu, why));
         }
@@ -165,13 +175,50 @@ impl Collector {
                 RestartOutcome::NotResumed { cpu, why } => found.not_resumed.push((cpu, why)),
             }
         }
-        for job in engine.restart_jobs() {
+        for job in engine.restart_jobs(self.cpus.usable()) {
             let idx = job.idx;
             self.restarts
                 .push((idx, tokio::task::spawn_blocking(move || job.run())));
         }
-        update_views(engine, state, &mut found);
+        update_views(engine, state, &self.cpus, &mut found);
         Ok(found)
+    }
+
+    /// Gives a sampler slot to every CPU that came online and may be
+    /// sampled (`measure.cpus = "all"`): its view joins the state, the
+    /// flight recorder records it, and the restart machinery starts it.
+    fn add_new_cpus(
+        &mut self,
+        engine: &mut Engine,
+        state: &Mutex<MonitorState>,
+        found: &mut Collected,
+    ) {
+        let missing = self.cpus.missing(engine);
+        if missing.is_empty() {
+            return;
+        }
+        let mut s = lock(state);
+        for cpu in missing {
+            engine.add_slot(cpu);
+            let sampler = SamplerView {
+                tid: 0,
+                policy: s.config.measure.policy,
+                priority: s.config.measure.priority,
+                realtime: false,
+                last_sample_ns: 0,
+                alive: true,
+                online: true,
+                sampling: false,
+                unsampled_since_ns: None,
+            };
+            let view = CpuView::new(cpu, &s.config, sampler);
+            s.cpus.push(view);
+            s.unmeasured.retain(|(c, _)| *c != cpu);
+            found.added.push(cpu);
+        }
+        drop(s);
+        let cpus: Vec<usize> = engine.slots.iter().map(|slot| slot.cpu).collect();
+        self.recorder.set_cpus(cpus);
     }
 
     /// At shutdown: waits for the restarts under way (starting a thread
@@ -275,14 +322,26 @@ fn is_running(slot: &crate::rt::engine::Slot) -> bool {
 }
 
 /// Copies each sampler's heartbeat and condition into its view, and notes
-/// the samplers newly found dead.
-fn update_views(engine: &Engine, state: &Mutex<MonitorState>, found: &mut Collected) {
+/// the samplers newly found dead. A CPU counts as online by the latest
+/// reading of sysfs when there is one (a sampler that did not start on
+/// an online CPU is then a CPU online without a sampler, which health
+/// sees), else by its slot.
+fn update_views(
+    engine: &Engine,
+    state: &Mutex<MonitorState>,
+    cpus: &CpuWatch,
+    found: &mut Collected,
+) {
+    let now_ns = crate::rt::sys::monotonic_now_ns();
     let mut s = lock(state);
     for (slot, view) in engine.slots.iter().zip(s.cpus.iter_mut()) {
         let shared = slot.shared();
         // Relaxed: the heartbeat is a liveness hint ordering nothing else.
         view.sampler.last_sample_ns = shared.heartbeat_ns.load(Ordering::Relaxed);
-        view.sampler.online = !slot.is_offline();
+        view.sampler.sampling = is_running(slot);
+        view.sampler.online = cpus.online(slot.cpu).unwrap_or(!slot.is_offline());
+        view.sampler.unsampled_since_ns = (view.sampler.online && !view.sampler.sampling)
+            .then(|| view.sampler.unsampled_since_ns.unwrap_or(now_ns));
         view.sampler.tid = shared.tid();
         view.sampler.realtime = slot.realtime;
         let died =

@@ -185,6 +185,9 @@ async fn collect(
             "CPU {cpu} went offline (or the sampler was moved off it): its sampler stopped; sampling resumes when it is back online"
         );
     }
+    for cpu in found.added {
+        info!("CPU {cpu} came online: sampling it too (measure.cpus = \"all\")");
+    }
     for cpu in found.resumed {
         info!("CPU {cpu} is back online: sampling it again");
         ticking.restart_errors.remove(&cpu);

@@ -18,6 +18,7 @@
 //! - `startup`: the start-up order and shutdown.
 //! - `event_loop`: ticks, signals, watchdog, STATUS=.
 //! - `collector`: samplers' intervals into the state; hotplug restarts.
+//! - `cpu_watch`: the sampled CPUs reconciled with sysfs once a second.
 //! - `observe`: starting the observer of CPUs without a sampler.
 //! - `load`: the scheduled load windows (`[load]`).
 //! - `reload`: SIGHUP.
@@ -25,6 +26,7 @@
 //!   served. `logging`, `notify`: tracing and sd_notify.
 
 mod collector;
+mod cpu_watch;
 mod error;
 mod event_loop;
 mod host_watch;

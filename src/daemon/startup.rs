@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use tracing::{error, info, warn};
 
+use super::cpu_watch::CpuWatch;
 use super::error::StartupError;
 use super::event_loop::{self, Signals};
 use super::host_watch;
@@ -148,6 +149,7 @@ async fn serve(
         template: LatencyStats::new(measure.spike_threshold_ns, None),
         start_timeout: DEFAULT_START_TIMEOUT,
         limits: host.rt_limits(),
+        tolerate_offline: true,
     };
     let stop = Arc::new(AtomicBool::new(false));
     let mut engine = Engine::start(spec, Arc::clone(&stop)).map_err(|err| match err {
@@ -250,7 +252,9 @@ async fn serve(
                     realtime: slot.realtime,
                     last_sample_ns: 0,
                     alive: true,
-                    online: true,
+                    online: !slot.is_offline(),
+                    sampling: !slot.is_offline(),
+                    unsampled_since_ns: None,
                 };
                 CpuView::new(slot.cpu, &config, sampler)
             })
@@ -289,7 +293,13 @@ async fn serve(
     info!("{summary}");
     notify::ready(&summary);
 
-    let mut collector = super::collector::Collector::new(recorder, observer, record, unix_now_ns);
+    let cpu_watch = {
+        let s = lock(&state);
+        let grows = s.config.measure.cpus == CpuSelection::All;
+        CpuWatch::new(grows, s.host.allowed_cpus.clone())
+    };
+    let mut collector =
+        super::collector::Collector::new(recorder, observer, record, cpu_watch, unix_now_ns);
     collector.load = {
         let s = lock(&state);
         super::load::LoadWindows::new(&s.config, &s.host)

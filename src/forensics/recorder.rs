@@ -9,7 +9,6 @@
 //! sender: a full queue counts the spike as uncaptured (`busy`).
 
 use std::collections::BTreeMap;
-use std::io::BufRead;
 use std::path::Path;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError, sync_channel};
 use std::sync::{Arc, Mutex};
@@ -17,7 +16,6 @@ use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::attribution::Attributor;
-use super::events::{Line, parse_line};
 use super::journal::{Journal, JournalData, Settings, Spike, Trigger};
 use super::limits::RateLimits;
 use super::noise::{SmiCounters, StealHistory};
@@ -29,6 +27,8 @@ use crate::units::{NS_PER_SEC, format_rfc3339_ms};
 
 enum Message {
     Spike(Spike),
+    /// The CPUs measured from now on (one came online and was added).
+    SetCpus(Vec<usize>),
     /// A capture made elsewhere (the observer's, of a workload task),
     /// kept within the same limits.
     Made(Box<Capture>),
@@ -207,6 +207,16 @@ impl Recorder {
         }
     }
 
+    /// The CPUs measured from now on: the instance records them (its
+    /// `tracing_cpumask`) and their SMI counters are read. Never waits; a
+    /// full queue leaves it for the next call.
+    pub fn set_cpus(&self, cpus: Vec<usize>) -> bool {
+        let Some(sender) = &self.sender else {
+            return true;
+        };
+        sender.try_send(Message::SetCpus(cpus)).is_ok()
+    }
+
     /// Waits until every spike noticed so far is captured or counted.
     pub fn flush(&self) {
         let Some(sender) = &self.sender else {
@@ -281,6 +291,7 @@ impl Worker {
                         self.keep(*capture);
                     }
                 }
+                Ok(Message::SetCpus(cpus)) => self.set_cpus(cpus),
                 Ok(Message::Flush(ack)) => {
                     let _ = ack.send(());
                 }
@@ -288,6 +299,17 @@ impl Worker {
                 Err(RecvTimeoutError::Timeout) => {}
             }
         }
+    }
+
+    fn set_cpus(&mut self, cpus: Vec<usize>) {
+        if let Some(instance) = &self.instance
+            && let Err(err) = instance.write("tracing_cpumask", &tracefs::cpumask(&cpus))
+        {
+            self.journal.lock().notice(err);
+        }
+        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        self.smi = SmiCounters::open(Path::new("/dev/cpu"), &cpuinfo, &cpus).0;
+        self.cpus = cpus;
     }
 
     /// Reads the instance back (see `tracefs::keep_up`).
@@ -363,27 +385,7 @@ impl Worker {
             .instance
             .as_ref()
             .ok_or_else(|| "the tracefs instance is not set up".to_string())?;
-        let mut reader = tracefs::read_cpu(instance, spike.cpu)
-            .map_err(|err| format!("cannot read CPU {}'s trace: {err}", spike.cpu))?;
-        let mut line = Vec::with_capacity(256);
-        loop {
-            line.clear();
-            match reader.read_until(b'\n', &mut line) {
-                Ok(0) => break,
-                Ok(_) => {}
-                Err(err) => return Err(format!("reading CPU {}'s trace failed: {err}", spike.cpu)),
-            }
-            match parse_line(&String::from_utf8_lossy(&line)) {
-                Line::Event(event) => attributor.feed(&event),
-                Line::Lost(count) => attributor.lost(count),
-                Line::Other => {}
-            }
-            if attributor.done() {
-                break;
-            }
-        }
-        // Closing the file lets recording go on.
-        drop(reader);
+        tracefs::read_into(instance, spike.cpu, &mut attributor)?;
         let now = sys::monotonic_now_ns();
         self.steal.sample(now);
         let steal_ns = self.steal.between(spike.cpu, deadline, spike.wakeup_ns);

@@ -22,10 +22,11 @@
 //! latencyd that starts forensics.
 
 use std::fs;
-use std::io::BufReader;
+use std::io::{BufRead, BufReader};
 use std::path::Path;
 
-use super::events::VECTORS;
+use super::attribution::Attributor;
+use super::events::{Line, VECTORS, parse_line};
 use super::journal::Journal;
 pub use crate::tracefs::{Capability, DEFAULT_TRACEFS, Instance, cpumask};
 use crate::tracefs::{Check, Role, locate_for};
@@ -243,6 +244,37 @@ pub fn keep_up(
             journal.reason = Some(reason);
         }
     }
+}
+
+/// Feeds `cpu`'s ring buffer in `instance` to `attributor`, oldest event
+/// first, until it has what it needs. Recording pauses while the buffer
+/// is open (see the module's documentation).
+pub fn read_into(
+    instance: &Instance,
+    cpu: usize,
+    attributor: &mut Attributor,
+) -> Result<(), String> {
+    let mut reader =
+        read_cpu(instance, cpu).map_err(|err| format!("cannot read CPU {cpu}'s trace: {err}"))?;
+    let mut line = Vec::with_capacity(256);
+    loop {
+        line.clear();
+        match reader.read_until(b'\n', &mut line) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(err) => return Err(format!("reading CPU {cpu}'s trace failed: {err}")),
+        }
+        match parse_line(&String::from_utf8_lossy(&line)) {
+            Line::Event(event) => attributor.feed(&event),
+            Line::Lost(count) => attributor.lost(count),
+            Line::Other => {}
+        }
+        if attributor.done() {
+            break;
+        }
+    }
+    // Closing the file (dropping the reader) lets recording go on.
+    Ok(())
 }
 
 /// The text of one CPU's ring buffer in `instance`, oldest event first.

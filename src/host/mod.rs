@@ -39,6 +39,11 @@ pub struct HostInfo {
     pub preempt_rt: bool,
     /// CPUs that are online and in this process's affinity mask.
     pub usable_cpus: Vec<usize>,
+    /// The CPUs this process's affinity mask allows, offline ones included
+    /// (`Cpus_allowed_list` of `/proc/self/status`; `sched_getaffinity`
+    /// leaves offline CPUs out), read at start: a CPU that comes online
+    /// later is usable if it is among them.
+    pub allowed_cpus: Vec<usize>,
     pub online_cpus: Option<Vec<usize>>,
     /// The CPUs this process's cgroup may run on (`cpuset.cpus.effective`
     /// of cgroup v2, `cpuset.effective_cpus` of v1), where readable. Under
@@ -77,21 +82,19 @@ impl HostInfo {
                 .collect(),
             None => affinity,
         };
-        let cpuset_cpus = fs::read_to_string("/proc/self/cgroup")
-            .ok()
-            .and_then(|cgroups| cpuset_of(&cgroups, |path| fs::read_to_string(path).ok()));
+        let cpuset_cpus = read_cpuset();
+        let status = fs::read_to_string("/proc/self/status").unwrap_or_default();
+        let allowed_cpus = allowed_of(&status).unwrap_or_else(|| usable_cpus.clone());
         let isolated_cpus = fs::read_to_string("/sys/devices/system/cpu/isolated")
             .ok()
             .and_then(|s| parse_cpu_list(&s).ok())
             .unwrap_or_default();
-        let effective_caps = fs::read_to_string("/proc/self/status")
-            .ok()
-            .and_then(|status| parse_cap_eff(&status))
-            .unwrap_or(0);
+        let effective_caps = parse_cap_eff(&status).unwrap_or(0);
         HostInfo {
             uname,
             preempt_rt,
             usable_cpus,
+            allowed_cpus,
             online_cpus,
             cpuset_cpus,
             isolated_cpus,
@@ -138,6 +141,43 @@ impl HostInfo {
     pub fn realtime_flag(&self) -> u8 {
         u8::from(self.preempt_rt)
     }
+}
+
+/// The CPUs of this process's cpuset cgroup now (`cpuset_of`), where
+/// readable.
+pub fn read_cpuset() -> Option<Vec<usize>> {
+    fs::read_to_string("/proc/self/cgroup")
+        .ok()
+        .and_then(|cgroups| cpuset_of(&cgroups, |path| fs::read_to_string(path).ok()))
+}
+
+/// The CPUs usable now out of `allowed` (the affinity mask at start,
+/// offline CPUs included): those online and, where the cgroup has a
+/// cpuset, in it. `None` when the online list cannot be read. Reads
+/// sysfs and cgroupfs: not for a thread that must not wait.
+pub fn usable_now(allowed: &[usize]) -> Option<Vec<usize>> {
+    Some(usable_of(
+        &sys::online_cpus()?,
+        allowed,
+        read_cpuset().as_deref(),
+    ))
+}
+
+/// `usable_now` from what it reads.
+fn usable_of(online: &[usize], allowed: &[usize], cpuset: Option<&[usize]>) -> Vec<usize> {
+    online
+        .iter()
+        .copied()
+        .filter(|cpu| allowed.contains(cpu) && cpuset.is_none_or(|set| set.contains(cpu)))
+        .collect()
+}
+
+/// `Cpus_allowed_list:` of `/proc/self/status`.
+fn allowed_of(status: &str) -> Option<Vec<usize>> {
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("Cpus_allowed_list:"))
+        .and_then(|list| parse_cpu_list(list.trim()).ok())
 }
 
 /// The CPUs of the cpuset cgroup that `/proc/self/cgroup` (`cgroups`)
@@ -195,6 +235,22 @@ fn parse_cap_eff(status: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cpus_usable_now_are_online_allowed_and_in_the_cpuset() {
+        let status = "Name:\tlatencyd\nCpus_allowed:\tff\nCpus_allowed_list:\t0-3,6\n";
+        assert_eq!(allowed_of(status), Some(vec![0, 1, 2, 3, 6]));
+        assert_eq!(allowed_of("Name:\tx\n"), None);
+        let allowed = [0, 1, 2, 3, 6];
+        assert_eq!(
+            usable_of(&[0, 1, 2, 6, 7], &allowed, None),
+            vec![0, 1, 2, 6]
+        );
+        assert_eq!(
+            usable_of(&[0, 1, 2, 6, 7], &allowed, Some(&[1, 6])),
+            vec![1, 6]
+        );
+    }
 
     #[test]
     fn parses_effective_capabilities() {

@@ -118,6 +118,7 @@ pub fn run(options: &MeasureOptions, host: &HostInfo, cmdline: String) -> anyhow
         template: template.clone(),
         start_timeout: DEFAULT_START_TIMEOUT,
         limits: host.rt_limits(),
+        tolerate_offline: false,
     };
     // `--log`: created now, so a path that cannot be written stops the
     // run before it starts.

@@ -98,6 +98,14 @@ pub struct SamplerShared {
 }
 
 impl SamplerShared {
+    /// The shared state of a slot with no sampler yet (its CPU offline):
+    /// never started, no heartbeat.
+    pub fn idle() -> SamplerShared {
+        let shared = SamplerShared::new();
+        shared.set_state(SamplerState::Displaced);
+        shared
+    }
+
     fn new() -> SamplerShared {
         SamplerShared {
             state: AtomicU8::new(SamplerState::Starting as u8),

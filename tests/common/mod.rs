@@ -359,6 +359,7 @@ pub fn synthetic_host(usable_cpus: &[usize], online_cpus: &[usize]) -> latencyd:
         },
         preempt_rt: true,
         usable_cpus: usable_cpus.to_vec(),
+        allowed_cpus: online_cpus.to_vec(),
         online_cpus: Some(online_cpus.to_vec()),
         cpuset_cpus: None,
         isolated_cpus: vec![],

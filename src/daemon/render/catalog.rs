@@ -51,7 +51,7 @@ pub const FAMILIES: &[(&str, &str, MetricType, &[&str])] = &[
     ),
     (
         "latencyd_sampler_online",
-        "1 while the CPU is there to sample; 0 after it went offline (its sampler stopped) until sampling resumes.",
+        "1 while the CPU is online, as /sys/devices/system/cpu/online says (read once a second); 0 while it is offline (its sampler stops and resumes when it is back).",
         MetricType::GAUGE,
         &["cpu"],
     ),

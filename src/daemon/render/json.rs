@@ -220,8 +220,12 @@ pub struct SamplerBody {
     priority: i32,
     realtime: bool,
     alive: bool,
-    /// False while the CPU is offline (its sampler stopped, not failed).
+    /// The CPU is online (by sysfs, read once a second): false while it
+    /// is offline (its sampler stopped, not failed).
     online: bool,
+    /// A sampler runs on the CPU now; false while it is offline, or online
+    /// while its sampler restarts.
+    sampling: bool,
     last_sample_age_ns: Option<u64>,
 }
 
@@ -323,6 +327,7 @@ pub fn status(s: &MonitorState, now_ns: u64) -> StatusBody {
                 realtime: v.sampler.realtime,
                 alive: v.sampler.alive,
                 online: v.sampler.online,
+                sampling: v.sampler.sampling,
                 last_sample_age_ns: (v.sampler.last_sample_ns > 0)
                     .then(|| now.saturating_sub(v.sampler.last_sample_ns)),
             })

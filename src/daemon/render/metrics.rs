@@ -161,7 +161,7 @@ pub fn families_but(state: &MonitorState, now: Now, skip: &[&str]) -> Vec<Metric
                     gauge(
                         labels,
                         f64::from(u8::from(
-                            v.sampler.realtime && v.sampler.alive && v.sampler.online,
+                            v.sampler.realtime && v.sampler.alive && v.sampler.sampling,
                         )),
                     )
                 })

@@ -15,7 +15,8 @@
 //! - `load`: the scheduled load windows in the status and on the page.
 //! - `status_line`: the line `systemctl status` shows.
 //! - `runbooks`: docs/runbooks.md as the page `/runbooks`.
-//! - `spikes`: the captures as pages, `/spikes` and `/spikes/{id}`.
+//! - `spikes`: the captures as pages, `/spikes` and `/spikes/{id}`;
+//!   `style`: the style sheet the pages share.
 //! - `clock`: the monotonic and wall clocks every answer reads, injected.
 
 pub mod catalog;
@@ -35,6 +36,7 @@ pub mod runbooks;
 pub mod series;
 pub mod spikes;
 mod status_line;
+mod style;
 mod wire;
 
 pub use status_line::status_line;

@@ -11,6 +11,8 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+use super::style::STYLE;
+
 use crate::daemon::state::{MonitorState, SamplerView};
 use crate::forensics::Summary;
 use crate::plot::{self, CpuSeries, PlotData};
@@ -186,18 +188,6 @@ fn human_duration(ns: u64) -> String {
     }
 }
 
-pub const STYLE: &str = "\
-body{font-family:sans-serif;margin:1.5em;color:#222;background:#fff}\
-h1{font-size:1.4em;margin:0 0 .2em}\
-.sub{color:#555;margin:0 0 1em}\
-.ok{color:#17692b;font-weight:bold}.bad{color:#b00020;font-weight:bold}\
-table{border-collapse:collapse;margin:1em 0}\
-th,td{border:1px solid #ccc;padding:.25em .6em;text-align:right}\
-th{background:#f0f0f0}td.l,th.l{text-align:left}\
-tr.problem td{background:#fde8ea}\
-.plot svg{max-width:100%;height:auto;border:1px solid #ddd}\
-footer{color:#666;font-size:.85em;margin-top:1em}";
-
 /// The status page; `plot_svg` is the rendered plot, or why it could not
 /// be drawn.
 pub fn render_page(snap: &Snapshot, plot_svg: Result<&str, &str>) -> String {
@@ -260,6 +250,8 @@ pub fn render_page(snap: &Snapshot, plot_svg: Result<&str, &str>) -> String {
             "dead"
         } else if !sampler.online {
             "CPU offline"
+        } else if !sampler.sampling {
+            "CPU online, no sampler (restarting)"
         } else if row.stale {
             "stalled"
         } else if row.count == 0 {
@@ -267,7 +259,11 @@ pub fn render_page(snap: &Snapshot, plot_svg: Result<&str, &str>) -> String {
         } else {
             "sampling"
         };
-        let problem = !sampler.alive || !sampler.online || row.stale || !sampler.realtime;
+        let problem = !sampler.alive
+            || !sampler.online
+            || !sampler.sampling
+            || row.stale
+            || !sampler.realtime;
         let _ = writeln!(
             html,
             "<tr id=\"cpu-{cpu}\" class=\"cpu{}\"><td>{cpu}</td>\

@@ -5,7 +5,8 @@
 
 use std::fmt::Write as _;
 
-use super::page::{STYLE, escape};
+use super::page::escape;
+use super::style::STYLE;
 use crate::forensics::verdict::human;
 use crate::forensics::{Capture, Summary};
 use crate::plot::capture;

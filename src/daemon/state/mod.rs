@@ -49,10 +49,15 @@ pub struct SamplerView {
     pub last_sample_ns: u64,
     /// The thread is running (false once it has died).
     pub alive: bool,
-    /// The CPU is there to sample: false from when the sampler found its
-    /// CPU gone (offline) until a new sampler runs on it again. Not a
-    /// failure: health ignores such CPUs.
+    /// The CPU is online (by sysfs, read once a second; before the first
+    /// reading, by whether its sampler runs). An offline CPU is not a
+    /// failure: health ignores it.
     pub online: bool,
+    /// A sampler runs on the CPU now.
+    pub sampling: bool,
+    /// Since when (`CLOCK_MONOTONIC`) the CPU is online without a running
+    /// sampler (a restart under way, or one that fails).
+    pub unsampled_since_ns: Option<u64>,
 }
 
 #[derive(Debug, Clone)]
@@ -168,6 +173,11 @@ pub struct MonitorState {
     pub load: LoadState,
 }
 
+/// How long an online CPU may go without a running sampler (its restart
+/// after it came back: the once-a-second reading, a thread started)
+/// before the daemon is unhealthy.
+pub const UNSAMPLED_GRACE_NS: u64 = 5 * NS_PER_SEC;
+
 impl MonitorState {
     /// A sampler that has not woken for this long is considered stuck.
     pub fn stale_after_ns(&self) -> u64 {
@@ -180,10 +190,15 @@ impl MonitorState {
             .cpus
             .iter()
             .filter_map(|view| {
-                let last = view.sampler.last_sample_ns.max(self.started_ns);
+                let sampler = &view.sampler;
+                let last = sampler.last_sample_ns.max(self.started_ns);
                 let age = now_ns.saturating_sub(last);
-                let unhealthy = !view.sampler.alive || age > limit;
-                (view.sampler.online && unhealthy).then_some((view.cpu, age))
+                let unsampled = sampler
+                    .unsampled_since_ns
+                    .is_some_and(|since| now_ns.saturating_sub(since) > UNSAMPLED_GRACE_NS);
+                let stale = sampler.sampling && age > limit;
+                let unhealthy = !sampler.alive || stale || unsampled;
+                (sampler.online && unhealthy).then_some((view.cpu, age))
             })
             .collect();
         Health {

@@ -51,6 +51,10 @@ pub struct EngineSpec {
     pub start_timeout: Duration,
     /// What the process may do (memory locking, RT priority).
     pub limits: RtLimits,
+    /// A CPU that is offline at start, or goes offline while its sampler
+    /// starts, leaves its slot waiting for a restart instead of failing
+    /// the start (the daemon's choice; `measure` fails as cyclictest does).
+    pub tolerate_offline: bool,
 }
 
 /// One sampler of an engine: where it runs and what it does.
@@ -114,6 +118,19 @@ pub struct Slot {
 }
 
 impl Slot {
+    /// A slot whose CPU is offline: no thread, waiting for a restart.
+    fn offline(cpu: usize, priority: i32, template: &LatencyStats) -> Slot {
+        let (_, collector) = handoff::channel(template, handoff::DEFAULT_BUFFERS);
+        Slot {
+            cpu,
+            priority,
+            shared: Arc::new(SamplerShared::idle()),
+            run: Run::Offline,
+            collector,
+            realtime: false,
+        }
+    }
+
     fn new(cpu: usize, handle: SamplerHandle, collector: Collector) -> Slot {
         Slot {
             cpu,
@@ -144,6 +161,22 @@ impl Slot {
         match &self.run {
             Run::Sampler(_) => self.shared.state() == SamplerState::Displaced,
             _ => true,
+        }
+    }
+
+    /// At a tolerant start: a sampler that could not pin itself (its CPU
+    /// went offline as it started) is joined by `poll_restarts` and
+    /// restarted when its CPU is back; one that found itself off its CPU
+    /// is reaped as any displaced sampler is.
+    fn retire_if_it_lost_its_cpu(&mut self) {
+        let failed_to_pin = self.shared.state() == SamplerState::Failed
+            && self.shared.failure().0 == thread::FailedStep::Affinity;
+        if failed_to_pin
+            && let Run::Sampler(handle) = std::mem::replace(&mut self.run, Run::Offline)
+        {
+            self.run = Run::Retiring(handle);
+            // Not a dead sampler: a slot waiting for its CPU.
+            self.shared = Arc::new(SamplerShared::idle());
         }
     }
 
@@ -190,7 +223,19 @@ impl Engine {
         let mut non_rt_reasons = Vec::new();
         let memory_locked = lock_memory(&spec, &mut non_rt_reasons)?;
         let mut slots = Vec::with_capacity(spec.threads.len());
+        let online = spec
+            .tolerate_offline
+            .then(crate::rt::sys::online_cpus)
+            .flatten();
         for idx in 0..spec.threads.len() {
+            let thread = &spec.threads[idx];
+            if online
+                .as_ref()
+                .is_some_and(|online| !online.contains(&thread.cpu))
+            {
+                slots.push(Slot::offline(thread.cpu, thread.priority, &spec.template));
+                continue;
+            }
             match spawn_sampler(spec.sampler_spec(idx), &spec.template, &stop) {
                 Ok((handle, collector)) => {
                     slots.push(Slot::new(spec.threads[idx].cpu, handle, collector))
@@ -206,6 +251,9 @@ impl Engine {
             return Err(err);
         }
         for slot in &mut slots {
+            if spec.tolerate_offline {
+                slot.retire_if_it_lost_its_cpu();
+            }
             let state = slot.shared.state();
             slot.realtime = memory_locked && state == SamplerState::RunningRealtime;
             if state == SamplerState::RunningNonRealtime && spec.policy.is_realtime() {
@@ -232,6 +280,20 @@ impl Engine {
             stop,
             memory_locked,
         })
+    }
+
+    /// Adds a slot for `cpu`, a CPU that came online after the start, set
+    /// up as the first slot's (the daemon's samplers are all alike); its
+    /// sampler starts through `restart_jobs` like any offline slot's.
+    /// Returns its index.
+    pub fn add_slot(&mut self, cpu: usize) -> usize {
+        let spec = Arc::make_mut(&mut self.spec);
+        let mut setup = spec.threads[0];
+        setup.cpu = cpu;
+        spec.threads.push(setup);
+        self.slots
+            .push(Slot::offline(cpu, setup.priority, &spec.template));
+        self.slots.len() - 1
     }
 
     /// Joins the samplers that stopped because their CPU went offline and

@@ -56,13 +56,16 @@ pub enum RestartOutcome {
 }
 
 impl Engine {
-    /// The restart of every offline slot that has none under way, as jobs
-    /// for another thread; hand each result to `adopt`. The new sampler's
-    /// samples continue the slot's (the same index on the caller's side).
-    pub fn restart_jobs(&mut self) -> Vec<RestartJob> {
+    /// The restart of every offline slot that has none under way and
+    /// whose CPU is in `usable` (every offline slot when that is not
+    /// known), as jobs for another thread; hand each result to `adopt`.
+    /// The new sampler's samples continue the slot's (the same index on
+    /// the caller's side).
+    pub fn restart_jobs(&mut self, usable: Option<&[usize]>) -> Vec<RestartJob> {
         let mut jobs = Vec::new();
         for (idx, slot) in self.slots.iter_mut().enumerate() {
-            if matches!(slot.run, Run::Offline) {
+            let wanted = usable.is_none_or(|usable| usable.contains(&slot.cpu));
+            if wanted && matches!(slot.run, Run::Offline) {
                 slot.run = Run::Preparing;
                 jobs.push(RestartJob {
                     idx,
@@ -120,7 +123,13 @@ impl Engine {
                 } => {
                     let state = handle.shared.state();
                     let timed_out = now.saturating_duration_since(since) >= self.spec.start_timeout;
-                    if state.is_running() {
+                    // Ran and already ended (its CPU went away again, as in
+                    // a hotplug storm): it takes the slot all the same, and
+                    // is reaped with what it recorded like any sampler
+                    // that lost its CPU. Left waiting, it held the slot
+                    // for good: `cancel` cannot undo a start that happened.
+                    let ran = matches!(state, SamplerState::Displaced | SamplerState::Finished);
+                    if state.is_running() || ran {
                         slot.realtime =
                             self.memory_locked && state == SamplerState::RunningRealtime;
                         slot.shared = Arc::clone(&handle.shared);

@@ -93,6 +93,10 @@ pub(super) fn wait_for_start(slots: &[Slot], spec: &EngineSpec) -> Result<(), St
         for slot in slots {
             match slot.shared.state() {
                 SamplerState::Starting => starting = true,
+                // Its CPU went offline as it started: the caller retires it.
+                SamplerState::Failed
+                    if spec.tolerate_offline && slot.shared.failure().0 == FailedStep::Affinity => {
+                }
                 SamplerState::Failed => {
                     let (step, err) = slot.shared.failure();
                     return Err(explain_start_failure(
