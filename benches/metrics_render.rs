@@ -52,6 +52,8 @@ fn synthetic_state(n_cpus: usize) -> MonitorState {
                 online: true,
                 sampling: true,
                 unsampled_since_ns: None,
+                running_since_ns: 0,
+                stalls: 0,
             };
             let mut view = CpuView::new(cpu, &config, sampler);
             view.absorb(&interval).unwrap();
@@ -62,6 +64,7 @@ fn synthetic_state(n_cpus: usize) -> MonitorState {
         host: HostInfo::detect(),
         observe: latencyd::daemon::state::ObserveState::off(&config),
         load: latencyd::daemon::state::LoadState::new(&config),
+        gaps: Default::default(),
         config,
         started_ns: now,
         cpus,

@@ -99,6 +99,7 @@ fn write_day(dir: &Path, cpus: usize) -> u64 {
             })
             .collect();
         let batch = Batch {
+            gaps: Vec::new(),
             entries,
             fingerprint: None,
         };

@@ -135,6 +135,8 @@ fn main() {
                         online: true,
                         sampling: true,
                         unsampled_since_ns: None,
+                        running_since_ns: 0,
+                        stalls: 0,
                     };
                     CpuView::new(cpu, &config, sampler)
                 })

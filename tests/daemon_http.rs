@@ -55,6 +55,8 @@ fn view(cpu: usize, samples: &[u64], config: &Config, last_sample_ns: u64) -> Cp
         online: true,
         sampling: true,
         unsampled_since_ns: None,
+        running_since_ns: 0,
+        stalls: 0,
     };
     let mut view = CpuView::new(cpu, config, sampler);
     // Half the samples long ago (out of the window), half just now.
@@ -107,6 +109,7 @@ fn state(per_cpu_histograms: bool) -> MonitorState {
         fingerprint: common::synthetic_fingerprint(NOW_UNIX_NS - 900 * S),
         observe: observed(&config),
         load: latencyd::daemon::state::LoadState::new(&config),
+        gaps: Default::default(),
         config,
     }
 }
@@ -265,6 +268,7 @@ fn state_with_record(dir: &std::path::Path) -> MonitorState {
             })
             .collect();
         let batch = Batch {
+            gaps: Vec::new(),
             entries,
             fingerprint: None,
         };

@@ -143,6 +143,8 @@ fn router() -> axum::Router {
         online: true,
         sampling: true,
         unsampled_since_ns: None,
+        running_since_ns: 0,
+        stalls: 0,
     };
     let state = latencyd::daemon::state::MonitorState {
         host: common::synthetic_host(&[0], &[0]),
@@ -158,6 +160,7 @@ fn router() -> axum::Router {
         fingerprint: common::synthetic_fingerprint(0),
         observe: latencyd::daemon::state::ObserveState::off(&config),
         load: latencyd::daemon::state::LoadState::new(&config),
+        gaps: Default::default(),
         config,
     };
     latencyd::daemon::http::router(latencyd::daemon::http::AppState::new(

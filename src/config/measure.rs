@@ -18,6 +18,17 @@ const MIN_INTERVAL_NS: u64 = 10 * NS_PER_US;
 const MAX_INTERVAL_NS: u64 = NS_PER_SEC;
 const MAX_WARMUP_NS: u64 = 3_600 * NS_PER_SEC;
 const MAX_SPIKE_THRESHOLD_NS: u64 = 10 * NS_PER_SEC;
+/// A stall is longer than this many periods: shorter silences are late
+/// wake-ups, which the histogram already shows.
+const MIN_STALL_PERIODS: u64 = 5;
+const MAX_STALL_THRESHOLD_NS: u64 = 3_600 * NS_PER_SEC;
+
+/// `stall_threshold = "auto"`: 2 s, or five intervals if longer. Long
+/// against any wake-up a healthy real-time host has, short against an
+/// operator's patience.
+pub fn auto_stall_threshold_ns(interval_ns: u64) -> u64 {
+    (2 * NS_PER_SEC).max(MIN_STALL_PERIODS * interval_ns)
+}
 
 const KEYS: &[&str] = &[
     "cpus",
@@ -26,6 +37,7 @@ const KEYS: &[&str] = &[
     "priority",
     "warmup",
     "spike_threshold",
+    "stall_threshold",
     "pm_qos",
 ];
 
@@ -37,6 +49,11 @@ pub struct MeasureConfig {
     pub priority: i32,
     pub warmup_ns: u64,
     pub spike_threshold_ns: u64,
+    /// A sampler whose latest wake-up is older than this has stalled (it
+    /// did not run): said, counted, filed in the record as a gap.
+    pub stall_threshold_ns: u64,
+    /// `stall_threshold` was "auto" (derived from the interval).
+    pub stall_threshold_auto: bool,
     /// Hold /dev/cpu_dma_latency at 0 while running.
     pub pm_qos: bool,
 }
@@ -85,6 +102,23 @@ impl MeasureConfig {
             |v| within(as_duration_ns(v)?, 1, MAX_SPIKE_THRESHOLD_NS),
             |ns| quoted(&format_duration_ns(*ns)),
         )?;
+        let stall_threshold = r.read(
+            "stall_threshold",
+            || None,
+            |v| match as_string(v) {
+                Ok(word) if word == "auto" => Ok(None),
+                _ => {
+                    let ns = as_duration_ns(v)?;
+                    let lowest = MIN_STALL_PERIODS * interval_ns;
+                    within(ns, lowest, MAX_STALL_THRESHOLD_NS)
+                        .map(Some)
+                        .map_err(|e| {
+                            format!("{e} (at least {MIN_STALL_PERIODS} intervals), or \"auto\"")
+                        })
+                }
+            },
+            |t| quoted(&t.map_or_else(|| "auto".to_string(), format_duration_ns)),
+        )?;
         let pm_qos = r.read("pm_qos", || false, as_bool, |b| b.to_string())?;
         Ok(MeasureConfig {
             cpus,
@@ -93,6 +127,9 @@ impl MeasureConfig {
             priority,
             warmup_ns,
             spike_threshold_ns,
+            stall_threshold_ns: stall_threshold
+                .unwrap_or_else(|| auto_stall_threshold_ns(interval_ns)),
+            stall_threshold_auto: stall_threshold.is_none(),
             pm_qos,
         })
     }

@@ -56,7 +56,9 @@ fn defaults_need_no_file() {
             .values()
             .all(|e| e.source == "built-in default")
     );
-    assert_eq!(config.effective.len(), 46, "every key is listed");
+    assert_eq!(config.effective.len(), 47, "every key is listed");
+    assert_eq!(config.measure.stall_threshold_ns, 2 * NS_PER_SEC, "auto");
+    assert!(config.measure.stall_threshold_auto);
     assert_eq!(config.record.enabled, super::record::Switch::Auto);
     if std::env::var_os("STATE_DIRECTORY").is_none() {
         assert!(!config.record.on(), "no state directory, no record");

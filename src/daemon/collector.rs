@@ -15,6 +15,7 @@ use std::time::Instant;
 use tokio::task::JoinHandle;
 
 use super::cpu_watch::CpuWatch;
+use super::gaps::GapWatch;
 use super::load::LoadWindows;
 use super::state::{CpuView, MonitorState, SamplerView, lock};
 use crate::forensics::{Recorder, Spike, Trigger};
@@ -69,6 +70,8 @@ pub(super) struct Collector {
     pub(super) load: Option<LoadWindows>,
     /// The host's CPUs as sysfs and the cpuset say, read once a second.
     cpus: CpuWatch,
+    /// Stalls and offline stretches going on.
+    gaps: GapWatch,
     /// Wall time, ns since the epoch (the record's intervals are in it).
     unix_ns: fn() -> u64,
 }
@@ -88,6 +91,7 @@ impl Collector {
             record,
             load: None,
             cpus,
+            gaps: GapWatch::default(),
             unix_ns,
         }
     }
@@ -181,7 +185,23 @@ impl Collector {
                 .push((idx, tokio::task::spawn_blocking(move || job.run())));
         }
         update_views(engine, state, &self.cpus, &mut found);
+        let (mono_ns, unix_ns) = (crate::rt::sys::monotonic_now_ns(), (self.unix_ns)());
+        for gap in self.gaps.step(state, mono_ns, unix_ns).await {
+            if let Some((accumulator, _)) = &mut self.record {
+                accumulator.add_gap(gap);
+            }
+        }
         Ok(found)
+    }
+
+    /// At shutdown: the stalls and offline stretches still going on end
+    /// now, in the record's last interval.
+    pub(super) fn close_gaps(&mut self) {
+        for gap in self.gaps.close_all((self.unix_ns)()) {
+            if let Some((accumulator, _)) = &mut self.record {
+                accumulator.add_gap(gap);
+            }
+        }
     }
 
     /// Gives a sampler slot to every CPU that came online and may be
@@ -210,6 +230,8 @@ impl Collector {
                 online: true,
                 sampling: false,
                 unsampled_since_ns: None,
+                running_since_ns: 0,
+                stalls: 0,
             };
             let view = CpuView::new(cpu, &s.config, sampler);
             s.cpus.push(view);
@@ -338,7 +360,11 @@ fn update_views(
         let shared = slot.shared();
         // Relaxed: the heartbeat is a liveness hint ordering nothing else.
         view.sampler.last_sample_ns = shared.heartbeat_ns.load(Ordering::Relaxed);
-        view.sampler.sampling = is_running(slot);
+        let sampling = is_running(slot);
+        if sampling && !view.sampler.sampling {
+            view.sampler.running_since_ns = now_ns;
+        }
+        view.sampler.sampling = sampling;
         view.sampler.online = cpus.online(slot.cpu).unwrap_or(!slot.is_offline());
         view.sampler.unsampled_since_ns = (view.sampler.online && !view.sampler.sampling)
             .then(|| view.sampler.unsampled_since_ns.unwrap_or(now_ns));

@@ -19,6 +19,7 @@
 //! - `event_loop`: ticks, signals, watchdog, STATUS=.
 //! - `collector`: samplers' intervals into the state; hotplug restarts.
 //! - `cpu_watch`: the sampled CPUs reconciled with sysfs once a second.
+//! - `gaps`: stalls and offline stretches, said, counted, recorded.
 //! - `observe`: starting the observer of CPUs without a sampler.
 //! - `load`: the scheduled load windows (`[load]`).
 //! - `reload`: SIGHUP.
@@ -29,6 +30,7 @@ mod collector;
 mod cpu_watch;
 mod error;
 mod event_loop;
+mod gaps;
 mod host_watch;
 mod listen;
 mod load;

@@ -128,6 +128,11 @@ impl Reload {
                     }
                     true
                 }
+                "measure.stall_threshold" => {
+                    s.config.measure.stall_threshold_ns = new.measure.stall_threshold_ns;
+                    s.config.measure.stall_threshold_auto = new.measure.stall_threshold_auto;
+                    true
+                }
                 "export.per_cpu_histograms" => {
                     s.config.export.per_cpu_histograms = new.export.per_cpu_histograms;
                     true

@@ -255,6 +255,8 @@ async fn serve(
                     online: !slot.is_offline(),
                     sampling: !slot.is_offline(),
                     unsampled_since_ns: None,
+                    running_since_ns: 0,
+                    stalls: 0,
                 };
                 CpuView::new(slot.cpu, &config, sampler)
             })
@@ -269,6 +271,7 @@ async fn serve(
         record: record_status,
         observe: observe_state,
         load: load_state,
+        gaps: Default::default(),
     }));
 
     tokio::spawn(host_watch::watch(first_facts, Arc::clone(&state), reread));
@@ -332,6 +335,7 @@ async fn serve(
     // join waits, so it runs off the runtime thread.
     let timeout = Duration::from_nanos(interval_ns) + JOIN_SLACK;
     let joined_state = Arc::clone(&state);
+    collector.close_gaps();
     let mut record = collector.record.take();
     let finished = tokio::task::spawn_blocking(move || {
         let cpus: Vec<usize> = engine.slots.iter().map(|slot| slot.cpu).collect();

@@ -45,20 +45,23 @@ fn time_label(unix_s: f64, span_s: f64) -> String {
     }
 }
 
-/// A series cut where it has no data (the daemon stopped, a CPU was
-/// offline): a gap over three times the usual spacing of its points ends
-/// a line instead of bridging it.
-fn runs(points: &[(f64, f64, f64)]) -> Vec<&[(f64, f64, f64)]> {
-    let mut gaps: Vec<f64> = points.windows(2).map(|w| w[1].0 - w[0].0).collect();
-    if gaps.is_empty() {
+/// A series cut where it has no data: where the record says a stretch
+/// had no samples (`gaps`: starts, Unix seconds, of the series' CPU), and
+/// where a spacing over three times the usual one says so (the daemon
+/// stopped). A line never bridges a gap.
+fn runs<'a>(points: &'a [(f64, f64, f64)], gaps: &[f64]) -> Vec<&'a [(f64, f64, f64)]> {
+    let mut spacings: Vec<f64> = points.windows(2).map(|w| w[1].0 - w[0].0).collect();
+    if spacings.is_empty() {
         return vec![points];
     }
-    gaps.sort_by(f64::total_cmp);
-    let usual = gaps[gaps.len() / 2];
+    spacings.sort_by(f64::total_cmp);
+    let usual = spacings[spacings.len() / 2];
     let mut runs = Vec::new();
     let mut start = 0;
     for i in 1..points.len() {
-        if points[i].0 - points[i - 1].0 > 3.0 * usual {
+        let (before, after) = (points[i - 1].0, points[i].0);
+        let recorded = gaps.iter().any(|&g| g >= before && g < after);
+        if recorded || after - before > 3.0 * usual {
             runs.push(&points[start..i]);
             start = i;
         }
@@ -103,10 +106,40 @@ where
         .y_label_formatter(&|v| format!("{v:.0}"))
         .draw()
         .map_err(err)?;
+    // The stretches without samples, shaded under the lines: red where a
+    // sampler stalled, grey where a CPU was offline; named once each in
+    // the legend.
+    let mut named = Vec::new();
+    for gap in &plot.gaps {
+        let color = if gap.reason == "stalled" {
+            RGBColor(200, 30, 40).mix(0.15)
+        } else {
+            RGBColor(120, 120, 120).mix(0.15)
+        };
+        let band = chart
+            .draw_series(std::iter::once(Rectangle::new(
+                [(gap.start_s.max(t0), top * 1.1), (gap.end_s.min(t1), 0.0)],
+                color.filled(),
+            )))
+            .map_err(err)?;
+        if !named.contains(&gap.reason) {
+            named.push(gap.reason);
+            band.label(format!("no samples: {}", gap.reason))
+                .legend(move |(x, y)| {
+                    Rectangle::new([(x, y - 5), (x + 20, y + 5)], color.filled())
+                });
+        }
+    }
     for (i, series) in plot.series.iter().enumerate() {
         let color = Palette99::pick(i).to_rgba();
         let peak = series.points.iter().map(|p| p.1).fold(0.0, f64::max);
-        for (k, run) in runs(&series.points).into_iter().enumerate() {
+        let gaps: Vec<f64> = plot
+            .gaps
+            .iter()
+            .filter(|g| g.label == series.label)
+            .map(|g| g.start_s)
+            .collect();
+        for (k, run) in runs(&series.points, &gaps).into_iter().enumerate() {
             let max = chart
                 .draw_series(LineSeries::new(
                     run.iter().map(|p| (p.0, p.1)),
@@ -154,8 +187,15 @@ mod tests {
             .iter()
             .map(|t| (*t, 1.0, 1.0))
             .collect();
-        let runs = runs(&points);
-        assert_eq!(runs.iter().map(|r| r.len()).collect::<Vec<_>>(), vec![4, 2]);
-        assert_eq!(super::runs(&points[..1]).len(), 1);
+        let cut = runs(&points, &[]);
+        assert_eq!(cut.iter().map(|r| r.len()).collect::<Vec<_>>(), vec![4, 2]);
+        assert_eq!(runs(&points[..1], &[]).len(), 1);
+        // A recorded gap cuts where spacing alone would not (a stall of
+        // two intervals, 10 to 30, between points 10 s apart at most).
+        let cut = runs(&points, &[15.0]);
+        assert_eq!(
+            cut.iter().map(|r| r.len()).collect::<Vec<_>>(),
+            vec![2, 2, 2]
+        );
     }
 }

@@ -27,12 +27,27 @@ pub struct TimeSeries {
     pub points: Vec<(f64, f64, f64)>,
 }
 
+/// A stretch the record says had no samples on a CPU.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TimeGap {
+    /// The series it belongs to (`CPU 1`).
+    pub label: String,
+    /// Unix seconds.
+    pub start_s: f64,
+    pub end_s: f64,
+    /// `stalled` or `offline`.
+    pub reason: &'static str,
+}
+
 /// A plot of maxima over time.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TimePlot {
     pub title: String,
     pub subtitle: String,
     pub series: Vec<TimeSeries>,
+    /// Stretches without samples: each series' line is cut there and the
+    /// stretch shaded.
+    pub gaps: Vec<TimeGap>,
 }
 
 fn context_subtitle(context: Option<&Context>) -> String {
@@ -193,10 +208,22 @@ pub fn over_time(
                 .collect(),
         })
         .collect();
+    let gaps = report
+        .gaps
+        .iter()
+        .filter(|g| cpus.is_none_or(|c| c.contains(&g.cpu)))
+        .map(|g| TimeGap {
+            label: format!("CPU {}", g.cpu),
+            start_s: g.start_ns as f64 / 1e9,
+            end_s: g.end_ns as f64 / 1e9,
+            reason: g.reason.name(),
+        })
+        .collect();
     let plot = TimePlot {
         title: range_title("Maximum latency per interval", span),
         subtitle: context_subtitle(report.context.as_ref()),
         series,
+        gaps,
     };
     Ok((plot, report))
 }

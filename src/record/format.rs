@@ -27,6 +27,8 @@ use base64::engine::general_purpose::STANDARD;
 use hdrhistogram::Histogram;
 use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer};
 
+pub use super::gap::{Gap, GapReason};
+use super::seconds::{decimal_ns, seconds};
 use crate::host::Fingerprint;
 use crate::stats::{Exact, LatencyStats};
 use crate::units::{NS_PER_SEC, format_rfc3339_ms};
@@ -120,11 +122,6 @@ pub fn header(start_unix_ns: u64, context: Option<&Context>) -> String {
         text.push_str(&context.line());
     }
     text
-}
-
-/// Seconds with milliseconds, as HdrHistogram's tools write them.
-fn seconds(ns: u64) -> String {
-    format!("{}.{:03}", ns / NS_PER_SEC, ns % NS_PER_SEC / 1_000_000)
 }
 
 /// One CPU's interval.
@@ -232,6 +229,8 @@ pub enum Line {
     Context(Context),
     /// The host's facts from here on.
     Host(Box<HostFacts>),
+    /// A stretch without samples on one CPU.
+    Gap(Gap),
     /// A header, comment, legend or blank line, or an entry of another
     /// tag than `cpuN`.
     Other,
@@ -266,6 +265,12 @@ impl LineParser {
             return HostFacts::parse(rest).map_or_else(
                 || Line::Corrupt("a host facts line that cannot be read".to_string()),
                 |h| Line::Host(Box::new(h)),
+            );
+        }
+        if let Some(rest) = line.strip_prefix("#[latencyd gap cpu") {
+            return Gap::parse(rest).map_or_else(
+                || Line::Corrupt("a gap line that cannot be read".to_string()),
+                Line::Gap,
             );
         }
         if let Some(rest) = line.strip_prefix("#[latencyd cpu") {
@@ -341,27 +346,6 @@ fn parse_exact(rest: &str) -> Option<Pending> {
         fingerprint,
         load,
     })
-}
-
-/// A decimal number of `unit`s (`1795315538.123`) in nanoseconds, exactly.
-fn decimal_ns(text: &str, unit_ns: u64) -> Option<u64> {
-    let (whole, frac) = text.split_once('.').unwrap_or((text, ""));
-    if whole.is_empty() || !whole.bytes().all(|c| c.is_ascii_digit()) {
-        return None;
-    }
-    if !frac.bytes().all(|c| c.is_ascii_digit()) {
-        return None;
-    }
-    let mut ns = whole.parse::<u64>().ok()?.checked_mul(unit_ns)?;
-    let mut scale = unit_ns;
-    for c in frac.bytes() {
-        scale /= 10;
-        if scale == 0 {
-            break;
-        }
-        ns = ns.checked_add(u64::from(c - b'0') * scale)?;
-    }
-    Some(ns)
 }
 
 fn parse_entry(cpu: usize, rest: &str, pending: Option<Pending>) -> Result<Entry, String> {
@@ -470,7 +454,7 @@ mod tests {
             .lines()
             .filter_map(|l| match parser.line(l) {
                 Line::Entry(e) => Some(*e),
-                Line::Other | Line::Context(_) | Line::Host(_) => None,
+                Line::Other | Line::Context(_) | Line::Host(_) | Line::Gap(_) => None,
                 Line::Corrupt(why) => panic!("{why}: {l}"),
             })
             .collect();

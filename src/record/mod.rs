@@ -1,7 +1,8 @@
 //! The on-disk record: every CPU's histogram of every interval, in
 //! HdrHistogram's interval log format, kept across restarts.
 //!
-//! - `format`: the lines of an `.hlog` file, written and read.
+//! - `format`: the lines of an `.hlog` file, written and read; `gap`:
+//!   the stretches without samples it names.
 //! - `writer`: whole intervals appended, files rotated and pruned.
 //! - `reader`: a time range read back, streaming.
 //! - `keeper`: the daemon's writer thread, its backlog and its status.
@@ -9,14 +10,16 @@
 //!   from the intervals the samplers publish (never by a sampler).
 
 pub mod format;
+pub mod gap;
 pub mod keeper;
 pub mod reader;
+mod seconds;
 pub mod writer;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-pub use format::{Context, Entry, HostFacts};
+pub use format::{Context, Entry, Gap, GapReason, HostFacts};
 pub use keeper::{Keeper, Status};
 pub use reader::{Range, ReadReport, Summary, summarize};
 pub use writer::{Batch, LogWriter, Settings, Target};
@@ -39,6 +42,8 @@ pub struct Accumulator {
     fingerprint: Option<Arc<Fingerprint>>,
     /// The load running now; intervals are cut where it starts or ends.
     load: Option<String>,
+    /// Stretches without samples that ended in this interval.
+    gaps: Vec<Gap>,
 }
 
 impl Accumulator {
@@ -50,7 +55,14 @@ impl Accumulator {
             cpus: BTreeMap::new(),
             fingerprint: None,
             load: None,
+            gaps: Vec::new(),
         }
+    }
+
+    /// Files a stretch without samples (written with the interval in
+    /// progress).
+    pub fn add_gap(&mut self, gap: Gap) {
+        self.gaps.push(gap);
     }
 
     /// The host's facts from now on.
@@ -113,8 +125,10 @@ impl Accumulator {
                 load: self.load.clone(),
             })
             .collect();
-        (!entries.is_empty()).then(|| Batch {
+        let gaps = std::mem::take(&mut self.gaps);
+        (!entries.is_empty() || !gaps.is_empty()).then(|| Batch {
             entries,
+            gaps,
             fingerprint: self.fingerprint.clone(),
         })
     }

@@ -11,7 +11,7 @@ use std::fs::File;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 
-use super::format::{Context, Entry, HostFacts, Line, LineParser};
+use super::format::{Context, Entry, Gap, HostFacts, Line, LineParser};
 use super::writer::start_from_name;
 use crate::stats::LatencyStats;
 
@@ -49,7 +49,16 @@ pub struct ReadReport {
     /// The host facts lines of the files read, in order, each once (a
     /// line repeated at the top of the next file is not kept twice).
     pub hosts: Vec<HostFacts>,
+    /// The stretches without samples the record names that overlap the
+    /// range, in order (at most `MAX_GAPS`; `gaps_left_out` counts the
+    /// rest).
+    pub gaps: Vec<Gap>,
+    pub gaps_left_out: u64,
 }
+
+/// Gaps a read keeps: a CPU going offline and back every minute for a
+/// month is 40,000 of them.
+pub const MAX_GAPS: usize = 1_000;
 
 impl ReadReport {
     /// The facts a record identifier stands for, if the record has them.
@@ -146,6 +155,14 @@ fn read_file(
                 }
             }
             Line::Other => {}
+            Line::Gap(gap) if gap.start_ns < range.to_ns && gap.end_ns > range.from_ns => {
+                if report.gaps.len() < MAX_GAPS {
+                    report.gaps.push(gap);
+                } else {
+                    report.gaps_left_out += 1;
+                }
+            }
+            Line::Gap(_) => {}
             Line::Context(context) => report.context = Some(context),
             Line::Host(host) => {
                 if report.hosts.last().is_none_or(|last| last.id != host.id) {
@@ -366,6 +383,7 @@ mod tests {
                 })
                 .collect();
             let batch = Batch {
+                gaps: Vec::new(),
                 entries,
                 fingerprint: None,
             };

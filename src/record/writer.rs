@@ -17,7 +17,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::format::{Context, Entry, encode_entry, header, host_line};
+use super::format::{Context, Entry, Gap, encode_entry, header, host_line};
 use crate::host::Fingerprint;
 use crate::units::{NS_PER_SEC, format_rfc3339_ms};
 
@@ -34,6 +34,8 @@ pub struct Settings {
 #[derive(Debug, Clone)]
 pub struct Batch {
     pub entries: Vec<Entry>,
+    /// Stretches without samples that ended in the interval.
+    pub gaps: Vec<Gap>,
     /// The host's facts the interval was measured under: written whole at
     /// the top of each file and whenever they differ from the last ones
     /// written.
@@ -42,7 +44,11 @@ pub struct Batch {
 
 impl Batch {
     pub fn start_ns(&self) -> u64 {
-        self.entries.first().map_or(0, |e| e.start_ns)
+        self.entries
+            .first()
+            .map(|e| e.start_ns)
+            .or_else(|| self.gaps.first().map(|g| g.end_ns))
+            .unwrap_or(0)
     }
 }
 
@@ -166,6 +172,9 @@ impl LogWriter {
         {
             text.push_str(&host_line(fingerprint, start));
         }
+        for gap in &batch.gaps {
+            text.push_str(&gap.line());
+        }
         for entry in &batch.entries {
             encode_entry(entry, &mut text);
         }
@@ -282,6 +291,7 @@ mod tests {
 
     fn batch(start_s: u64, cpus: usize) -> Batch {
         Batch {
+            gaps: Vec::new(),
             entries: (0..cpus)
                 .map(|cpu| {
                     let mut stats = LatencyStats::new(100_000, None);

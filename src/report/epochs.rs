@@ -497,6 +497,7 @@ mod tests {
                 })
                 .collect();
             let batch = Batch {
+                gaps: Vec::new(),
                 entries,
                 fingerprint: Some(Arc::clone(fp)),
             };

@@ -239,6 +239,12 @@ pub fn text(summary: &Summary, report: &ReadReport, nsecs: bool) -> String {
             stats.spikes
         );
     }
+    for gap in &report.gaps {
+        let _ = writeln!(out, "# Gap: {}", gap.describe());
+    }
+    if report.gaps_left_out > 0 {
+        let _ = writeln!(out, "# Gap: {} more not listed", report.gaps_left_out);
+    }
     if let Some(warning) = report.warning() {
         let _ = writeln!(out, "# Skipped: {warning}");
     }
@@ -292,6 +298,18 @@ struct JsonLatencyd {
     policy: String,
     priority: i32,
     unit: &'static str,
+    /// Stretches without samples the record names, oldest first.
+    gaps: Vec<JsonGap>,
+}
+
+#[derive(Serialize)]
+struct JsonGap {
+    cpu: usize,
+    /// `stalled` or `offline`.
+    reason: &'static str,
+    start: String,
+    end: String,
+    duration_ns: u64,
 }
 
 /// The summary as JSON (pretty, ending in a newline).
@@ -351,6 +369,17 @@ pub fn json(summary: &Summary, report: &ReadReport, nsecs: bool) -> String {
             policy: context.policy,
             priority: context.priority,
             unit: if nsecs { "ns" } else { "us" },
+            gaps: report
+                .gaps
+                .iter()
+                .map(|g| JsonGap {
+                    cpu: g.cpu,
+                    reason: g.reason.name(),
+                    start: format_rfc3339_ms(g.start_ns),
+                    end: format_rfc3339_ms(g.end_ns),
+                    duration_ns: g.end_ns - g.start_ns,
+                })
+                .collect(),
         },
     };
     let mut text = serde_json::to_string_pretty(&doc).expect("the JSON DTOs always serialize");

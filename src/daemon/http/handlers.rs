@@ -16,7 +16,7 @@ use super::{ApiError, AppState, OPENAPI, ROUTES, encoding, parse_range, parse_wi
 use crate::cpulist::format_cpu_list;
 use crate::daemon::render::exposition::{self, Exposition};
 use crate::daemon::render::page::{self, Snapshot};
-use crate::daemon::render::{self, json, metrics, openmetrics, protobuf};
+use crate::daemon::render::{self, json, metrics, openmetrics, protobuf, status};
 use crate::forensics;
 use crate::plot;
 use crate::record;
@@ -70,7 +70,7 @@ fn snapshot(app: &AppState, query: QueryPairs) -> Result<Snapshot, ApiError> {
     let Query(pairs) = query.map_err(|e| {
         ApiError::BadRequest(format!("the query string is not valid: {}", e.body_text()))
     })?;
-    let now = app.now_ns();
+    let now = app.clocks.read();
     let s = app.lock();
     let window =
         parse_window(&pairs, s.config.export.max_window_ns).map_err(ApiError::BadRequest)?;
@@ -268,9 +268,9 @@ pub(super) async fn livez() -> Response {
     axum::Json(serde_json::json!({ "status": "alive" })).into_response()
 }
 
-pub(super) async fn status(State(app): State<AppState>) -> axum::Json<json::StatusBody> {
-    let now = app.now_ns();
-    axum::Json(json::status(&app.lock(), now))
+pub(super) async fn status(State(app): State<AppState>) -> axum::Json<status::StatusBody> {
+    let now = app.clocks.read();
+    axum::Json(status::status(&app.lock(), now))
 }
 
 /// The host's facts, topology and changes. Encoded after the lock is

@@ -62,6 +62,12 @@ pub const FAMILIES: &[(&str, &str, MetricType, &[&str])] = &[
         &["cpu", "reason"],
     ),
     (
+        "latencyd_sampler_stalls_total",
+        "Stalls of the sampler: its latest wake-up older than measure.stall_threshold (it did not run: a higher-priority task or the host held its CPU). Counted when found; the log names what held the CPU and the record files the stretch as a gap.",
+        MetricType::COUNTER,
+        &["cpu"],
+    ),
+    (
         "latencyd_sampler_last_sample_timestamp_seconds",
         "Unix time of the sampler's latest wake-up (its heartbeat): the wall clock at the scrape minus how long ago it woke, so a step of the wall clock moves it too.",
         MetricType::GAUGE,

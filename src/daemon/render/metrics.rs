@@ -181,6 +181,11 @@ pub fn families_but(state: &MonitorState, now: Now, skip: &[&str]) -> Vec<Metric
                     )
                 })
                 .collect(),
+            "latencyd_sampler_stalls_total" => state
+                .cpus
+                .iter()
+                .map(|v| counter(cpu(v.cpu), v.sampler.stalls as f64))
+                .collect(),
             "latencyd_sampler_last_sample_timestamp_seconds" => state
                 .cpus
                 .iter()

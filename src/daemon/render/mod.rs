@@ -7,11 +7,13 @@
 //!   with the state's native buckets and `exemplars`, built in
 //!   `exposition` from the `series` copied out of the state; `wire`
 //!   writes the protobuf bytes.
-//! - `json`: the JSON API's bodies; `host`: the host's fingerprint
+//! - `status`: `/api/v1/status`; `json`: the JSON API's other bodies;
+//!   `host`: the host's fingerprint
 //!   (`/api/v1/host`, the info metric's labels, the topology).
 //! - `observe`: what the observer found (`/api/v1/observe`, its metric
 //!   families).
-//! - `page`: the status page `/` and the plot's data.
+//! - `page`: the status page `/` and the plot's data (`page_parts`: its
+//!   sections that need none of its snapshot).
 //! - `load`: the scheduled load windows in the status and on the page.
 //! - `status_line`: the line `systemctl status` shows.
 //! - `runbooks`: docs/runbooks.md as the page `/runbooks`.
@@ -30,11 +32,13 @@ pub mod metrics;
 pub mod observe;
 pub mod openmetrics;
 pub mod page;
+mod page_parts;
 pub mod proto;
 pub mod protobuf;
 pub mod runbooks;
 pub mod series;
 pub mod spikes;
+pub mod status;
 mod status_line;
 mod style;
 mod wire;

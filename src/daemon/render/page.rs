@@ -11,13 +11,14 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+use super::page_parts::{gap_line, human_duration, render_gaps, render_record};
 use super::style::STYLE;
 
 use crate::daemon::state::{MonitorState, SamplerView};
 use crate::forensics::Summary;
 use crate::plot::{self, CpuSeries, PlotData};
 use crate::stats::P99;
-use crate::units::{NS_PER_SEC, format_duration_ns, format_rfc3339_ms};
+use crate::units::{format_duration_ns, format_rfc3339_ms};
 
 /// How often the page reloads itself, in seconds.
 pub const REFRESH_SECONDS: u32 = 5;
@@ -76,6 +77,9 @@ pub struct Snapshot {
     /// The scheduled load windows, one line (None: none configured), and
     /// whether a window's load runs now.
     pub load: Option<(String, bool)>,
+    /// The latest stretches without samples, one line each, and whether
+    /// each is still going on.
+    pub gaps: Vec<(String, bool)>,
 }
 
 /// Captures listed on the page.
@@ -84,7 +88,8 @@ const PAGE_SPIKES: usize = 10;
 impl Snapshot {
     /// Copies what is needed from the state; `window_ns` chooses the
     /// plot's histograms (lifetime when `None`).
-    pub fn take(s: &MonitorState, now_ns: u64, window_ns: Option<u64>) -> Snapshot {
+    pub fn take(s: &MonitorState, clock: super::clock::Now, window_ns: Option<u64>) -> Snapshot {
+        let now_ns = clock.monotonic_ns;
         let health = s.health(now_ns);
         let forensics = s.forensics.lock();
         let mut plot_window_ns = None;
@@ -133,6 +138,12 @@ impl Snapshot {
             }),
             plot_window_ns,
             load: super::load::page_line(s),
+            gaps: s
+                .gaps
+                .seen
+                .iter()
+                .map(|g| (gap_line(g, clock.unix_ns), g.end_unix_ns.is_none()))
+                .collect(),
             rows: s
                 .cpus
                 .iter()
@@ -176,16 +187,6 @@ pub use crate::plot::capture::escape;
 
 fn us(ns: u64) -> String {
     format!("{:.1}", ns as f64 / 1_000.0)
-}
-
-fn human_duration(ns: u64) -> String {
-    let s = ns / NS_PER_SEC;
-    match s {
-        0..60 => format!("{s} s"),
-        60..3600 => format!("{} min {} s", s / 60, s % 60),
-        3600..86400 => format!("{} h {} min", s / 3600, s % 3600 / 60),
-        _ => format!("{} d {} h", s / 86400, s % 86400 / 3600),
-    }
 }
 
 /// The status page; `plot_svg` is the rendered plot, or why it could not
@@ -303,6 +304,7 @@ pub fn render_page(snap: &Snapshot, plot_svg: Result<&str, &str>) -> String {
     }
     html.push_str("</tbody></table>\n");
     render_unmeasured(&mut html, snap);
+    render_gaps(&mut html, &snap.gaps);
     render_spikes(&mut html, snap);
     render_record(&mut html, &snap.record);
     render_fingerprint(&mut html, snap);
@@ -423,40 +425,6 @@ fn render_spikes(html: &mut String, snap: &Snapshot) {
         "</tbody></table>\n<p class=\"sub\"><a href=\"/spikes\">Every capture kept</a>, each \
          with a picture of its CPU around the late wake-up.</p>\n",
     );
-}
-
-/// The "Record" line: where the on-disk record goes and how it goes
-/// (files, bytes, the last interval written, errors), beside forensics.
-fn render_record(html: &mut String, record: &crate::record::Status) {
-    html.push_str("<h2>Record</h2>\n");
-    if !record.enabled {
-        html.push_str(
-            "<p id=\"record\" class=\"sub\">The record is off: no state directory, or \
-             <code>record.enabled = false</code>.</p>\n",
-        );
-        return;
-    }
-    let last = record
-        .last_written_ns
-        .map_or_else(|| "none yet".to_string(), format_rfc3339_ms);
-    let _ = write!(
-        html,
-        "<p id=\"record\" class=\"sub\">{dir}, every {every}: {files} files, {kib} KiB; \
-         last interval written {last}; {written} written, {dropped} dropped, \
-         {errors} write errors, {backlog} waiting",
-        dir = escape(&record.dir),
-        every = format_duration_ns(record.interval_ns),
-        files = record.files,
-        kib = record.bytes.div_ceil(1024),
-        written = record.intervals_written,
-        dropped = record.intervals_dropped,
-        errors = record.write_errors,
-        backlog = record.backlog,
-    );
-    if let Some(error) = &record.error {
-        let _ = write!(html, ". <strong>Failing: {}</strong>", escape(error));
-    }
-    html.push_str(".</p>\n");
 }
 
 /// The "Host configuration" line: the fingerprint, since when, the

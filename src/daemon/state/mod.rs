@@ -8,6 +8,7 @@
 //! from one state. Tests build it synthetically, without samplers.
 
 mod buckets;
+mod gaps;
 mod host;
 mod load;
 pub mod native;
@@ -16,6 +17,7 @@ mod window_histogram;
 mod window_max;
 
 pub use buckets::BucketCounts;
+pub use gaps::{GapLog, GapSeen, MAX_GAPS_SEEN};
 pub use host::{ChangeSeen, HostChange, HostTrack, MAX_HISTORY};
 pub use load::LoadState;
 pub use native::NativeCounts;
@@ -58,6 +60,11 @@ pub struct SamplerView {
     /// Since when (`CLOCK_MONOTONIC`) the CPU is online without a running
     /// sampler (a restart under way, or one that fails).
     pub unsampled_since_ns: Option<u64>,
+    /// Since when (`CLOCK_MONOTONIC`) its current sampler runs: a stall
+    /// is measured from its latest wake-up, or from this before the first.
+    pub running_since_ns: u64,
+    /// Stalls found since start (`latencyd_sampler_stalls_total`).
+    pub stalls: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -171,6 +178,8 @@ pub struct MonitorState {
     pub observe: ObserveState,
     /// The scheduled load windows (`[load]`).
     pub load: LoadState,
+    /// The latest stretches without samples: stalls and offline CPUs.
+    pub gaps: GapLog,
 }
 
 /// How long an online CPU may go without a running sampler (its restart
@@ -179,9 +188,10 @@ pub struct MonitorState {
 pub const UNSAMPLED_GRACE_NS: u64 = 5 * NS_PER_SEC;
 
 impl MonitorState {
-    /// A sampler that has not woken for this long is considered stuck.
+    /// A sampler that has not woken for this long has stalled
+    /// (`measure.stall_threshold`).
     pub fn stale_after_ns(&self) -> u64 {
-        (2 * NS_PER_SEC).max(5 * self.config.measure.interval_ns)
+        self.config.measure.stall_threshold_ns
     }
 
     pub fn health(&self, now_ns: u64) -> Health {
@@ -191,7 +201,10 @@ impl MonitorState {
             .iter()
             .filter_map(|view| {
                 let sampler = &view.sampler;
-                let last = sampler.last_sample_ns.max(self.started_ns);
+                let last = sampler
+                    .last_sample_ns
+                    .max(sampler.running_since_ns)
+                    .max(self.started_ns);
                 let age = now_ns.saturating_sub(last);
                 let unsampled = sampler
                     .unsampled_since_ns
