@@ -105,7 +105,7 @@ fn with_captures(state: &MonitorState) {
             cpu: view.cpu,
             task: None,
             trigger: "threshold".to_string(),
-            at: latencyd::units::format_rfc3339_ms(now_unix),
+            at: latencyd::calendar::format_rfc3339_ms(now_unix),
             latency_ns,
             deadline_mono_ns: 0,
             wakeup_mono_ns: latency_ns,

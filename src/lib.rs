@@ -14,6 +14,8 @@
 pub mod cli;
 pub mod cpulist;
 pub mod units;
+// Calendar time (RFC 3339), over the units.
+pub mod calendar;
 // Statistics, then the real-time side that records them.
 pub mod rt;
 pub mod stats;

@@ -262,7 +262,7 @@ fn every_dashboard_query_and_rule_works_against_a_real_prometheus() {
 /// host facts line of a kernel this host does not run.
 fn seed_record_under_another_kernel(record: &std::path::Path) {
     let hour_ago_ns = latencyd::units::unix_now_ns() - 3_600 * 1_000_000_000;
-    let stamp: String = latencyd::units::format_rfc3339_ms(hour_ago_ns)
+    let stamp: String = latencyd::calendar::format_rfc3339_ms(hour_ago_ns)
         .chars()
         .filter(|c| !matches!(c, '-' | ':'))
         .collect();

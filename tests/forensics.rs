@@ -260,7 +260,7 @@ fn measure_breaktrace_stops_at_the_spike_and_names_the_culprit() {
         // The VM's own spikes can break the run in the moments between
         // the check above and the culprit: a break dated before the culprit
         // started is noise, and the run is tried again.
-        let culprit_at = latencyd::units::format_rfc3339_ms(latencyd::units::unix_now_ns());
+        let culprit_at = latencyd::calendar::format_rfc3339_ms(latencyd::units::unix_now_ns());
         let tid = busy_named_thread(
             cpu,
             CULPRIT_PRIORITY,

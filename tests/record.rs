@@ -53,7 +53,7 @@ fn per_cpu(body: &Value) -> Vec<(u64, u64, u64)> {
 }
 
 fn rfc3339_now() -> String {
-    latencyd::units::format_rfc3339_ms(latencyd::units::unix_now_ns())
+    latencyd::calendar::format_rfc3339_ms(latencyd::units::unix_now_ns())
 }
 
 #[test]

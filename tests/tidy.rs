@@ -28,6 +28,7 @@ use std::path::Path;
 /// layers below its own, never from its own layer or above.
 const LAYERS: &[&[&str]] = &[
     &["cli", "cpulist", "units"],
+    &["calendar"],
     &["stats"],
     &["rt"],
     &["host"],

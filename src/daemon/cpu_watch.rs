@@ -2,7 +2,11 @@
 //! itself that its CPU went offline (it wakes elsewhere), and a restart
 //! brings it back; those events are a shortcut. The truth is what
 //! `/sys/devices/system/cpu/online` and the cgroup's cpuset say, read once
-//! a second on the blocking pool: whichever order a hotplug storm took,
+//! a second: the online list on the runtime thread (a sysfs file the
+//! kernel prints from memory, without a lock, in microseconds), the
+//! cpuset on the blocking pool only when the online list changed (cgroupfs
+//! takes the cgroup lock, which hotplug holds). Whichever order a hotplug
+//! storm took,
 //! every configured CPU that is online and allowed ends with a running
 //! sampler, `latencyd_sampler_online` says what sysfs says, and a CPU
 //! online without a running sampler for longer than `UNSAMPLED_GRACE_NS`
@@ -14,8 +18,14 @@ use crate::rt::engine::Engine;
 use crate::rt::sys;
 use crate::units::NS_PER_SEC;
 
-/// How often the CPUs online and allowed are read.
+/// How often the CPUs online are read.
 const READ_EVERY_NS: u64 = NS_PER_SEC;
+/// How often the usable CPUs are read even if none went on or off line
+/// (the cgroup's cpuset may change by itself).
+const USABLE_EVERY_NS: u64 = 30 * NS_PER_SEC;
+
+/// A read of the usable CPUs on the blocking pool.
+type UsableJob = JoinHandle<Option<Vec<usize>>>;
 
 /// One reading of the host's CPUs.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -33,8 +43,10 @@ pub(super) struct CpuWatch {
     /// The affinity mask at start, offline CPUs included.
     allowed: Vec<usize>,
     latest: Reading,
-    job: Option<JoinHandle<Reading>>,
+    /// The online list whose usable CPUs are being read.
+    job: Option<(Option<Vec<usize>>, UsableJob)>,
     next_ns: u64,
+    next_usable_ns: u64,
 }
 
 impl CpuWatch {
@@ -45,29 +57,33 @@ impl CpuWatch {
             latest: Reading::default(),
             job: None,
             next_ns: 0,
+            next_usable_ns: 0,
         }
     }
 
-    /// Takes a finished reading (true if there was one) and starts the
-    /// next when due. Never waits: the reading runs on the blocking pool.
+    /// Reads the online list when due, and when it changed, the usable
+    /// CPUs (on the blocking pool); true when a reading completed. Never
+    /// waits.
     pub(super) async fn step(&mut self, now_ns: u64) -> bool {
         let mut fresh = false;
-        if self.job.as_ref().is_some_and(JoinHandle::is_finished)
-            && let Some(job) = self.job.take()
+        if self.job.as_ref().is_some_and(|(_, job)| job.is_finished())
+            && let Some((online, job)) = self.job.take()
         {
             // A finished task's result is ready: this await does not wait.
-            if let Ok(reading) = job.await {
-                self.latest = reading;
+            if let Ok(usable) = job.await {
+                self.latest = Reading { online, usable };
                 fresh = true;
             }
         }
         if self.job.is_none() && now_ns >= self.next_ns {
-            let allowed = self.allowed.clone();
-            self.job = Some(tokio::task::spawn_blocking(move || Reading {
-                online: sys::online_cpus(),
-                usable: crate::host::usable_now(&allowed),
-            }));
             self.next_ns = now_ns + READ_EVERY_NS;
+            let online = sys::online_cpus();
+            if online != self.latest.online || now_ns >= self.next_usable_ns {
+                self.next_usable_ns = now_ns + USABLE_EVERY_NS;
+                let allowed = self.allowed.clone();
+                let job = tokio::task::spawn_blocking(move || crate::host::usable_now(&allowed));
+                self.job = Some((online, job));
+            }
         }
         fresh
     }

@@ -13,10 +13,11 @@ use std::time::{Duration, Instant};
 use tracing::{debug, warn};
 
 use super::state::{ChangeSeen, HostChange, HostTrack, MonitorState, lock};
+use crate::calendar::format_rfc3339_ms;
 use crate::host::{CpuTopology, FactReader, Fingerprint, topology};
 use crate::record::HostFacts;
 use crate::rt::sys;
-use crate::units::{format_rfc3339_ms, unix_now_ns};
+use crate::units::unix_now_ns;
 
 /// One read: the facts, every online CPU's topology, how long it took.
 struct Read {

@@ -80,7 +80,7 @@ impl LoadWindows {
                             "load window: {} on CPUs {} until {} (process group {})",
                             self.profile,
                             format_cpu_list(&self.cpus),
-                            crate::units::format_rfc3339_ms(unix_ns(window.end)),
+                            crate::calendar::format_rfc3339_ms(unix_ns(window.end)),
                             load.group()
                         );
                         {

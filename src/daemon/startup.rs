@@ -109,10 +109,18 @@ fn run(args: &RunArgs) -> Result<ExitCode, StartupError> {
     }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
+        // The blocking pool's threads (restarts, reloads, file reads,
+        // range reads, bcrypt) at most; more work waits in its queue.
+        // Expensive HTTP work has its own, smaller bounds (http/busy.rs).
+        .max_blocking_threads(MAX_BLOCKING_THREADS)
         .build()
         .map_err(|err| StartupError::Failure(format!("cannot start the async runtime: {err}")))?;
     runtime.block_on(serve(config, host, sources, listeners, security, log_level))
 }
+
+/// Threads the blocking pool may have at once (tokio's default is 512: a
+/// flood of credential checks once started 515 threads).
+const MAX_BLOCKING_THREADS: usize = 32;
 
 async fn serve(
     config: Config,

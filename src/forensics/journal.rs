@@ -126,7 +126,7 @@ impl JournalData {
         let mut worst: BTreeMap<usize, (&Summary, bool)> = BTreeMap::new();
         // Newest first: the first seen of a CPU is its newest.
         for summary in &self.recent {
-            let recent = crate::units::parse_rfc3339_ns(&summary.at).is_ok_and(|at| at >= since);
+            let recent = crate::calendar::parse_rfc3339_ns(&summary.at).is_ok_and(|at| at >= since);
             match worst.get_mut(&summary.cpu) {
                 None => {
                     worst.insert(summary.cpu, (summary, recent));
@@ -215,7 +215,7 @@ mod tests {
             recent: recent.into(),
             ..JournalData::default()
         };
-        let now = crate::units::parse_rfc3339_ns("2026-11-22T00:11:00.000Z").unwrap();
+        let now = crate::calendar::parse_rfc3339_ns("2026-11-22T00:11:00.000Z").unwrap();
         let fifteen_minutes = 15 * 60 * crate::units::NS_PER_SEC;
         let worst: Vec<(usize, u64)> = data
             .worst_by_cpu(now, fifteen_minutes)

@@ -22,8 +22,9 @@ use super::noise::{SmiCounters, StealHistory};
 use super::store::{Capture, Store, Summary, make_id, make_new_max_id, next_id};
 use super::tracefs::{self, Capability, Instance};
 use super::verdict::verdict;
+use crate::calendar::format_rfc3339_ms;
 use crate::rt::sys;
-use crate::units::{NS_PER_SEC, format_rfc3339_ms};
+use crate::units::NS_PER_SEC;
 
 enum Message {
     Spike(Spike),

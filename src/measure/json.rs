@@ -7,12 +7,12 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde::Serialize;
 
 use super::report::RunReport;
+use crate::calendar::civil_from_days;
 use crate::cpulist::format_cpu_list;
 use crate::host::json::{CpuJson, FactJson, facts_json, topology_json};
 use crate::host::{CpuTopology, Fingerprint, HostInfo};
 use crate::load::{LoadJson, LoadReport};
 use crate::stats::REPORTED_QUANTILES;
-use crate::units::civil_from_days;
 
 /// The `--json` document: cyclictest's schema (including its `cmdline:`
 /// and `rt_test_version:` keys, colon and all, since scripts look them up

@@ -5,12 +5,12 @@
 
 use super::TaskKey;
 use super::tally::{Source, WorkloadSpike};
+use crate::calendar::format_rfc3339_ms;
 use crate::forensics::attribution::Cause;
 use crate::forensics::events::Event;
 use crate::forensics::store::make_id;
 use crate::forensics::verdict::verdict_of;
 use crate::forensics::{Capture, Summary, TaskRef};
-use crate::units::format_rfc3339_ms;
 
 /// The capture of `spike` of the task series `key`; `now` is
 /// (`CLOCK_MONOTONIC`, wall clock) read together, to date it.

@@ -9,7 +9,7 @@ use plotters::prelude::*;
 use super::PlotError;
 use super::draw::register_system_font;
 use super::history::TimePlot;
-use crate::units::format_rfc3339_ms;
+use crate::calendar::format_rfc3339_ms;
 
 const WIDTH: u32 = 1000;
 const HEIGHT: u32 = 600;

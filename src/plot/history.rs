@@ -12,9 +12,9 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use super::{CpuSeries, PlotData, PlotError, input, series_from_stats, subtitle};
+use crate::calendar::format_rfc3339_ms;
 use crate::record::{Context, Range, ReadReport, reader};
 use crate::stats::P999;
-use crate::units::format_rfc3339_ms;
 
 /// Points kept per CPU in an over-time plot.
 pub const MAX_POINTS: usize = 2_000;

@@ -29,9 +29,10 @@ use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer}
 
 pub use super::gap::{Gap, GapReason};
 use super::seconds::{decimal_ns, seconds};
+use crate::calendar::format_rfc3339_ms;
 use crate::host::Fingerprint;
 use crate::stats::{Exact, LatencyStats};
-use crate::units::{NS_PER_SEC, format_rfc3339_ms};
+use crate::units::NS_PER_SEC;
 
 /// What was measured: written once at the top of each file, so reports
 /// and plots of a record name the host and the sampling.

@@ -4,7 +4,8 @@
 //! nothing there.
 
 use super::seconds::{decimal_ns, seconds};
-use crate::units::{NS_PER_SEC, format_rfc3339_ms};
+use crate::calendar::format_rfc3339_ms;
+use crate::units::NS_PER_SEC;
 
 /// Why a CPU has no samples for a stretch.
 #[repr(u8)]

@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 pub use format::{Context, Entry, Gap, GapReason, HostFacts};
 pub use keeper::{Keeper, Status};
-pub use reader::{Range, ReadReport, Summary, summarize};
+pub use reader::{Range, ReadReport, Summary, summarize, summarize_while};
 pub use writer::{Batch, LogWriter, Settings, Target};
 
 use crate::host::Fingerprint;

@@ -97,6 +97,21 @@ impl ReadReport {
 pub fn read(
     files: &[PathBuf],
     range: Range,
+    visit: impl FnMut(Entry),
+) -> Result<ReadReport, String> {
+    read_while(files, range, &|| true, visit)
+}
+
+/// What stops a read early: `go_on` said no (its client is gone, its
+/// deadline passed).
+pub const STOPPED: &str = "the read was stopped before its end";
+
+/// `read`, asking `go_on` every `CHECK_EVERY` lines whether to go on; when
+/// it says no, the read stops with `STOPPED`.
+pub fn read_while(
+    files: &[PathBuf],
+    range: Range,
+    go_on: &dyn Fn() -> bool,
     mut visit: impl FnMut(Entry),
 ) -> Result<ReadReport, String> {
     let starts: Vec<Option<u64>> = files
@@ -119,14 +134,18 @@ pub fn read(
                 continue;
             }
         }
-        read_file(path, range, &mut visit, &mut report)?;
+        read_file(path, range, go_on, &mut visit, &mut report)?;
     }
     Ok(report)
 }
 
+/// How many lines a read goes between two questions to `go_on`.
+const CHECK_EVERY: u64 = 256;
+
 fn read_file(
     path: &Path,
     range: Range,
+    go_on: &dyn Fn() -> bool,
     visit: &mut impl FnMut(Entry),
     report: &mut ReadReport,
 ) -> Result<(), String> {
@@ -145,6 +164,9 @@ fn read_file(
             return Ok(());
         }
         number += 1;
+        if number % CHECK_EVERY == 0 && !go_on() {
+            return Err(STOPPED.to_string());
+        }
         let finished = buf.ends_with(b"\n");
         let line = String::from_utf8_lossy(&buf);
         match parser.line(&line) {
@@ -247,7 +269,7 @@ pub fn selection(
         value
             .as_deref()
             .map(|v| {
-                crate::units::parse_time_ns(v, now_unix_ns).map_err(|e| format!("--{flag}: {e}"))
+                crate::calendar::parse_time_ns(v, now_unix_ns).map_err(|e| format!("--{flag}: {e}"))
             })
             .transpose()
     };
@@ -313,8 +335,18 @@ pub fn summarize(
     range: Range,
     cpus: Option<&[usize]>,
 ) -> Result<(Summary, ReadReport), String> {
+    summarize_while(files, range, cpus, &|| true)
+}
+
+/// `summarize`, stopping with `STOPPED` when `go_on` says no.
+pub fn summarize_while(
+    files: &[PathBuf],
+    range: Range,
+    cpus: Option<&[usize]>,
+    go_on: &dyn Fn() -> bool,
+) -> Result<(Summary, ReadReport), String> {
     let mut summary = Summary::default();
-    let report = read(files, range, |entry| {
+    let report = read_while(files, range, go_on, |entry| {
         if cpus.is_none_or(|c| c.contains(&entry.cpu)) {
             summary.add(&entry);
         }

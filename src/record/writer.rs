@@ -18,8 +18,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::format::{Context, Entry, Gap, encode_entry, header, host_line};
+use crate::calendar::format_rfc3339_ms;
 use crate::host::Fingerprint;
-use crate::units::{NS_PER_SEC, format_rfc3339_ms};
+use crate::units::NS_PER_SEC;
 
 /// Where and how long the daemon keeps its record.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,7 +79,7 @@ pub fn start_from_name(name: &str) -> Option<u64> {
         &stamp[13..15],
         &stamp[16..19]
     );
-    crate::units::parse_rfc3339_ns(&rfc).ok()
+    crate::calendar::parse_rfc3339_ns(&rfc).ok()
 }
 
 /// The record files in `dir`, oldest first, with their sizes.

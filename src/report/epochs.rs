@@ -14,13 +14,14 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
+use crate::calendar::format_rfc3339_ms;
 use crate::cpulist::format_cpu_list;
 use crate::host::json::{FactJson, facts_json};
 use crate::host::{Fact, FactChange, Fingerprint};
 use crate::record::reader::{self, Range};
 use crate::record::{Entry, ReadReport, Summary};
 use crate::stats::{LatencyStats, P50, P99, P999, P9999, for_each_bin_us};
-use crate::units::{NS_PER_US, format_rfc3339_ms};
+use crate::units::NS_PER_US;
 
 /// What an interval without an identifier (a record written before
 /// latencyd recorded the host's facts) is filed under.

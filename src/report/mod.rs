@@ -20,11 +20,12 @@ use std::process::ExitCode;
 
 use serde::Serialize;
 
+use crate::calendar::format_rfc3339_ms;
 use crate::cli::ReportArgs;
 use crate::measure::text::format_summary_line;
 use crate::record::{Context, ReadReport, Summary, reader};
 use crate::stats::{REPORTED_QUANTILES, for_each_bin_us};
-use crate::units::{NS_PER_US, format_rfc3339_ms};
+use crate::units::NS_PER_US;
 
 pub fn main(args: &ReportArgs) -> ExitCode {
     match run(args) {
@@ -168,7 +169,7 @@ fn compare_range(text: &str, now: u64) -> Result<reader::Range, String> {
         if t.is_empty() {
             Ok(open)
         } else {
-            crate::units::parse_time_ns(t, now).map_err(|e| format!("'{t}': {e}"))
+            crate::calendar::parse_time_ns(t, now).map_err(|e| format!("'{t}': {e}"))
         }
     };
     let range = reader::Range {

@@ -13,6 +13,7 @@ use hdrhistogram::serialization::{Serializer, V2DeflateSerializer};
 
 use super::{ApiError, AppState, OPENAPI, ROUTES, encoding, parse_range, parse_window};
 
+use crate::calendar::format_rfc3339_ms;
 use crate::cpulist::format_cpu_list;
 use crate::daemon::render::exposition::{self, Exposition};
 use crate::daemon::render::page::{self, Snapshot};
@@ -20,7 +21,6 @@ use crate::daemon::render::{self, json, metrics, openmetrics, protobuf, status};
 use crate::forensics;
 use crate::plot;
 use crate::record;
-use crate::units::format_rfc3339_ms;
 
 pub(super) async fn not_found(uri: axum::http::Uri) -> Response {
     let message = format!(
@@ -96,17 +96,17 @@ pub(super) async fn read_record(
                 .to_string(),
         ));
     }
-    tokio::task::spawn_blocking(move || {
-        let files: Vec<std::path::PathBuf> = record::writer::list(&dir)
-            .map_err(|e| format!("cannot list {}: {e}", dir.display()))?
-            .into_iter()
-            .map(|f| f.0)
-            .collect();
-        record::summarize(&files, range, None)
-    })
-    .await
-    .map_err(|e| ApiError::Internal(format!("reading the record failed: {e}")))?
-    .map_err(ApiError::Internal)
+    app.work
+        .heavy("this range", move |cancel| {
+            let files: Vec<std::path::PathBuf> = record::writer::list(&dir)
+                .map_err(|e| format!("cannot list {}: {e}", dir.display()))?
+                .into_iter()
+                .map(|f| f.0)
+                .collect();
+            record::summarize_while(&files, range, None, &|| !cancel.cancelled())
+        })
+        .await?
+        .map_err(ApiError::Internal)
 }
 
 fn query_pairs(query: QueryPairs) -> Result<Vec<(String, String)>, ApiError> {
@@ -155,7 +155,11 @@ pub(super) async fn plot_svg(
             }
         }
     };
-    let svg = plot::render_svg(&data).map_err(|e| ApiError::Internal(e.to_string()))?;
+    let svg = app
+        .work
+        .heavy("the plot", move |_| plot::render_svg(&data))
+        .await?
+        .map_err(|e| ApiError::Internal(e.to_string()))?;
     Ok((
         [
             (header::CONTENT_TYPE, "image/svg+xml"),
@@ -182,8 +186,13 @@ pub(super) async fn status_page(
     query: QueryPairs,
 ) -> Result<Response, ApiError> {
     let snap = snapshot(&app, query)?;
-    let svg = plot::render_svg(&snap.plot).map_err(|e| e.to_string());
-    let html = page::render_page(&snap, svg.as_deref().map_err(String::as_str));
+    let html = app
+        .work
+        .heavy("the status page", move |_| {
+            let svg = plot::render_svg(&snap.plot).map_err(|e| e.to_string());
+            page::render_page(&snap, svg.as_deref().map_err(String::as_str))
+        })
+        .await?;
     Ok((
         [
             (header::CONTENT_TYPE, "text/html; charset=utf-8"),
@@ -306,9 +315,10 @@ pub(super) async fn spike_one(
     check_id(&id).map_err(ApiError::BadRequest)?;
     let journal = Arc::clone(&app.lock().forensics);
     let lookup = id.clone();
-    let text = tokio::task::spawn_blocking(move || journal.capture_json(&lookup))
-        .await
-        .map_err(|e| ApiError::Internal(format!("reading the capture failed: {e}")))?;
+    let text = app
+        .work
+        .heavy("the capture", move |_| journal.capture_json(&lookup))
+        .await?;
     match text {
         Some(text) => Ok(([(header::CONTENT_TYPE, "application/json")], text).into_response()),
         None => Err(ApiError::NotFound(no_capture(&id))),
@@ -362,28 +372,26 @@ pub(super) async fn spike_page(State(app): State<AppState>, Path(id): Path<Strin
         let s = app.lock();
         (Arc::clone(&s.forensics), s.host.uname.nodename.clone())
     };
-    let lookup = id.clone();
-    let text = match tokio::task::spawn_blocking(move || journal.capture_json(&lookup)).await {
-        Ok(text) => text,
-        Err(e) => {
-            return html_error(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                &format!("reading the capture failed: {e}"),
-            );
-        }
-    };
-    let Some(text) = text else {
-        return html_error(StatusCode::NOT_FOUND, &no_capture(&id));
-    };
-    match serde_json::from_str::<forensics::Capture>(&text) {
-        Ok(capture) => html(
-            StatusCode::OK,
-            render::spikes::capture_page(&nodename, &capture),
-        ),
-        Err(e) => html_error(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            &format!("the capture file of {id} cannot be read as a capture: {e}"),
-        ),
+    // Read, parsed and drawn off the runtime's thread, a few at a time.
+    let drawn = app
+        .work
+        .heavy("the capture", move |_| {
+            let text = journal
+                .capture_json(&id)
+                .ok_or_else(|| (StatusCode::NOT_FOUND, no_capture(&id)))?;
+            let capture = serde_json::from_str::<forensics::Capture>(&text).map_err(|e| {
+                (
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    format!("the capture file of {id} cannot be read as a capture: {e}"),
+                )
+            })?;
+            Ok(render::spikes::capture_page(&nodename, &capture))
+        })
+        .await;
+    match drawn {
+        Ok(Ok(page)) => html(StatusCode::OK, page),
+        Ok(Err((status, message))) => html_error(status, &message),
+        Err(refused) => refused.into_response(),
     }
 }
 

@@ -9,9 +9,13 @@
 //! bodies are built by `render`; this layer only routes, guards and
 //! serializes.
 //!
-//! - `server`: the accept loop and its limits; `webconfig`: TLS and basic
+//! - `server`: the accept loop and its limits (`connections`: which to
+//!   close for a newcomer); `busy`: expensive work,
+//!   bounded and cancelled with its request; `webconfig`: TLS and basic
 //!   auth; `query`: query-string parsing; `error`: `ApiError`.
 
+mod busy;
+mod connections;
 pub mod encoding;
 mod error;
 mod handlers;
@@ -54,6 +58,8 @@ pub struct AppState {
     pub security: SharedSecurity,
     /// What the HTTP surface counts about itself, exported in `registry`.
     pub counters: HttpCounters,
+    /// The permits of expensive work (range reads, plots, bcrypt).
+    work: busy::Work,
 }
 
 /// latencyd's metrics about its own HTTP surface.
@@ -137,6 +143,7 @@ impl AppState {
             clocks,
             security: Arc::new(RwLock::new(Arc::new(Security::open()))),
             counters,
+            work: busy::Work::default(),
         }
     }
 
@@ -223,15 +230,26 @@ async fn guard(State(app): State<AppState>, request: Request, next: Next) -> Res
             .headers()
             .get(header::AUTHORIZATION)
             .map(|v| v.as_bytes().to_vec());
-        // bcrypt takes milliseconds: off the runtime's thread.
-        let ok = tokio::task::spawn_blocking(move || {
-            security
-                .auth
-                .as_ref()
-                .is_some_and(|auth| auth.check(authorization.as_deref()))
-        })
-        .await
-        .unwrap_or(false);
+        let remembered = security
+            .auth
+            .as_ref()
+            .is_some_and(|auth| auth.remembered(authorization.as_deref()));
+        // bcrypt takes milliseconds: off the runtime's thread, a few at a
+        // time (busy.rs); a credential already verified needs none.
+        let ok = remembered
+            || match app
+                .work
+                .bcrypt(move |_| {
+                    security
+                        .auth
+                        .as_ref()
+                        .is_some_and(|auth| auth.check(authorization.as_deref()))
+                })
+                .await
+            {
+                Ok(ok) => ok,
+                Err(busy) => return busy.into_response(),
+            };
         if !ok {
             app.counters.refused_credentials.inc();
             return ApiError::Unauthorized(

@@ -1,8 +1,9 @@
 //! Query strings: `?window=` of `/plot.svg` and `/`, `?from=&to=` of
 //! `/api/v1/latency` and `/plot.svg`.
 
+use crate::calendar::parse_time_ns;
 use crate::record::Range;
-use crate::units::{NS_PER_SEC, format_duration_ns, parse_duration_ns, parse_time_ns};
+use crate::units::{NS_PER_SEC, format_duration_ns, parse_duration_ns};
 
 /// Parses `?from=&to=`: a range of the on-disk record. Each is an RFC 3339
 /// time or a negative duration from now (`-7d`); a missing `from` is the
@@ -46,8 +47,8 @@ pub fn parse_range(
     if range.from_ns >= range.to_ns {
         return Err(format!(
             "from ({}) must be before to ({})",
-            crate::units::format_rfc3339_ms(range.from_ns),
-            crate::units::format_rfc3339_ms(range.to_ns)
+            crate::calendar::format_rfc3339_ms(range.from_ns),
+            crate::calendar::format_rfc3339_ms(range.to_ns)
         ));
     }
     Ok(Some(range))

@@ -13,10 +13,10 @@ use std::collections::BTreeMap;
 
 use super::metrics::Now;
 use super::series::Key;
+use crate::calendar::parse_rfc3339_ns;
 use crate::daemon::state::{MonitorState, WindowMax};
 use crate::forensics::Summary;
 use crate::stats::hdr;
-use crate::units::parse_rfc3339_ns;
 
 /// At most this many exemplars per series (a native histogram's list).
 pub const MAX_PER_SERIES: usize = 8;

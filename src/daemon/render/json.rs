@@ -6,11 +6,11 @@
 
 use serde::Serialize;
 
+use crate::calendar::format_rfc3339_ms;
 use crate::daemon::state::{CpuView, Health, MonitorState};
 use crate::forensics::{Journal, Summary};
 use crate::record::{Range, ReadReport, Summary as RecordSummary};
 use crate::stats::{LatencyStats, P50, P90, P99, P999, P9999};
-use crate::units::format_rfc3339_ms;
 
 #[derive(Serialize)]
 pub struct HealthBody {

@@ -3,8 +3,8 @@
 
 use serde::Serialize;
 
+use crate::calendar::format_rfc3339_ms;
 use crate::daemon::state::MonitorState;
-use crate::units::format_rfc3339_ms;
 
 /// The scheduled load windows: configured or not, the window running,
 /// the next one, what the generators achieved.
@@ -59,7 +59,7 @@ pub(super) fn page_line(s: &MonitorState) -> Option<(String, bool)> {
     let l = &s.load;
     let profile = l.profile?;
     let at = |t: std::time::SystemTime| {
-        crate::units::format_rfc3339_ms(
+        crate::calendar::format_rfc3339_ms(
             t.duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)),
         )

@@ -14,11 +14,12 @@ use std::fmt::Write as _;
 use super::page_parts::{gap_line, human_duration, render_gaps, render_record};
 use super::style::STYLE;
 
+use crate::calendar::format_rfc3339_ms;
 use crate::daemon::state::{MonitorState, SamplerView};
 use crate::forensics::Summary;
 use crate::plot::{self, CpuSeries, PlotData};
 use crate::stats::P99;
-use crate::units::{format_duration_ns, format_rfc3339_ms};
+use crate::units::format_duration_ns;
 
 /// How often the page reloads itself, in seconds.
 pub const REFRESH_SECONDS: u32 = 5;

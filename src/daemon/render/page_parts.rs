@@ -3,10 +3,11 @@
 
 use std::fmt::Write as _;
 
+use crate::calendar::format_rfc3339_ms;
 use crate::daemon::state::GapSeen;
 use crate::plot::capture::escape;
 use crate::record::GapReason;
-use crate::units::{NS_PER_SEC, format_duration_ns, format_rfc3339_ms};
+use crate::units::{NS_PER_SEC, format_duration_ns};
 
 /// One stretch without samples, for people.
 pub(super) fn gap_line(g: &GapSeen, now_unix_ns: u64) -> String {

@@ -5,11 +5,11 @@
 
 use serde::Serialize;
 
+use crate::calendar::format_rfc3339_ms;
 use crate::cpulist::format_cpu_list;
 use crate::daemon::state::MonitorState;
 use crate::forensics::Capability;
 use crate::host::HostInfo;
-use crate::units::format_rfc3339_ms;
 
 #[derive(Serialize)]
 pub struct StatusBody {

@@ -48,9 +48,10 @@ impl BasicAuth {
         }
     }
 
-    /// Whether an `Authorization` header value carries a configured user and
-    /// that user's password. Runs bcrypt, so call it off the async runtime.
-    pub fn check(&self, authorization: Option<&[u8]>) -> bool {
+    /// The header's user and password, the hash to check them against
+    /// (the user's, or the dummy one), whether the user exists, and the
+    /// digest a good credential is remembered by.
+    fn credential(&self, authorization: Option<&[u8]>) -> (Vec<u8>, &str, bool, [u8; 32]) {
         let (user, password) = authorization
             .and_then(decode_basic)
             .unwrap_or_else(|| (Vec::new(), Vec::new()));
@@ -70,13 +71,32 @@ impl BasicAuth {
             .chain_update(hash.as_bytes())
             .finalize()
             .into();
+        (password, hash, found.is_some(), digest)
+    }
+
+    /// Whether the header carries a credential already verified (a SHA-256
+    /// of it, no bcrypt): fine on the async runtime.
+    pub fn remembered(&self, authorization: Option<&[u8]>) -> bool {
+        let (_, _, known_user, digest) = self.credential(authorization);
+        known_user
+            && self
+                .good
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .contains(&digest)
+    }
+
+    /// Whether an `Authorization` header value carries a configured user and
+    /// that user's password. Runs bcrypt, so call it off the async runtime.
+    pub fn check(&self, authorization: Option<&[u8]>) -> bool {
+        let (password, hash, known_user, digest) = self.credential(authorization);
         let mut good = self.good.lock().unwrap_or_else(|e| e.into_inner());
-        if found.is_some() && good.contains(&digest) {
+        if known_user && good.contains(&digest) {
             return true;
         }
         drop(good);
         let verified = bcrypt::verify(&password, hash).unwrap_or(false);
-        let ok = verified && found.is_some();
+        let ok = verified && known_user;
         if ok {
             good = self.good.lock().unwrap_or_else(|e| e.into_inner());
             if good.len() >= AUTH_CACHE_LIMIT {

@@ -1,0 +1,124 @@
+//! Expensive work, bounded: range reads of the record, plots and bcrypt
+//! checks run on the blocking pool, a few at a time, and nothing a client
+//! does makes more of them run or makes them outlive their request.
+//!
+//! - **A few at a time.** Each kind has its own permits (`Work`). A
+//!   request that finds none free is answered 503 with `Retry-After: 1` at
+//!   once: a flood of them costs a refusal each, not a thread each (40
+//!   concurrent range reads once left 40 blocking threads reading for
+//!   100 s and 364 MB locked; 256 wrong passwords, 515 threads and 1 GB).
+//!   bcrypt waits up to `BCRYPT_WAIT` for its permit before it refuses,
+//!   as Prometheus' exporter-toolkit serialises it, so that a burst of
+//!   honest first logins is served.
+//! - **Not past their request.** The work gets a `Cancel` that turns true
+//!   when the request is dropped (its client went away, or
+//!   `export.request_timeout` passed and the server aborted it); a range
+//!   read asks it every 256 lines and stops. Its permit is held until the
+//!   work has really stopped, so abandoned work still counts.
+//! - **No memory left behind.** After each piece of work the heap's free
+//!   memory goes back to the kernel (`sys::trim_heap`): under `mlockall`
+//!   what a burst allocated would otherwise stay resident and locked.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use super::ApiError;
+use crate::rt::sys;
+
+/// Range reads and plots running at once; the rest are refused.
+pub const HEAVY_AT_ONCE: usize = 2;
+/// bcrypt checks running at once.
+pub const BCRYPT_AT_ONCE: usize = 2;
+/// How long a credential check waits for a bcrypt permit.
+pub const BCRYPT_WAIT: Duration = Duration::from_secs(2);
+
+/// The permits of each kind of expensive work.
+#[derive(Clone)]
+pub struct Work {
+    heavy: Arc<Semaphore>,
+    bcrypt: Arc<Semaphore>,
+}
+
+impl Default for Work {
+    fn default() -> Work {
+        Work {
+            heavy: Arc::new(Semaphore::new(HEAVY_AT_ONCE)),
+            bcrypt: Arc::new(Semaphore::new(BCRYPT_AT_ONCE)),
+        }
+    }
+}
+
+/// Whether the request the work is for was dropped. Relaxed: a flag
+/// that only ever turns true, read as a hint to stop early.
+#[derive(Clone, Default)]
+pub struct Cancel(Arc<AtomicBool>);
+
+impl Cancel {
+    pub fn cancelled(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// Sets the flag when the request's future is dropped.
+struct CancelOnDrop(Cancel);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        (self.0).0.store(true, Ordering::Relaxed);
+    }
+}
+
+impl Work {
+    /// Runs `work` (a range read, a plot) on the blocking pool if one of
+    /// the `HEAVY_AT_ONCE` permits is free, else answers 503 at once.
+    pub async fn heavy<T: Send + 'static>(
+        &self,
+        what: &str,
+        work: impl FnOnce(&Cancel) -> T + Send + 'static,
+    ) -> Result<T, ApiError> {
+        let Ok(permit) = Arc::clone(&self.heavy).try_acquire_owned() else {
+            return Err(ApiError::Unavailable(format!(
+                "{HEAVY_AT_ONCE} range reads and plots are under way, the most latencyd runs \
+                 at once; retry {what} in a second"
+            )));
+        };
+        run(permit, work).await
+    }
+
+    /// Runs a bcrypt check on the blocking pool once a permit is free,
+    /// waiting at most `BCRYPT_WAIT`, else answers 503.
+    pub async fn bcrypt<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&Cancel) -> T + Send + 'static,
+    ) -> Result<T, ApiError> {
+        let permit = tokio::time::timeout(BCRYPT_WAIT, Arc::clone(&self.bcrypt).acquire_owned())
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .ok_or_else(|| {
+                ApiError::Unavailable(
+                    "too many credential checks are waiting; retry in a second".to_string(),
+                )
+            })?;
+        run(permit, work).await
+    }
+}
+
+async fn run<T: Send + 'static>(
+    permit: OwnedSemaphorePermit,
+    work: impl FnOnce(&Cancel) -> T + Send + 'static,
+) -> Result<T, ApiError> {
+    let cancel = Cancel::default();
+    let _cancel_on_drop = CancelOnDrop(cancel.clone());
+    tokio::task::spawn_blocking(move || {
+        let result = work(&cancel);
+        sys::trim_heap();
+        drop(permit);
+        result
+    })
+    .await
+    .map_err(|e| ApiError::Internal(format!("the work failed inside latencyd: {e}")))
+}
