@@ -13,6 +13,7 @@
 // Plain values: no imports from the crate.
 pub mod cli;
 pub mod cpulist;
+pub mod files;
 pub mod units;
 // Calendar time (RFC 3339), over the units.
 pub mod calendar;

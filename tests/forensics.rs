@@ -148,7 +148,7 @@ fn a_busy_real_time_task_is_named_as_the_main_cause() {
     let dir = tempfile::tempdir().unwrap();
     let daemon = forensics_daemon(
         dir.path(),
-        "threshold = \"1ms\"\nper_cpu_interval = \"0s\"\nmax_per_minute = 600",
+        "threshold = \"15ms\"\nper_cpu_interval = \"0s\"\nmax_per_minute = 600",
     );
     let status = json_of(&daemon, "/api/v1/status");
     assert_eq!(
@@ -165,12 +165,7 @@ fn a_busy_real_time_task_is_named_as_the_main_cause() {
     );
     std::thread::sleep(Duration::from_millis(500));
     let cpu = spike_cpu();
-    let tid = busy_named_thread(
-        cpu,
-        CULPRIT_PRIORITY,
-        Duration::from_millis(3),
-        "lat-culprit",
-    );
+    let tid = busy_named_thread(cpu, CULPRIT_PRIORITY, CULPRIT_SPIN, "lat-culprit");
     let spike = capture_naming(&daemon, cpu, tid)
         .unwrap_or_else(|| panic!("no capture names tid {tid}: {}", daemon.log_text()));
     let latency = spike["latency_ns"].as_u64().unwrap();
@@ -432,6 +427,9 @@ fn a_storm_of_spikes_stays_within_the_bounds() {
             .sum()
     };
     let captured = sum("latencyd_forensics_captures_total{");
+    // Past the limits only as the worst spike so far (the VM's own,
+    // up to ~10 ms, can be worse than the storm's 2 ms).
+    let escalated = sum("latencyd_forensics_escalated_captures_total{");
     let limited = sum("latencyd_forensics_spikes_uncaptured_total{");
     let spikes = json_of(&daemon, "/api/v1/spikes");
     let kept = spikes["spikes"].as_array().unwrap().len();
@@ -442,13 +440,15 @@ fn a_storm_of_spikes_stays_within_the_bounds() {
         .collect();
     let bytes: u64 = files.iter().map(|e| e.metadata().unwrap().len()).sum();
     eprintln!(
-        "storm: {made} spikes made, {captured} captured, {limited} not captured, {kept} kept \
-         ({} files, {bytes} bytes), daemon CPU {cpu_seconds:.2} s over ~11 s",
+        "storm: {made} spikes made, {captured} captured ({escalated} escalated), {limited} not \
+         captured, {kept} kept ({} files, {bytes} bytes), daemon CPU {cpu_seconds:.2} s over \
+         ~11 s",
         files.len()
     );
     assert!(
-        (1.0..=4.0).contains(&captured),
-        "at most max_per_minute captures: {captured}"
+        (1.0..=4.0).contains(&(captured - escalated)),
+        "at most max_per_minute captures but the escalated ones: {captured}, {escalated} \
+         escalated"
     );
     // The recorder hears of each CPU's worst wake-up of every 200 ms
     // interval: the 10 s storm is ~50 of those.

@@ -27,7 +27,7 @@ use std::path::Path;
 /// Top-level modules by layer, bottom first. A module may import from the
 /// layers below its own, never from its own layer or above.
 const LAYERS: &[&[&str]] = &[
-    &["cli", "cpulist", "units"],
+    &["cli", "cpulist", "files", "units"],
     &["calendar"],
     &["stats"],
     &["rt"],

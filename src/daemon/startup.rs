@@ -413,6 +413,9 @@ fn start_record(config: &Config, host: &HostInfo) -> Option<(Accumulator, Keeper
     );
     match Keeper::start(r.settings(), context, unix_now_ns) {
         Ok(keeper) => {
+            if let Some(why) = crate::files::loose_permissions(&r.dir) {
+                warn!("record: {why}");
+            }
             info!(
                 "record: every {} into {} (retention {}, at most {} bytes)",
                 format_duration_ns(r.interval_ns),

@@ -86,6 +86,10 @@ pub struct JournalData {
     /// Spikes not captured, by CPU and reason.
     #[serde(skip)]
     pub uncaptured: BTreeMap<(usize, &'static str), u64>,
+    /// Captures made past the rate limits because the wake-up was the
+    /// worst of its CPU (`limits::ESCALATION`), by CPU.
+    #[serde(skip)]
+    pub escalated: BTreeMap<usize, u64>,
     /// SMIs per CPU since boot, where readable.
     #[serde(skip)]
     pub smi: BTreeMap<usize, u64>,
@@ -104,6 +108,9 @@ pub struct JournalData {
     /// The directory captures are read from for `/api/v1/spikes/{id}`.
     #[serde(skip)]
     pub dir: Option<PathBuf>,
+    /// The largest capture file read back (`forensics.max_bytes`).
+    #[serde(skip)]
+    pub max_bytes: u64,
 }
 
 /// Notices kept for the front end to take.
@@ -161,18 +168,24 @@ impl Journal {
         self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The full capture `id` as JSON text (from the directory, or memory).
-    pub fn capture_json(&self, id: &str) -> Option<String> {
-        let (dir, kept) = {
+    /// The full capture `id` as JSON text (from the directory, or
+    /// memory); None when there is none, an error when what is in the
+    /// directory under its name is not a capture file latencyd reads.
+    pub fn capture_json(&self, id: &str) -> Result<Option<String>, String> {
+        let (dir, kept, max_bytes) = {
             let data = self.lock();
             let kept = data
                 .in_memory
                 .iter()
                 .find(|c| c.summary.id == id)
                 .and_then(|c| serde_json::to_string(c).ok());
-            (data.dir.clone(), kept)
+            (data.dir.clone(), kept, data.max_bytes)
         };
-        kept.or_else(|| dir.and_then(|dir| Store::read(&dir, id)))
+        match (kept, dir) {
+            (Some(kept), _) => Ok(Some(kept)),
+            (None, Some(dir)) => Store::read(&dir, id, max_bytes),
+            (None, None) => Ok(None),
+        }
     }
 }
 

@@ -17,6 +17,24 @@ use crate::units::NS_PER_SEC;
 /// 17 s the histograms hold, at most 24 times per interval).
 pub const ESCALATION: f64 = 1.5;
 
+/// What the limits say of a capture.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Admission {
+    /// Within the limits.
+    Within,
+    /// Past them, as the worst spike so far (counted apart).
+    Escalated,
+    /// Rate-limited.
+    Refused,
+}
+
+#[cfg(test)]
+impl Admission {
+    fn admitted(self) -> bool {
+        self != Admission::Refused
+    }
+}
+
 /// The recorder's rate limits: at most one capture per CPU and trigger
 /// per `per_cpu_gap_ns`, at most `max_per_minute` per trigger, unless a
 /// wake-up escalates (`ESCALATION`).
@@ -55,7 +73,7 @@ impl RateLimits {
         wakeup_ns: u64,
         latency_ns: u64,
         trigger: Trigger,
-    ) -> bool {
+    ) -> Admission {
         let minute_ago = wakeup_ns.saturating_sub(60 * NS_PER_SEC);
         let minute = self.minute.entry(trigger).or_default();
         while minute.front().is_some_and(|&t| t < minute_ago) {
@@ -75,13 +93,18 @@ impl RateLimits {
             .last_capture
             .get(&(trigger, cpu))
             .is_some_and(|&last| wakeup_ns.abs_diff(last) < self.per_cpu_gap_ns);
-        if (too_soon || minute.len() >= self.max_per_minute) && !escalates {
-            return false;
+        let limited = too_soon || minute.len() >= self.max_per_minute;
+        if limited && !escalates {
+            return Admission::Refused;
         }
         minute.push_back(wakeup_ns);
         recent.push_back((wakeup_ns, latency_ns));
         self.last_capture.insert((trigger, cpu), wakeup_ns);
-        true
+        if limited {
+            Admission::Escalated
+        } else {
+            Admission::Within
+        }
     }
 }
 
@@ -95,39 +118,73 @@ mod tests {
         let ms = NS_PER_MS;
         let mut limits = RateLimits::new(10 * NS_PER_SEC, 60);
         let t = 100 * NS_PER_SEC;
-        assert!(limits.admit(1, t, 2 * ms, Trigger::Threshold), "the first");
+        assert_eq!(
+            limits.admit(1, t, 2 * ms, Trigger::Threshold),
+            Admission::Within,
+            "the first"
+        );
         // Within the interval: a smaller or slightly larger one waits...
-        assert!(!limits.admit(1, t + ms, ms, Trigger::Threshold));
-        assert!(!limits.admit(1, t + 2 * ms, 2 * ms + ms / 2, Trigger::Threshold));
+        assert!(!limits.admit(1, t + ms, ms, Trigger::Threshold).admitted());
+        assert!(
+            !limits
+                .admit(1, t + 2 * ms, 2 * ms + ms / 2, Trigger::Threshold)
+                .admitted()
+        );
         // ...the 8 ms one after the 2 ms one is captured, and another CPU
         // is not held back by this one.
-        assert!(limits.admit(1, t + 3 * ms, 8 * ms, Trigger::Threshold));
-        assert!(limits.admit(0, t + 3 * ms, ms, Trigger::Threshold));
+        assert_eq!(
+            limits.admit(1, t + 3 * ms, 8 * ms, Trigger::Threshold),
+            Admission::Escalated
+        );
+        assert!(
+            limits
+                .admit(0, t + 3 * ms, ms, Trigger::Threshold)
+                .admitted()
+        );
         // Escalation is against the largest capture of the interval.
-        assert!(!limits.admit(1, t + 4 * ms, 11 * ms, Trigger::Threshold));
-        assert!(limits.admit(1, t + 5 * ms, 12 * ms, Trigger::Threshold));
+        assert!(
+            !limits
+                .admit(1, t + 4 * ms, 11 * ms, Trigger::Threshold)
+                .admitted()
+        );
+        assert!(
+            limits
+                .admit(1, t + 5 * ms, 12 * ms, Trigger::Threshold)
+                .admitted()
+        );
         // A storm of growing spikes: each must beat the last by the
         // factor, so from 12 ms to 17 s at most log1.5(1430) = 18 more.
         let mut latency = 12 * ms;
         let mut admitted = 0;
         for i in 0..100_000u64 {
             latency = (latency + latency / 100).min(17 * NS_PER_SEC);
-            if limits.admit(1, t + 6 * ms + i * 1000, latency, Trigger::Threshold) {
+            if limits
+                .admit(1, t + 6 * ms + i * 1000, latency, Trigger::Threshold)
+                .admitted()
+            {
                 admitted += 1;
             }
         }
         assert!((1..=18).contains(&admitted), "{admitted}");
         // After the interval, the ordinary limit applies again.
-        assert!(limits.admit(1, t + 11 * NS_PER_SEC, ms, Trigger::Threshold));
+        assert!(
+            limits
+                .admit(1, t + 11 * NS_PER_SEC, ms, Trigger::Threshold)
+                .admitted()
+        );
         // Without a per-CPU interval, order does not matter: a wake-up
         // before the last capture (the observer's, arriving late) is
         // not "too soon".
         let mut unlimited = RateLimits::new(0, 600);
-        assert!(unlimited.admit(1, t + ms, ms, Trigger::Threshold));
-        assert!(unlimited.admit(1, t, ms, Trigger::Threshold));
+        assert!(
+            unlimited
+                .admit(1, t + ms, ms, Trigger::Threshold)
+                .admitted()
+        );
+        assert!(unlimited.admit(1, t, ms, Trigger::Threshold).admitted());
         // The minute's budget is also passed by an escalating spike only.
         let mut tight = RateLimits::new(0, 1);
-        assert!(tight.admit(0, t, ms, Trigger::Threshold));
-        assert!(!tight.admit(1, t + ms, ms, Trigger::Threshold));
+        assert!(tight.admit(0, t, ms, Trigger::Threshold).admitted());
+        assert!(!tight.admit(1, t + ms, ms, Trigger::Threshold).admitted());
     }
 }

@@ -17,7 +17,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::attribution::Attributor;
 use super::journal::{Journal, JournalData, Settings, Spike, Trigger};
-use super::limits::RateLimits;
+use super::limits::{Admission, RateLimits};
 use super::noise::{SmiCounters, StealHistory};
 use super::store::{Capture, Store, Summary, make_id, make_new_max_id, next_id};
 use super::tracefs::{self, Capability, Instance};
@@ -87,10 +87,14 @@ impl Recorder {
         let store = match &settings.dir {
             None => None,
             Some(dir) => match Store::open(dir, settings.max_captures, settings.max_bytes) {
-                Ok((store, old)) => {
+                Ok((store, old, warnings)) => {
                     data.recent = old.into();
                     data.disk_bytes = store.bytes();
                     data.dir = Some(dir.clone());
+                    data.max_bytes = settings.max_bytes;
+                    for warning in warnings {
+                        data.notice(warning);
+                    }
                     Some(store)
                 }
                 Err(reason) => return unavailable(data, reason),
@@ -355,11 +359,17 @@ impl Worker {
         latency_ns: u64,
         trigger: Trigger,
     ) -> bool {
-        let admitted = self.limits.admit(cpu, wakeup_ns, latency_ns, trigger);
-        if !admitted {
-            self.count_uncaptured(cpu, "rate_limited");
+        match self.limits.admit(cpu, wakeup_ns, latency_ns, trigger) {
+            Admission::Within => true,
+            Admission::Escalated => {
+                *self.journal.lock().escalated.entry(cpu).or_default() += 1;
+                true
+            }
+            Admission::Refused => {
+                self.count_uncaptured(cpu, "rate_limited");
+                false
+            }
         }
-        admitted
     }
 
     fn handle(&mut self, spike: Spike) {

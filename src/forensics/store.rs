@@ -10,12 +10,15 @@
 
 use std::fs;
 use std::io::Write;
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
 use super::attribution::Cause;
 use super::events::Event;
+use crate::files::{self, Links};
+use crate::rt::sys;
 
 /// One spike's capture, as stored and served.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -137,13 +140,18 @@ impl Store {
         dir: &Path,
         max_captures: usize,
         max_bytes: u64,
-    ) -> Result<(Store, Vec<Summary>), String> {
-        fs::create_dir_all(dir).map_err(|err| {
-            format!(
-                "cannot create the capture directory {}: {err}",
-                dir.display()
-            )
-        })?;
+    ) -> Result<(Store, Vec<Summary>, Vec<String>), String> {
+        // Not for others to write in (files.rs says why).
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o750)
+            .create(dir)
+            .map_err(|err| {
+                format!(
+                    "cannot create the capture directory {}: {err}",
+                    dir.display()
+                )
+            })?;
         let store = Store {
             dir: dir.to_path_buf(),
             max_captures,
@@ -157,8 +165,8 @@ impl Store {
             }
         }
         // A probe write: a directory that cannot take a file is found now.
-        let probe = dir.join(".tmp-probe");
-        fs::write(&probe, b"").map_err(|err| {
+        let probe = dir.join(format!(".tmp-probe-{:016x}", sys::random_u64()));
+        files::create_new(&probe).map_err(|err| {
             format!(
                 "cannot write in the capture directory {}: {err}",
                 dir.display()
@@ -167,15 +175,18 @@ impl Store {
         let _ = fs::remove_file(probe);
         store.prune(None);
         let mut summaries = Vec::new();
+        let mut warnings: Vec<String> = files::loose_permissions(dir).into_iter().collect();
         for (id, _) in store.listing().into_iter().rev() {
-            let Ok(text) = fs::read_to_string(store.path_of(&id)) else {
-                continue;
-            };
-            if let Ok(capture) = serde_json::from_str::<Capture>(&text) {
-                summaries.push(capture.summary);
+            match files::read_text_bounded(&store.path_of(&id), Links::Refuse, max_bytes) {
+                Ok(text) => {
+                    if let Ok(capture) = serde_json::from_str::<Capture>(&text) {
+                        summaries.push(capture.summary);
+                    }
+                }
+                Err(why) => warnings.push(format!("a capture file is not read: {why}")),
             }
         }
-        Ok((store, summaries))
+        Ok((store, summaries, warnings))
     }
 
     fn path_of(&self, id: &str) -> PathBuf {
@@ -191,8 +202,9 @@ impl Store {
             .filter_map(|entry| {
                 let name = entry.file_name().to_string_lossy().into_owned();
                 let id = name.strip_suffix(".json")?.to_string();
-                let bytes = entry.metadata().ok()?.len();
-                valid_id(&id).then_some((id, bytes))
+                // Not followed: a link is not a capture, whatever its name.
+                let meta = entry.metadata().ok()?;
+                (valid_id(&id) && meta.is_file()).then_some((id, meta.len()))
             })
             .collect();
         files.sort();
@@ -217,9 +229,12 @@ impl Store {
             ));
         }
         let id = &capture.summary.id;
-        let tmp = self.dir.join(format!(".tmp-{id}"));
+        // Unpredictable and made new: nobody can have put a link there.
+        let tmp = self
+            .dir
+            .join(format!(".tmp-{id}-{:016x}", sys::random_u64()));
         let result = (|| -> std::io::Result<()> {
-            let mut file = fs::File::create(&tmp)?;
+            let mut file = files::create_new(&tmp)?;
             file.write_all(&json)?;
             file.sync_all()?;
             fs::rename(&tmp, self.path_of(id))?;
@@ -271,12 +286,18 @@ impl Store {
         self.path_of(id).exists()
     }
 
-    /// The stored JSON of capture `id`, if there is one.
-    pub fn read(dir: &Path, id: &str) -> Option<String> {
+    /// The stored JSON of capture `id` (None when there is none), read
+    /// as from a stranger: a regular file, not a link, at most
+    /// `max_bytes`; the error says what else is there.
+    pub fn read(dir: &Path, id: &str, max_bytes: u64) -> Result<Option<String>, String> {
         if !valid_id(id) {
-            return None;
+            return Ok(None);
         }
-        fs::read_to_string(dir.join(format!("{id}.json"))).ok()
+        let path = dir.join(format!("{id}.json"));
+        if fs::symlink_metadata(&path).is_err() {
+            return Ok(None);
+        }
+        files::read_text_bounded(&path, Links::Refuse, max_bytes).map(Some)
     }
 }
 
@@ -356,9 +377,47 @@ mod tests {
     }
 
     #[test]
+    fn a_link_or_a_forged_file_in_the_directory_is_not_served() {
+        let dir = tempfile::tempdir().unwrap();
+        let secret = dir.path().join("secret");
+        std::fs::write(&secret, "root:$6$...").unwrap();
+        let captures = dir.path().join("spikes");
+        let (store, _, warnings) = Store::open(&captures, 10, 1 << 20).unwrap();
+        assert!(warnings.is_empty(), "{warnings:?}");
+        std::os::unix::fs::symlink(&secret, captures.join("1795315538123-cpu1.json")).unwrap();
+        let err = Store::read(&captures, "1795315538123-cpu1", 1 << 20).unwrap_err();
+        assert!(err.contains("is a symbolic link"), "{err}");
+        assert!(
+            store.listing().is_empty(),
+            "a link is not listed as a capture"
+        );
+        // A file too large to be a capture is refused by its size.
+        std::fs::write(captures.join("1795315538124-cpu1.json"), vec![b' '; 2048]).unwrap();
+        let err = Store::read(&captures, "1795315538124-cpu1", 1024).unwrap_err();
+        assert!(err.contains("more than the 1024"), "{err}");
+        // Opened again: the open directory is said; the link is not read
+        // (nor is the oversized file, pruned by the byte budget).
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&captures, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let (_, summaries, warnings) = Store::open(&captures, 10, 1024).unwrap();
+        assert!(summaries.is_empty());
+        assert!(
+            warnings.iter().any(|w| w.contains("writable by everyone")),
+            "{warnings:?}"
+        );
+        // Temporary files are made new under an unpredictable name: a
+        // link planted at the old fixed name is left alone.
+        let planted = captures.join(".tmp-1795315538125-cpu1");
+        std::os::unix::fs::symlink(&secret, &planted).unwrap();
+        let (store, _, _) = Store::open(&captures, 10, 1 << 20).unwrap();
+        store.write(&capture(1_795_315_538_125, 1, 1)).unwrap();
+        assert_eq!(std::fs::read_to_string(&secret).unwrap(), "root:$6$...");
+    }
+
+    #[test]
     fn the_oldest_go_first_by_count_and_by_bytes() {
         let dir = tempfile::tempdir().unwrap();
-        let (store, old) = Store::open(dir.path(), 3, 1_000_000).unwrap();
+        let (store, old, _) = Store::open(dir.path(), 3, 1_000_000).unwrap();
         assert!(old.is_empty());
         for ms in 1..=5 {
             store.write(&capture(1_700_000_000_000 + ms, 0, 1)).unwrap();
@@ -373,12 +432,12 @@ mod tests {
             ]
         );
         // Reopened: the summaries, newest first.
-        let (_, summaries) = Store::open(dir.path(), 3, 1_000_000).unwrap();
+        let (_, summaries, _) = Store::open(dir.path(), 3, 1_000_000).unwrap();
         assert_eq!(summaries[0].id, "1700000000005-cpu0");
         assert_eq!(summaries.len(), 3);
         // A byte budget for two captures of ~1.3 KB keeps the newest two.
         let one = serde_json::to_vec(&capture(0, 0, 10)).unwrap().len() as u64;
-        let (store, _) = Store::open(dir.path(), 100, 2 * one + 10).unwrap();
+        let (store, _, _) = Store::open(dir.path(), 100, 2 * one + 10).unwrap();
         for ms in 10..14 {
             let written = store
                 .write(&capture(1_700_000_000_000 + ms, 1, 10))
@@ -401,13 +460,16 @@ mod tests {
             .write(&capture(1_700_000_000_100, 1, 100))
             .unwrap_err();
         assert!(err.contains("forensics.max_bytes"), "{err}");
-        assert!(Store::read(dir.path(), "1700000000100-cpu1").is_none());
+        assert_eq!(
+            Store::read(dir.path(), "1700000000100-cpu1", 1 << 20),
+            Ok(None)
+        );
     }
 
     #[test]
     fn new_maxima_are_evicted_before_threshold_captures_but_never_the_one_just_written() {
         let dir = tempfile::tempdir().unwrap();
-        let (store, _) = Store::open(dir.path(), 3, 1_000_000).unwrap();
+        let (store, _, _) = Store::open(dir.path(), 3, 1_000_000).unwrap();
         let new_max = |ms: u64| {
             let mut c = capture(1_700_000_000_000 + ms, 0, 1);
             c.summary.id = make_new_max_id((1_700_000_000_000 + ms) * 1_000_000, 0);
@@ -453,15 +515,17 @@ mod tests {
         fs::write(dir.path().join(".tmp-1700000000001-cpu0"), b"{\"id\": \"17").unwrap();
         // Not ours: left alone and not listed.
         fs::write(dir.path().join("notes.txt"), b"x").unwrap();
-        let (store, summaries) = Store::open(dir.path(), 10, 1_000_000).unwrap();
+        let (store, summaries, _) = Store::open(dir.path(), 10, 1_000_000).unwrap();
         assert!(summaries.is_empty());
         assert!(!dir.path().join(".tmp-1700000000001-cpu0").exists());
         assert!(dir.path().join("notes.txt").exists());
         store.write(&capture(1_700_000_000_002, 0, 2)).unwrap();
-        let text = Store::read(dir.path(), "1700000000002-cpu0").unwrap();
+        let text = Store::read(dir.path(), "1700000000002-cpu0", 1 << 20)
+            .unwrap()
+            .unwrap();
         let back: Capture = serde_json::from_str(&text).unwrap();
         assert_eq!(back, capture(1_700_000_000_002, 0, 2));
-        assert!(Store::read(dir.path(), "../notes").is_none());
+        assert_eq!(Store::read(dir.path(), "../notes", 1 << 20), Ok(None));
     }
 
     #[test]

@@ -24,8 +24,7 @@
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
-use hdrhistogram::Histogram;
-use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer};
+use hdrhistogram::serialization::{Serializer, V2DeflateSerializer};
 
 pub use super::gap::{Gap, GapReason};
 use super::seconds::{decimal_ns, seconds};
@@ -359,12 +358,7 @@ fn parse_entry(cpu: usize, rest: &str, pending: Option<Pending>) -> Result<Entry
     let length_ns =
         decimal_ns(length, NS_PER_SEC).ok_or_else(|| format!("bad interval length '{length}'"))?;
     let max_ns = decimal_ns(max, 1_000_000).ok_or_else(|| format!("bad maximum '{max}'"))?;
-    let bytes = STANDARD
-        .decode(payload.trim())
-        .map_err(|e| format!("the histogram is not base64: {e}"))?;
-    let hdr: Histogram<u64> = Deserializer::new()
-        .deserialize(&mut bytes.as_slice())
-        .map_err(|e| format!("the histogram cannot be decoded: {e:?}"))?;
+    let hdr = super::payload::decode(payload)?;
     let pending = pending.filter(|p| p.cpu == cpu);
     let fingerprint = pending.as_ref().and_then(|p| p.fingerprint.clone());
     let load = pending.as_ref().and_then(|p| p.load.clone());

@@ -12,6 +12,7 @@
 pub mod format;
 pub mod gap;
 pub mod keeper;
+mod payload;
 pub mod reader;
 mod seconds;
 pub mod writer;

@@ -7,12 +7,12 @@
 //! as torn. Neither stops the reading.
 
 use std::collections::BTreeMap;
-use std::fs::File;
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 
 use super::format::{Context, Entry, Gap, HostFacts, Line, LineParser};
 use super::writer::start_from_name;
+use crate::files::{self, Links};
 use crate::stats::LatencyStats;
 
 /// A time range, nanoseconds since the epoch, `from` included, `to` not.
@@ -149,7 +149,8 @@ fn read_file(
     visit: &mut impl FnMut(Entry),
     report: &mut ReadReport,
 ) -> Result<(), String> {
-    let file = File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+    let file = files::open_regular(path, Links::Refuse)
+        .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
     report.files += 1;
     let mut reader = BufReader::new(file);
     let mut parser = LineParser::default();
@@ -157,7 +158,8 @@ fn read_file(
     let mut number = 0;
     loop {
         buf.clear();
-        let n = reader
+        let n = (&mut reader)
+            .take(MAX_LINE_BYTES + 1)
             .read_until(b'\n', &mut buf)
             .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
         if n == 0 {
@@ -168,6 +170,17 @@ fn read_file(
             return Err(STOPPED.to_string());
         }
         let finished = buf.ends_with(b"\n");
+        if buf.len() as u64 > MAX_LINE_BYTES {
+            // Longer than any entry: skipped to its end, counted.
+            skip_line(&mut reader).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+            corrupt(
+                report,
+                path,
+                number,
+                format!("a line over {MAX_LINE_BYTES} bytes"),
+            );
+            continue;
+        }
         let line = String::from_utf8_lossy(&buf);
         match parser.line(&line) {
             Line::Entry(entry) => {
@@ -192,15 +205,42 @@ fn read_file(
                 }
             }
             Line::Corrupt(_) if !finished => report.torn.push(path.to_path_buf()),
-            Line::Corrupt(why) => {
-                report.corrupt += 1;
-                if report.corrupt_examples.len() < 3 {
-                    report
-                        .corrupt_examples
-                        .push(format!("{} line {number}: {why}", path.display()));
-                }
+            Line::Corrupt(why) => corrupt(report, path, number, why),
+        }
+    }
+}
+
+/// The longest line read: an entry of the widest histogram takes tens of
+/// kilobytes; a longer line (a forged or broken file) is not held whole.
+const MAX_LINE_BYTES: u64 = 1 << 20;
+
+/// Reads past the rest of a line.
+fn skip_line(reader: &mut impl BufRead) -> std::io::Result<()> {
+    loop {
+        let available = reader.fill_buf()?;
+        if available.is_empty() {
+            return Ok(());
+        }
+        match available.iter().position(|&b| b == b'\n') {
+            Some(at) => {
+                reader.consume(at + 1);
+                return Ok(());
+            }
+            None => {
+                let n = available.len();
+                reader.consume(n);
             }
         }
+    }
+}
+
+/// Counts a line that cannot be read, keeping the first few as examples.
+fn corrupt(report: &mut ReadReport, path: &Path, number: u64, why: String) {
+    report.corrupt += 1;
+    if report.corrupt_examples.len() < 3 {
+        report
+            .corrupt_examples
+            .push(format!("{} line {number}: {why}", path.display()));
     }
 }
 
@@ -210,7 +250,7 @@ fn read_file(
 pub fn last_host_facts(dir: &Path) -> Option<HostFacts> {
     let files = super::writer::list(dir).ok()?;
     for (path, _, _) in files.iter().rev() {
-        let Ok(file) = File::open(path) else {
+        let Ok(file) = files::open_regular(path, Links::Refuse) else {
             continue;
         };
         let mut parser = LineParser::default();
@@ -236,6 +276,11 @@ pub fn last_host_facts(dir: &Path) -> Option<HostFacts> {
 pub fn expand_inputs(inputs: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
     let mut files = Vec::new();
     for input in inputs {
+        // A file named on the command line is followed if it is a link,
+        // as a person named it; files in directories never are (the
+        // reader refuses links).
+        let input = &std::fs::canonicalize(input)
+            .map_err(|e| format!("cannot read {}: {e}", input.display()))?;
         if input.is_dir() {
             let listed = super::writer::list(input)
                 .map_err(|e| format!("cannot list {}: {e}", input.display()))?;

@@ -14,6 +14,7 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -91,8 +92,15 @@ pub fn list(dir: &Path) -> std::io::Result<Vec<(PathBuf, u64, u64)>> {
         let Some(start) = name.to_str().and_then(start_from_name) else {
             continue;
         };
-        let len = entry.metadata().map(|m| m.len()).unwrap_or(0);
-        files.push((entry.path(), start, len));
+        // Not followed: a link or anything but a regular file is not a
+        // record file, whatever its name.
+        let Ok(meta) = entry.metadata() else {
+            continue;
+        };
+        if !meta.is_file() {
+            continue;
+        }
+        files.push((entry.path(), start, meta.len()));
     }
     files.sort_by(|a, b| a.0.cmp(&b.0));
     Ok(files)
@@ -209,7 +217,10 @@ impl LogWriter {
     fn open_new(&self, start_ns: u64, day: u64) -> Result<Open, String> {
         let path = match &self.target {
             Target::Dir(s) => {
-                fs::create_dir_all(&s.dir)
+                std::fs::DirBuilder::new()
+                    .recursive(true)
+                    .mode(0o750)
+                    .create(&s.dir)
                     .map_err(|e| format!("cannot create {}: {e}", s.dir.display()))?;
                 let mut path = s.dir.join(file_name(start_ns));
                 // Two starts in one millisecond: the later one waits its turn.
@@ -222,15 +233,17 @@ impl LogWriter {
             }
             Target::File(path) => path.clone(),
         };
-        let mut options = OpenOptions::new();
-        options.write(true).create(true);
-        match self.target {
-            Target::Dir(_) => options.append(true),
-            Target::File(_) => options.truncate(true),
+        // The daemon's files are created new, never through a link; the
+        // one file a person named for `measure --log` is theirs to name.
+        let opened = match self.target {
+            Target::Dir(_) => crate::files::create_new(&path),
+            Target::File(_) => OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .open(&path),
         };
-        let mut file = options
-            .open(&path)
-            .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+        let mut file = opened.map_err(|e| format!("cannot open {}: {e}", path.display()))?;
         let head = header(start_ns, self.context.as_ref());
         if let Err(err) = file
             .write_all(head.as_bytes())

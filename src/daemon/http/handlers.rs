@@ -318,7 +318,8 @@ pub(super) async fn spike_one(
     let text = app
         .work
         .heavy("the capture", move |_| journal.capture_json(&lookup))
-        .await?;
+        .await?
+        .map_err(ApiError::Internal)?;
     match text {
         Some(text) => Ok(([(header::CONTENT_TYPE, "application/json")], text).into_response()),
         None => Err(ApiError::NotFound(no_capture(&id))),
@@ -378,6 +379,7 @@ pub(super) async fn spike_page(State(app): State<AppState>, Path(id): Path<Strin
         .heavy("the capture", move |_| {
             let text = journal
                 .capture_json(&id)
+                .map_err(|why| (StatusCode::INTERNAL_SERVER_ERROR, why))?
                 .ok_or_else(|| (StatusCode::NOT_FOUND, no_capture(&id)))?;
             let capture = serde_json::from_str::<forensics::Capture>(&text).map_err(|e| {
                 (

@@ -134,6 +134,12 @@ pub const FAMILIES: &[(&str, &str, MetricType, &[&str])] = &[
         &["cpu", "capture"],
     ),
     (
+        "latencyd_forensics_escalated_captures_total",
+        "Captures made past the rate limits (forensics.per_cpu_interval, forensics.max_per_minute) because the wake-up was at least 1.5 times as late as every capture of its CPU within forensics.per_cpu_interval: the worst spike always gets its capture. Also counted in latencyd_forensics_captures_total.",
+        MetricType::COUNTER,
+        &["cpu"],
+    ),
+    (
         "latencyd_forensics_spikes_uncaptured_total",
         "Wake-ups over forensics.threshold not captured, by CPU and reason: rate_limited (forensics.per_cpu_interval, forensics.max_per_minute), busy (the recorder's queue was full), failed (reading the trace or writing the capture failed; /api/v1/status says why).",
         MetricType::COUNTER,

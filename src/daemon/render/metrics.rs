@@ -243,6 +243,11 @@ pub fn families_but(state: &MonitorState, now: Now, skip: &[&str]) -> Vec<Metric
                     gauge(labels, 1.0)
                 })
                 .collect(),
+            "latencyd_forensics_escalated_captures_total" => forensics
+                .escalated
+                .iter()
+                .map(|(c, n)| counter(cpu(*c), *n as f64))
+                .collect(),
             "latencyd_forensics_spikes_uncaptured_total" => forensics
                 .uncaptured
                 .iter()

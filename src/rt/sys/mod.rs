@@ -290,6 +290,21 @@ pub fn lock_all_memory() -> io::Result<()> {
     }
 }
 
+/// 64 random bits from the kernel (`getrandom`), for names others must not
+/// guess (a temporary file's); falls back to the clock's nanoseconds
+/// where the call is refused.
+pub fn random_u64() -> u64 {
+    let mut bytes = [0u8; 8];
+    // SAFETY: the buffer is valid for its length; flags 0 blocks only
+    // until the kernel's pool is first initialised.
+    let n = unsafe { libc::getrandom(bytes.as_mut_ptr().cast(), bytes.len(), 0) };
+    if n == bytes.len() as isize {
+        u64::from_ne_bytes(bytes)
+    } else {
+        monotonic_now_ns() ^ u64::from(std::process::id()).rotate_left(32)
+    }
+}
+
 /// Gives the heap's free memory back to the kernel (glibc's
 /// `malloc_trim`): after a burst of large, short-lived allocations (a
 /// range read of the record, a plot), freed memory would otherwise stay
