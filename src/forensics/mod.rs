@@ -5,7 +5,8 @@
 //! recent scheduling, interrupt and timer events of every measured CPU.
 //! When the consumer (the daemon's collector, `measure`'s drain loop)
 //! sees an interval whose maximum is over the threshold, it hands the
-//! spike to the recorder thread (`recorder`) without waiting; the thread,
+//! spike to the recorder thread (`recorder`, its loop in `worker`)
+//! without waiting; the thread,
 //! within its rate limits (`limits`), reads that CPU's events from the missed deadline to the wake-up
 //! (`events`), splits the latency into what ran (`attribution`) and names
 //! its main cause (`verdict`), adds
@@ -25,6 +26,7 @@ pub mod store;
 pub mod timeline;
 pub mod tracefs;
 pub mod verdict;
+mod worker;
 
 pub use attribution::{CAUSE_KINDS, Cause};
 pub use journal::{Journal, JournalData, Settings, Spike, Trigger, UNCAPTURED_REASONS};

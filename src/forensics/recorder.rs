@@ -1,5 +1,6 @@
-//! The recorder thread: takes spike notices, captures within the rate
-//! limits, keeps the journal that the daemon serves and `measure` prints.
+//! The recorder: its handle, which starts the thread (its loop in
+//! `worker.rs`), hands it spike notices without waiting, and holds the
+//! journal the daemon serves and `measure` prints.
 //!
 //! It is an ordinary thread (not the exporter's runtime, not a sampler):
 //! reading a CPU's ring buffer takes tens of milliseconds of system time,
@@ -10,33 +11,16 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError, sync_channel};
+use std::sync::mpsc::{SyncSender, TrySendError, sync_channel};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use super::attribution::Attributor;
-use super::journal::{Journal, JournalData, Settings, Spike, Trigger};
-use super::limits::{Admission, RateLimits};
+use super::journal::{Journal, JournalData, Settings, Spike};
+use super::limits::RateLimits;
 use super::noise::{SmiCounters, StealHistory};
-use super::store::{Capture, Store, Summary, make_id, make_new_max_id, next_id};
-use super::tracefs::{self, Capability, Instance};
-use super::verdict::verdict;
-use crate::calendar::format_rfc3339_ms;
-use crate::rt::sys;
-use crate::units::NS_PER_SEC;
-
-enum Message {
-    Spike(Spike),
-    /// The CPUs measured from now on (one came online and was added).
-    SetCpus(Vec<usize>),
-    /// A capture made elsewhere (the observer's, of a workload task),
-    /// kept within the same limits.
-    Made(Box<Capture>),
-    /// Answered once every message before it is handled.
-    Flush(SyncSender<()>),
-    Stop,
-}
+use super::store::{Capture, Store};
+use super::tracefs::{self, Capability};
+use super::worker::{Message, Worker};
 
 /// The running recorder (or the reason there is none).
 pub struct Recorder {
@@ -47,12 +31,6 @@ pub struct Recorder {
 
 /// How many notices may wait for the recorder.
 const QUEUE: usize = 64;
-/// How often the steal counters are read.
-const TICK: Duration = Duration::from_millis(100);
-/// How often the instance's settings are read back: the collector's tick,
-/// so that a change behind latencyd's back is found within one.
-const CHECK_EVERY_NS: u64 = 200 * crate::units::NS_PER_MS;
-
 impl Recorder {
     /// Forensics off: the journal says so.
     pub fn disabled() -> Recorder {
@@ -252,255 +230,5 @@ impl Recorder {
 impl Drop for Recorder {
     fn drop(&mut self) {
         self.stop();
-    }
-}
-
-struct Worker {
-    settings: Settings,
-    /// The tracefs mount and the CPUs, to set the instance up again.
-    root: std::path::PathBuf,
-    cpus: Vec<usize>,
-    /// None while it is broken and could not be made again.
-    instance: Option<Instance>,
-    store: Option<Store>,
-    steal: StealHistory,
-    smi: Option<SmiCounters>,
-    /// Each CPU's last SMI reading: (monotonic ns, count).
-    smi_last: BTreeMap<usize, (u64, u64)>,
-    journal: Arc<Journal>,
-    limits: RateLimits,
-}
-
-impl Worker {
-    fn run(&mut self, receiver: Receiver<Message>) {
-        let mut next_smi = 0;
-        let mut next_check = 0;
-        loop {
-            let now = sys::monotonic_now_ns();
-            self.steal.sample(now);
-            if now >= next_smi {
-                self.read_smi(now);
-                next_smi = now + NS_PER_SEC;
-            }
-            if now >= next_check {
-                self.check_instance();
-                next_check = now + CHECK_EVERY_NS;
-            }
-            match receiver.recv_timeout(TICK) {
-                Ok(Message::Spike(spike)) => self.handle(spike),
-                Ok(Message::Made(capture)) => {
-                    let summary = &capture.summary;
-                    let (cpu, at, latency) =
-                        (summary.cpu, summary.wakeup_mono_ns, summary.latency_ns);
-                    if self.within_limits(cpu, at, latency, Trigger::Threshold) {
-                        self.keep(*capture);
-                    }
-                }
-                Ok(Message::SetCpus(cpus)) => self.set_cpus(cpus),
-                Ok(Message::Flush(ack)) => {
-                    let _ = ack.send(());
-                }
-                Ok(Message::Stop) | Err(RecvTimeoutError::Disconnected) => return,
-                Err(RecvTimeoutError::Timeout) => {}
-            }
-        }
-    }
-
-    fn set_cpus(&mut self, cpus: Vec<usize>) {
-        if let Some(instance) = &self.instance
-            && let Err(err) = instance.write("tracing_cpumask", &tracefs::cpumask(&cpus))
-        {
-            self.journal.lock().notice(err);
-        }
-        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-        self.smi = SmiCounters::open(Path::new("/dev/cpu"), &cpuinfo, &cpus).0;
-        self.cpus = cpus;
-    }
-
-    /// Reads the instance back (see `tracefs::keep_up`).
-    fn check_instance(&mut self) {
-        let settings = (
-            self.root.as_path(),
-            self.settings.buffer_size_kb,
-            &self.cpus[..],
-        );
-        tracefs::keep_up(&mut self.instance, settings, &self.journal);
-    }
-
-    fn read_smi(&mut self, now: u64) {
-        let Some(smi) = &self.smi else {
-            return;
-        };
-        let readings = smi.read();
-        let mut journal = self.journal.lock();
-        for (cpu, count) in readings {
-            if let Some(count) = count {
-                journal.smi.insert(cpu, count);
-                self.smi_last.insert(cpu, (now, count));
-            }
-        }
-    }
-
-    fn count_uncaptured(&self, cpu: usize, reason: &'static str) {
-        *self
-            .journal
-            .lock()
-            .uncaptured
-            .entry((cpu, reason))
-            .or_default() += 1;
-    }
-
-    /// Whether a capture is within the rate limits (or escalates past
-    /// them), else counts it rate-limited.
-    fn within_limits(
-        &mut self,
-        cpu: usize,
-        wakeup_ns: u64,
-        latency_ns: u64,
-        trigger: Trigger,
-    ) -> bool {
-        match self.limits.admit(cpu, wakeup_ns, latency_ns, trigger) {
-            Admission::Within => true,
-            Admission::Escalated => {
-                *self.journal.lock().escalated.entry(cpu).or_default() += 1;
-                true
-            }
-            Admission::Refused => {
-                self.count_uncaptured(cpu, "rate_limited");
-                false
-            }
-        }
-    }
-
-    fn handle(&mut self, spike: Spike) {
-        if self.instance.is_none() {
-            self.count_uncaptured(spike.cpu, "failed");
-            return;
-        }
-        if !self.within_limits(spike.cpu, spike.wakeup_ns, spike.latency_ns, spike.trigger) {
-            return;
-        }
-        match self.capture(spike) {
-            Ok(capture) => self.keep(capture),
-            Err(reason) => {
-                self.count_uncaptured(spike.cpu, "failed");
-                self.journal.lock().reason = Some(reason);
-            }
-        }
-    }
-
-    fn capture(&mut self, spike: Spike) -> Result<Capture, String> {
-        let deadline = spike.wakeup_ns.saturating_sub(spike.latency_ns);
-        let mut attributor = Attributor::new(deadline, spike.wakeup_ns, spike.sampler_tid);
-        let instance = self
-            .instance
-            .as_ref()
-            .ok_or_else(|| "the tracefs instance is not set up".to_string())?;
-        tracefs::read_into(instance, spike.cpu, &mut attributor)?;
-        let now = sys::monotonic_now_ns();
-        self.steal.sample(now);
-        let steal_ns = self.steal.between(spike.cpu, deadline, spike.wakeup_ns);
-        let smi_count = self.smi_since(spike.cpu, deadline, now);
-        let mut found = attributor.finish(steal_ns);
-        for cause in &mut found.causes {
-            if cause.kind == "task" {
-                cause.policy = cause
-                    .pid
-                    .and_then(sys::thread_policy_name)
-                    .map(str::to_string);
-            }
-        }
-        let wall_now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as u64);
-        let at_unix = wall_now.saturating_sub(now.saturating_sub(spike.wakeup_ns));
-        let summary = Summary {
-            id: match spike.trigger {
-                Trigger::Threshold => make_id(at_unix, spike.cpu),
-                Trigger::NewMax => make_new_max_id(at_unix, spike.cpu),
-            },
-            trigger: spike.trigger.name().to_string(),
-            cpu: spike.cpu,
-            at: format_rfc3339_ms(at_unix),
-            latency_ns: spike.latency_ns,
-            deadline_mono_ns: deadline,
-            wakeup_mono_ns: spike.wakeup_ns,
-            sampler_tid: spike.sampler_tid,
-            task: None,
-            verdict: verdict(spike.cpu, spike.latency_ns, &found.causes),
-            causes: found.causes,
-            timer_late_ns: found.timer_late_ns,
-            complete: found.gaps.is_empty(),
-            gaps: found.gaps,
-            steal_ns,
-            smi_count,
-            events_omitted: found.events_omitted,
-        };
-        Ok(Capture {
-            summary,
-            events: found.events,
-        })
-    }
-
-    /// SMIs on `cpu` since its last reading before `deadline`, read now.
-    fn smi_since(&mut self, cpu: usize, deadline: u64, now: u64) -> Option<u64> {
-        let (at, before) = *self.smi_last.get(&cpu)?;
-        if at > deadline {
-            return None;
-        }
-        self.read_smi(now);
-        let (_, after) = *self.smi_last.get(&cpu)?;
-        Some(after.wrapping_sub(before) & 0xffff_ffff)
-    }
-
-    fn keep(&mut self, mut capture: Capture) {
-        // Two captures of one CPU in one millisecond (the observer's view
-        // of a wake-up beside the recorder's own) must not share an id:
-        // the later one moves to the next free millisecond.
-        for _ in 0..1000 {
-            let id = &capture.summary.id;
-            let taken = self.store.as_ref().is_some_and(|store| store.has(id))
-                || self.journal.lock().recent.iter().any(|s| &s.id == id);
-            match (taken, next_id(id)) {
-                (true, Some(next)) => capture.summary.id = next,
-                _ => break,
-            }
-        }
-        let written = self
-            .store
-            .as_ref()
-            .map(|store| (store.write(&capture), store.bytes()));
-        let mut journal = self.journal.lock();
-        match written {
-            Some((Err(reason), _)) => {
-                *journal
-                    .uncaptured
-                    .entry((capture.summary.cpu, "failed"))
-                    .or_default() += 1;
-                journal.reason = Some(reason);
-                return;
-            }
-            Some((Ok(written), bytes)) => {
-                journal.recent.retain(|s| !written.removed.contains(&s.id));
-                journal.disk_bytes = bytes;
-            }
-            None => {
-                journal.in_memory.push_front(capture.clone());
-                journal.in_memory.truncate(self.settings.max_captures);
-            }
-        }
-        let kind = capture
-            .summary
-            .causes
-            .first()
-            .map_or("unaccounted", |c| c.kind.as_str())
-            .to_string();
-        *journal
-            .captured
-            .entry((capture.summary.cpu, kind))
-            .or_default() += 1;
-        journal.reason = None;
-        journal.recent.push_front(capture.summary);
-        journal.recent.truncate(self.settings.max_captures);
     }
 }
