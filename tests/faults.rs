@@ -221,4 +221,58 @@ mod with_faults {
         assert!(log.contains("CPU 0 went offline"), "{log}");
         assert!(log.contains("CPU 0 is back online"), "{log}");
     }
+
+    /// A reload whose check panics (made to, here) is refused and counted
+    /// as refused, the running configuration untouched; a start whose
+    /// check panics exits 78 instead of 101.
+    #[test]
+    fn a_configuration_check_that_panics_is_a_refusal_not_a_crash() {
+        let dir = tempfile::tempdir().unwrap();
+        let flag = dir.path().join("panic-now");
+        let mut cmd = run_with_faults(dir.path(), "");
+        cmd.env("FAULT_INJECTION_LATENCYD_CHECK_PANICS", &flag);
+        let mut daemon = Daemon::start(&mut cmd);
+        std::fs::write(&flag, "").unwrap();
+        daemon.signal(libc::SIGHUP);
+        wait_until(
+            "the reload to be refused",
+            Duration::from_millis(50),
+            Duration::from_secs(5),
+            || daemon.log_text().contains("configuration reload refused"),
+        );
+        let (_, scrape) = daemon.get("/metrics");
+        assert_eq!(
+            metric_value(&scrape, "latencyd_config_reload_failures_total"),
+            Some(1.0),
+            "counted as refused"
+        );
+        assert_eq!(
+            metric_value(&scrape, "latencyd_config_last_reload_successful"),
+            Some(0.0)
+        );
+        std::fs::remove_file(&flag).unwrap();
+        daemon.signal(libc::SIGHUP);
+        wait_until(
+            "a good reload",
+            Duration::from_millis(50),
+            Duration::from_secs(5),
+            || {
+                metric_value(
+                    &daemon.get("/metrics").1,
+                    "latencyd_config_last_reload_successful",
+                ) == Some(1.0)
+            },
+        );
+        daemon.signal(libc::SIGTERM);
+        let (exit, log) = daemon.wait_with_log();
+        assert!(exit.success(), "{log:?}");
+        // At start: exit 78, the configuration named as unchecked.
+        std::fs::write(&flag, "").unwrap();
+        let output = run_with_faults(dir.path(), "")
+            .env("FAULT_INJECTION_LATENCYD_CHECK_PANICS", &flag)
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(78), "{}", stderr_of(&output));
+        assert!(stderr_of(&output).contains("checking it failed inside latencyd"));
+    }
 }

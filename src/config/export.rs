@@ -24,6 +24,44 @@ const MAX_CONNECTIONS_LIMIT: i64 = 65_536;
 /// indistinguishable from an attack.
 const MAX_HTTP_TIMEOUT_NS: u64 = 300 * NS_PER_SEC;
 
+/// The daemon's own routes, which the metrics' path may not take: these
+/// paths, and everything under those ending in '/' but the root (kept in
+/// step with the router's by `tests/daemon_http.rs`).
+pub const OWN_ROUTES: &[&str] = &[
+    "/",
+    "/plot.svg",
+    "/healthz",
+    "/livez",
+    "/runbooks",
+    "/spikes",
+    "/spikes/",
+    "/api",
+    "/api/",
+];
+
+/// Whether `path` can serve the metrics: a path the router takes without
+/// a second thought, and none of latencyd's own.
+pub fn check_telemetry_path(path: &str) -> Result<(), String> {
+    let plain = |c: char| c.is_ascii_alphanumeric() || matches!(c, '/' | '-' | '_' | '.' | '~');
+    if !path.starts_with('/') || path.len() < 2 || !path.chars().all(plain) || path.contains("//") {
+        return Err(
+            "must be a path such as \"/metrics\": a '/' then letters, digits and - _ . ~ /, \
+             no empty segment"
+                .to_string(),
+        );
+    }
+    let taken = OWN_ROUTES.iter().any(|route| {
+        path == *route || (route.len() > 1 && route.ends_with('/') && path.starts_with(route))
+    });
+    if taken {
+        return Err(format!(
+            "{path} is one of latencyd's own routes ({}); choose another",
+            OWN_ROUTES.join(", ")
+        ));
+    }
+    Ok(())
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExportConfig {
     /// Where to serve, one listener each (`[::]` is dual-stack, and falls
@@ -132,19 +170,7 @@ impl ExportConfig {
             || "/metrics".to_string(),
             |v| {
                 let path = as_string(v)?;
-                let taken = ["/", "/plot.svg", "/healthz", "/api"];
-                if !path.starts_with('/') || path.len() < 2 || path.contains(['?', '#', ' ', '{', '}']) {
-                    Err("must be a path such as \"/metrics\": a '/' then characters other than \
-                         '?', '#', spaces and braces"
-                        .to_string())
-                } else if taken.contains(&path.as_str()) || path.starts_with("/api/") {
-                    Err(format!(
-                        "{path} is one of latencyd's own routes (/, /plot.svg, /healthz, /api/...); \
-                         choose another"
-                    ))
-                } else {
-                    Ok(path)
-                }
+                check_telemetry_path(&path).map(|()| path)
             },
             |p| quoted(p),
         )?;

@@ -22,10 +22,11 @@
 //! - `gaps`: stalls and offline stretches, said, counted, recorded.
 //! - `observe`: starting the observer of CPUs without a sampler.
 //! - `load`: the scheduled load windows (`[load]`).
-//! - `reload`: SIGHUP.
+//! - `reload`: SIGHUP; `check`: what a configuration passes before use.
 //! - `state`, `render`, `http`: what is known, how it is shown, how it is
 //!   served. `logging`, `notify`: tracing and sd_notify.
 
+mod check;
 mod collector;
 mod cpu_watch;
 mod error;

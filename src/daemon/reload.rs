@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use tracing::{error, info, warn};
 
 use super::http::SharedSecurity;
-use super::http::webconfig::{self, Security};
+use super::http::webconfig::Security;
 use super::logging;
 use super::notify;
 use super::render::status_line;
@@ -43,16 +43,20 @@ impl Reload {
         let sources = self.sources.clone();
         let loaded = tokio::task::spawn_blocking(move || -> Result<_, ConfigError> {
             let new = Config::load(&sources)?;
-            new.check_against(&host)?;
-            let web = webconfig::for_config(&new)?;
+            let web = super::check::check_whole(&new, &host)?;
             Ok((new, web))
         })
         .await;
         let lines = match loaded {
             Ok(loaded) => self.apply(state, loaded),
-            Err(err) => vec![Line::Error(format!(
-                "configuration reload failed: {err}; still running on the previous configuration"
-            ))],
+            Err(err) => {
+                // The load itself failed inside latencyd: refused, counted.
+                lock(state).reload.refused();
+                vec![Line::Error(format!(
+                    "configuration reload refused, still running on the previous \
+                     configuration: reading it failed inside latencyd ({err})"
+                ))]
+            }
         };
         for line in lines {
             match line {

@@ -15,7 +15,7 @@ use super::cpu_watch::CpuWatch;
 use super::error::StartupError;
 use super::event_loop::{self, Signals};
 use super::host_watch;
-use super::http::webconfig::{self, Security};
+use super::http::webconfig::Security;
 use super::http::{self, server};
 use super::logging;
 use super::notify;
@@ -62,8 +62,7 @@ pub fn check_config(file: &std::path::Path) -> ExitCode {
         flags: vec![],
     };
     let checked = Config::load(&sources).and_then(|config| {
-        config.check_against(&HostInfo::detect())?;
-        webconfig::for_config(&config)?;
+        super::check::check_whole(&config, &HostInfo::detect())?;
         Ok(config)
     });
     match checked {
@@ -86,8 +85,7 @@ fn run(args: &RunArgs) -> Result<ExitCode, StartupError> {
     };
     let config = Config::load(&sources)?;
     let host = HostInfo::detect();
-    config.check_against(&host)?;
-    let security = webconfig::for_config(&config)?;
+    let security = super::check::check_whole(&config, &host)?;
     // Bound before any thread starts, so a port in use fails like any other
     // configuration error.
     let mut listeners = Vec::new();

@@ -23,10 +23,27 @@ pub fn read_input(text: &str) -> Result<PlotData, PlotError> {
     }
 }
 
+/// The longest latency a plot takes, in µs: an hour. A larger one (or a
+/// bin count past 2^53, where counts stop being exact) is no measurement
+/// but a broken or forged file: an error, not a plot that never ends
+/// (a maximum of 1.5e308 once made one spin for ever).
+pub const MAX_LATENCY_US: f64 = 3_600e6;
+
 fn number(value: &Value, what: &str) -> Result<f64, PlotError> {
     value
         .as_f64()
         .ok_or_else(|| input(format!("{what} is not a number")))
+}
+
+/// A latency of `what`, in µs, within what a plot takes.
+fn latency_us(value: f64, what: &str) -> Result<f64, PlotError> {
+    if value.is_finite() && (0.0..=MAX_LATENCY_US).contains(&value) {
+        Ok(value)
+    } else {
+        Err(input(format!(
+            "{what} is {value} µs: not a latency latencyd plots (0 to an hour)"
+        )))
+    }
 }
 
 /// Histogram bins keyed by latency ("3": 220, …) in `unit_ns`, as µs bins.
@@ -43,9 +60,21 @@ fn bins(histogram: &Value, unit_ns: f64, what: &str) -> Result<Vec<(u64, u64)>, 
         })?;
         let count = count
             .as_u64()
+            .filter(|&n| n < 1 << 53)
             .ok_or_else(|| input(format!("{what}.histogram[{key}] is not a count")))?;
-        *out.entry((latency as f64 * unit_ns / 1_000.0) as u64)
-            .or_insert(0) += count;
+        let us = latency_us(
+            latency as f64 * unit_ns / 1_000.0,
+            &format!("{what}'s bin {key}"),
+        )?;
+        let bin = out.entry(us as u64).or_insert(0u64);
+        *bin = bin
+            .checked_add(count)
+            .filter(|&n| n < 1 << 53)
+            .ok_or_else(|| {
+                input(format!(
+                    "{what}.histogram holds more samples than a plot counts"
+                ))
+            })?;
     }
     Ok(out.into_iter().collect())
 }
@@ -85,7 +114,10 @@ fn from_cyclictest_json(json: &Value) -> Result<PlotData, PlotError> {
                 "{what} has samples but no histogram: record one with -h (cyclictest or latencyd measure)"
             )));
         }
-        let max_us = number(&thread["max"], &format!("{what}.max"))? * unit_ns / 1_000.0;
+        let max_us = latency_us(
+            number(&thread["max"], &format!("{what}.max"))? * unit_ns / 1_000.0,
+            &format!("{what}.max"),
+        )?;
         series.push(CpuSeries {
             label: format!("CPU {cpu}"),
             bins_us,
@@ -114,13 +146,21 @@ fn from_jitterdebugger(json: &Value) -> Result<PlotData, PlotError> {
     // Results files since version 3 say their unit; older ones are in µs.
     let sysinfo = &json["sysinfo"];
     let unit_ns = sysinfo["resolution_in_ns"].as_f64().unwrap_or(1_000.0);
+    if !(unit_ns.is_finite() && unit_ns > 0.0 && unit_ns <= 1e9) {
+        return Err(input(format!(
+            "sysinfo.resolution_in_ns is {unit_ns}: not a unit (1 ns to 1 s)"
+        )));
+    }
     let mut series = Vec::new();
     for (cpu, data) in ordered {
         let what = format!("cpu.{cpu}");
         series.push(CpuSeries {
             label: format!("CPU {cpu}"),
             bins_us: bins(&data["histogram"], unit_ns, &what)?,
-            max_us: number(&data["max"], &format!("{what}.max"))? * unit_ns / 1_000.0,
+            max_us: latency_us(
+                number(&data["max"], &format!("{what}.max"))? * unit_ns / 1_000.0,
+                &format!("{what}.max"),
+            )?,
         });
     }
     Ok(PlotData {
@@ -132,4 +172,36 @@ fn from_jitterdebugger(json: &Value) -> Result<PlotData, PlotError> {
         ),
         series,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn thread(max: &str, bin: &str, count: &str) -> String {
+        format!(
+            "{{\"thread\": {{\"0\": {{\"histogram\": {{\"{bin}\": {count}}}, \"cycles\": 5, \
+             \"min\": 10, \"max\": {max}, \"avg\": 10.0, \"cpu\": 0}}}}}}"
+        )
+    }
+
+    #[test]
+    fn absurd_latencies_and_counts_are_errors_not_endless_plots() {
+        assert!(read_input(&thread("20", "10", "5")).is_ok());
+        for (max, bin, count, said) in [
+            ("1.5e308", "10", "5", "thread.0.max"),
+            ("-1", "10", "5", "thread.0.max"),
+            ("20", "18446744073709551615", "5", "bin 18446744073709551615"),
+            ("20", "10", "18446744073709551615", "not a count"),
+        ] {
+            let err = match read_input(&thread(max, bin, count)) {
+                Err(PlotError::Input(err)) => err,
+                other => panic!("{max} {bin} {count}: {other:?}"),
+            };
+            assert!(err.contains(said), "{err}");
+        }
+        let jd = "{\"cpu\": {\"0\": {\"histogram\": {\"3\": 1}, \"max\": 3}}, \
+                  \"sysinfo\": {\"resolution_in_ns\": 0}}";
+        assert!(read_input(jd).is_err(), "a zero unit");
+    }
 }

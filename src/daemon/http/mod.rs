@@ -213,6 +213,29 @@ pub fn router(app: AppState) -> Router {
         .with_state(app)
 }
 
+/// Whether the router can be built with the metrics at `telemetry_path`
+/// (axum refuses a path that collides with another route, or that it
+/// reads as a parameter, by panicking): tried on a router of the same
+/// routes, the panic caught and said.
+pub fn check_routes(telemetry_path: &str) -> Result<(), String> {
+    let built = std::panic::catch_unwind(|| {
+        let mut router = Router::<()>::new().route(telemetry_path, get(|| async {}));
+        // The metrics' own route is where the configuration puts it.
+        for route in ROUTES.iter().filter(|r| **r != "/metrics") {
+            router = router.route(route, get(|| async {}));
+        }
+        drop(router);
+    });
+    built.map_err(|panic| {
+        let why = panic
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| panic.downcast_ref::<&str>().copied())
+            .unwrap_or("the router refused it");
+        format!("{telemetry_path} cannot be served beside latencyd's own routes: {why}")
+    })
+}
+
 /// The liveness probe's path, the one served without credentials: it says
 /// only that the exporter answers, as Kubernetes' own components leave
 /// `/livez` open to their probes.

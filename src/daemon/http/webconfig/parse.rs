@@ -230,7 +230,18 @@ pub(super) fn bcrypt_cost(hash: &str) -> Result<u32, String> {
             .to_string()
     };
     let bytes = hash.as_bytes();
-    if bytes.len() != 60 || !matches!(&hash[..4], "$2y$" | "$2b$" | "$2a$") || bytes[6] != b'$' {
+    // Cut by byte position below: only ASCII can be cut anywhere (a
+    // 60-byte hash with a multi-byte character panicked here).
+    if bytes.len() != 60
+        || !hash.is_ascii()
+        || !matches!(&hash[..4], "$2y$" | "$2b$" | "$2a$")
+        || bytes[6] != b'$'
+    {
+        return Err(not_bcrypt());
+    }
+    // What bcrypt itself would refuse later: its own alphabet only.
+    let alphabet = |b: &u8| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'/');
+    if !bytes[7..].iter().all(alphabet) {
         return Err(not_bcrypt());
     }
     let cost: u32 = hash[4..6].parse().map_err(|_| not_bcrypt())?;
@@ -245,6 +256,22 @@ mod tests {
     use super::*;
 
     const HASH: &str = "$2y$04$GaaVZTkHhvmuAuAjJFV0GOqdYh8I6YyHjAsOc4ac52rxFDRhkhFDq";
+
+    #[test]
+    fn a_hash_of_the_right_length_but_not_ascii_is_refused_not_a_panic() {
+        assert_eq!(bcrypt_cost(HASH), Ok(4));
+        // 60 bytes: 58 ASCII and one two-byte character at byte 4..6.
+        let forged = format!("$2y\u{e9}{}", &HASH[5..]);
+        assert_eq!(forged.len(), 60);
+        assert!(bcrypt_cost(&forged).is_err());
+        let forged = format!("{}\u{e9}", &HASH[..58]);
+        assert_eq!(forged.len(), 60);
+        assert!(bcrypt_cost(&forged).is_err());
+        assert!(
+            bcrypt_cost(&format!("{}!", &HASH[..59])).is_err(),
+            "outside bcrypt's alphabet"
+        );
+    }
 
     fn parse_here(text: &str) -> Result<WebConfig, String> {
         parse(text, Path::new("/etc/latencyd"))
