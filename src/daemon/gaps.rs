@@ -25,7 +25,8 @@ use crate::units::format_duration_ns;
 struct Scan {
     cpu: usize,
     age_ns: u64,
-    job: JoinHandle<Vec<Runnable>>,
+    /// The runnable tasks, and whether /proc shows other users' processes.
+    job: JoinHandle<(Vec<Runnable>, bool)>,
 }
 
 /// The stretches without samples going on now, by CPU (their start in
@@ -84,7 +85,10 @@ impl GapWatch {
                             cpu,
                             age_ns,
                             job: tokio::task::spawn_blocking(move || {
-                                runnable_on(Path::new("/proc"), cpu, skip)
+                                let proc = Path::new("/proc");
+                                // PID 1 is another user's: hidden under
+                                // systemd's ProtectProc=invisible.
+                                (runnable_on(proc, cpu, skip), proc.join("1/stat").exists())
                             }),
                         });
                     }
@@ -121,7 +125,7 @@ impl GapWatch {
         self.scans = waiting;
         for scan in done {
             // A finished task's result is ready: this await does not wait.
-            let runnable = scan.job.await.unwrap_or_default();
+            let (runnable, sees_others) = scan.job.await.unwrap_or_default();
             let held_by = runnable.first().map(Runnable::describe);
             let threshold = lock(state).config.measure.stall_threshold_ns;
             if let Some(held_by) = &held_by
@@ -136,11 +140,17 @@ impl GapWatch {
                 scan.cpu,
                 format_duration_ns(round_ms(scan.age_ns)),
                 format_duration_ns(threshold),
-                held_by.map_or_else(
-                    || "no other runnable task found on it (the host may not run this CPU)"
+                match held_by {
+                    Some(task) => format!("held by {task}"),
+                    None if sees_others => {
+                        "no other runnable task found on it (the host may not run this CPU)"
+                            .to_string()
+                    }
+                    None => "what held it is unknown: /proc shows no other user's processes \
+                             here (systemd's ProtectProc=invisible; the observer's drop-in \
+                             lifts it)"
                         .to_string(),
-                    |task| format!("held by {task}"),
-                )
+                }
             );
         }
     }
