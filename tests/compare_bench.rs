@@ -127,10 +127,26 @@ fn the_cyclictest_comparison_runs_in_both_modes() {
     }
     common::require_tool("cyclictest", "--help", "rt-tests");
     common::require_tool("stress-ng", "--version", "stress-ng");
+    let load_before = load_average();
     check(&compare("measure", 6, "1s"), 6);
     // The daemon's window is DURATION after its warm-up (measure.warmup,
     // 1 s), cut on its 200 ms publish boundaries.
     check(&compare("daemon", 2, "2s"), 2);
+    // The case covered: a quiet machine or a busy one (periods, not
+    // samples, are compared, so both must pass).
+    eprintln!(
+        "{TEST}: ran on a machine with a 1-minute load average of {load_before} before and {} \
+         after, on {} CPUs",
+        load_average(),
+        common::usable_cpus()
+    );
+}
+
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|text| text.split_whitespace().next().map(str::to_string))
+        .unwrap_or_else(|| "unknown".to_string())
 }
 
 /// Writes `DIR/idle-TOOL-PAIR.json` with one histogram per CPU, every
