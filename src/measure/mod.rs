@@ -10,12 +10,15 @@
 
 mod background;
 mod breaks;
+mod drain;
 mod json;
 mod live;
 mod log;
 mod options;
+mod output;
 mod report;
 mod run;
+mod setup;
 pub mod text;
 mod tuning;
 
