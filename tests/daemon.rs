@@ -658,9 +658,10 @@ fn docs_metrics_md_lists_every_family_the_daemon_can_serve_with_its_type_and_lab
     let mut problems = Vec::new();
     // Every family of the catalogue, also those that have no series yet
     // (forensics, the record, a PM QoS hold), as it declares them.
-    for (name, _, kind, labels) in latencyd::daemon::render::catalog::FAMILIES {
-        let kind = format!("{kind:?}").to_lowercase();
-        match documented.get(*name) {
+    for family in latencyd::daemon::render::catalog::FAMILIES {
+        let (name, labels) = (family.name, family.labels);
+        let kind = format!("{:?}", family.kind).to_lowercase();
+        match documented.get(name) {
             None => problems.push(format!("{name} ({kind}) is not in docs/metrics.md")),
             Some((doc_kind, doc_labels)) => {
                 if *doc_kind != kind {
@@ -735,7 +736,7 @@ fn docs_metrics_md_lists_every_family_the_daemon_can_serve_with_its_type_and_lab
             || served.contains(name)
             || latencyd::daemon::render::catalog::FAMILIES
                 .iter()
-                .any(|(n, ..)| n == name);
+                .any(|f| f.name == name);
         if !known {
             problems.push(format!(
                 "docs/metrics.md documents {name}, which latencyd does not serve"

@@ -133,12 +133,12 @@ fn all_families(
 
 /// A histogram family of the catalog with `metrics`, or none without.
 fn family(name: &str, metrics: Vec<Metric>) -> Option<MetricFamily> {
-    let (_, help, kind, _) = FAMILIES.iter().find(|f| f.0 == name)?;
+    let described = FAMILIES.iter().find(|f| f.name == name)?;
     (!metrics.is_empty()).then(|| {
         let mut family = MetricFamily::default();
         family.set_name(name.to_string());
-        family.set_help(help.to_string());
-        family.set_field_type(*kind);
+        family.set_help(described.help.to_string());
+        family.set_field_type(described.kind);
         family.set_metric(metrics);
         family
     })

@@ -25,6 +25,7 @@ pub mod catalog;
 pub mod clock;
 pub mod exemplars;
 pub mod exposition;
+pub mod families;
 pub mod host;
 pub mod json;
 pub mod load;

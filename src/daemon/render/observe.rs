@@ -6,8 +6,9 @@
 use prometheus::proto::Metric;
 use serde::Serialize;
 
+use super::families::Scrape;
 use super::proto::{counter, gauge, histogram, label};
-use crate::daemon::state::MonitorState;
+use crate::daemon::state::{MonitorState, ObservedCpu};
 use crate::forensics::Capability;
 use crate::forensics::verdict::human;
 use crate::observe::{Source, TaskKey};
@@ -44,89 +45,105 @@ pub fn task_histograms(state: &MonitorState) -> Vec<Metric> {
         .collect()
 }
 
-/// The metrics of one of the observer's families, `None` for any other
-/// family.
-pub fn family(name: &str, state: &MonitorState, now_ns: u64) -> Option<Vec<Metric>> {
-    let o = &state.observe;
-    let by_name = |seconds: bool| -> Vec<Metric> {
-        o.cpus
-            .iter()
-            .flat_map(|(cpu, view)| {
-                view.by_name.iter().filter_map(move |((source, name), t)| {
-                    // SMIs have a count but no duration.
-                    if seconds && *source == Source::Smi {
-                        return None;
-                    }
-                    let labels = vec![
-                        label("cpu", &cpu.to_string()),
-                        label("name", name),
-                        label("source", source.name()),
-                    ];
-                    let value = if seconds {
-                        t.ns as f64 / NS
-                    } else {
-                        t.count as f64
-                    };
-                    Some(counter(labels, value))
-                })
+/// `latencyd_task_wakeup_latency_seconds` at a scrape.
+pub fn task_wakeup_latency_seconds(s: &Scrape) -> Vec<Metric> {
+    task_histograms(s.state)
+}
+
+pub fn task_wakeup_latency_window_max_seconds(s: &Scrape) -> Vec<Metric> {
+    (s.state.observe.tasks.iter())
+        .filter_map(|(key, v)| {
+            let max = v.window.max(s.now.monotonic_ns)?;
+            Some(gauge(task_labels(key), max as f64 / NS))
+        })
+        .collect()
+}
+
+pub fn task_wakeup_latency_max_seconds(s: &Scrape) -> Vec<Metric> {
+    (s.state.observe.tasks.iter())
+        .map(|(key, v)| gauge(task_labels(key), v.lifetime.max_ns as f64 / NS))
+        .collect()
+}
+
+pub fn cpu_interference_seconds_total(s: &Scrape) -> Vec<Metric> {
+    by_name(s.state, true)
+}
+
+pub fn cpu_interference_total(s: &Scrape) -> Vec<Metric> {
+    by_name(s.state, false)
+}
+
+/// The interference counters by CPU, source and name: time (`seconds`)
+/// or count. SMIs have a count but no duration.
+fn by_name(state: &MonitorState, seconds: bool) -> Vec<Metric> {
+    (state.observe.cpus.iter())
+        .flat_map(|(cpu, view)| {
+            view.by_name.iter().filter_map(move |((source, name), t)| {
+                if seconds && *source == Source::Smi {
+                    return None;
+                }
+                let labels = vec![
+                    label("cpu", &cpu.to_string()),
+                    label("name", name),
+                    label("source", source.name()),
+                ];
+                let value = if seconds {
+                    t.ns as f64 / NS
+                } else {
+                    t.count as f64
+                };
+                Some(counter(labels, value))
             })
-            .collect()
-    };
-    let per_cpu = |value: &dyn Fn(&crate::daemon::state::ObservedCpu) -> u64| -> Vec<Metric> {
-        o.cpus
-            .iter()
-            .map(|(cpu, view)| counter(vec![label("cpu", &cpu.to_string())], value(view) as f64))
-            .collect()
-    };
-    Some(match name {
-        TASK_HISTOGRAM => task_histograms(state),
-        "latencyd_task_wakeup_latency_window_max_seconds" => o
-            .tasks
-            .iter()
-            .filter_map(|(key, v)| {
-                let max = v.window.max(now_ns)?;
-                Some(gauge(task_labels(key), max as f64 / NS))
+        })
+        .collect()
+}
+
+pub fn cpu_interference_window_max_seconds(s: &Scrape) -> Vec<Metric> {
+    let now_ns = s.now.monotonic_ns;
+    (s.state.observe.cpus.iter())
+        .flat_map(|(cpu, view)| {
+            view.longest.iter().filter_map(move |(source, window)| {
+                let max = window.max(now_ns)?;
+                let labels = vec![
+                    label("cpu", &cpu.to_string()),
+                    label("source", source.name()),
+                ];
+                Some(gauge(labels, max as f64 / NS))
             })
-            .collect(),
-        "latencyd_task_wakeup_latency_max_seconds" => o
-            .tasks
-            .iter()
-            .map(|(key, v)| gauge(task_labels(key), v.lifetime.max_ns as f64 / NS))
-            .collect(),
-        "latencyd_cpu_interference_seconds_total" => by_name(true),
-        "latencyd_cpu_interference_total" => by_name(false),
-        "latencyd_cpu_interference_window_max_seconds" => o
-            .cpus
-            .iter()
-            .flat_map(|(cpu, view)| {
-                view.longest.iter().filter_map(move |(source, window)| {
-                    let max = window.max(now_ns)?;
-                    let labels = vec![
-                        label("cpu", &cpu.to_string()),
-                        label("source", source.name()),
-                    ];
-                    Some(gauge(labels, max as f64 / NS))
-                })
-            })
-            .collect(),
-        "latencyd_observe_available" => {
-            let status = o.status();
-            if !status.enabled {
-                return Some(vec![]);
-            }
-            vec![gauge(vec![], f64::from(u8::from(status.available)))]
-        }
-        "latencyd_observe_read_errors_total" => {
-            let status = o.status();
-            if !status.available {
-                return Some(vec![]);
-            }
-            vec![counter(vec![], status.read_errors as f64)]
-        }
-        "latencyd_observe_lost_events_total" => per_cpu(&|v| v.lost_events),
-        "latencyd_observe_unseen_wakeups_total" => per_cpu(&|v| v.unseen_wakeups),
-        _ => return None,
-    })
+        })
+        .collect()
+}
+
+/// Absent when the observer is off.
+pub fn observe_available(s: &Scrape) -> Vec<Metric> {
+    let status = s.state.observe.status();
+    if !status.enabled {
+        return vec![];
+    }
+    vec![gauge(vec![], f64::from(u8::from(status.available)))]
+}
+
+/// Absent while the observer does not trace.
+pub fn observe_read_errors_total(s: &Scrape) -> Vec<Metric> {
+    let status = s.state.observe.status();
+    if !status.available {
+        return vec![];
+    }
+    vec![counter(vec![], status.read_errors as f64)]
+}
+
+pub fn observe_lost_events_total(s: &Scrape) -> Vec<Metric> {
+    per_cpu(s.state, |v| v.lost_events)
+}
+
+pub fn observe_unseen_wakeups_total(s: &Scrape) -> Vec<Metric> {
+    per_cpu(s.state, |v| v.unseen_wakeups)
+}
+
+fn per_cpu(state: &MonitorState, value: impl Fn(&ObservedCpu) -> u64) -> Vec<Metric> {
+    (state.observe.cpus.iter())
+        .map(|(cpu, view)| counter(vec![label("cpu", &cpu.to_string())], value(view) as f64))
+        .collect()
 }
 
 /// The status page's lines on the observed CPUs: per CPU its worst task

@@ -1,0 +1,498 @@
+//! How each family of the catalogue (`catalog.rs`) is built from the
+//! state at a scrape: one function per family, named after it, which the
+//! catalogue lists beside the family's name, help, type and labels, so a
+//! family cannot be served without its description or described without
+//! being served. The observer's families are built in `observe.rs`.
+
+use prometheus::proto::{LabelPair, Metric};
+
+use super::clock::Now;
+use super::proto::{counter, gauge, histogram, label};
+use crate::daemon::state::{BucketCounts, MonitorState};
+use crate::forensics::JournalData;
+use crate::units::NS_PER_SEC;
+
+const NS: f64 = NS_PER_SEC as f64;
+
+/// How far back `latencyd_forensics_worst_capture_info` looks for the
+/// worst capture: the alerts' 5-minute range and their 10 minutes of
+/// `keep_firing_for`, so that a firing alert links to the capture of the
+/// wake-up it pages on.
+const WORST_CAPTURE_HORIZON_NS: u64 = 15 * 60 * NS_PER_SEC;
+
+/// The git revision latencyd was built from (`build.rs`; "unknown" when it
+/// was built outside a git checkout without `GIT_REVISION_LATENCYD`).
+pub const REVISION: &str = env!("GIT_REVISION_LATENCYD");
+
+/// The latency histogram's name (with native buckets in the protobuf
+/// exposition).
+pub const LATENCY_HISTOGRAM: &str = "latencyd_wakeup_latency_seconds";
+
+/// The metrics of `latencyd_wakeup_latency_seconds`: one per CPU, or one
+/// summed over CPUs (`export.per_cpu_histograms`).
+pub fn latency_histograms(state: &MonitorState) -> Vec<Metric> {
+    if state.config.export.per_cpu_histograms {
+        return state
+            .cpus
+            .iter()
+            .map(|v| {
+                histogram(
+                    vec![label("cpu", &v.cpu.to_string())],
+                    &v.buckets,
+                    v.lifetime.count,
+                    v.lifetime.sum_ns,
+                )
+            })
+            .collect();
+    }
+    let mut all = BucketCounts::new(&state.config.export.buckets_ns);
+    let (mut count, mut sum_ns) = (0, 0);
+    for view in &state.cpus {
+        all.merge(&view.buckets);
+        count += view.lifetime.count;
+        sum_ns += view.lifetime.sum_ns;
+    }
+    vec![histogram(vec![], &all, count, sum_ns)]
+}
+
+/// What a scrape builds the families from: the state under its lock,
+/// the time, and the forensics journal and record status read once.
+pub struct Scrape<'a> {
+    pub state: &'a MonitorState,
+    pub now: Now,
+    pub forensics: &'a JournalData,
+    pub record: &'a crate::record::Status,
+}
+
+/// A family's builder: its metrics at a scrape (none: the family is not
+/// served).
+pub type Build = fn(&Scrape) -> Vec<Metric>;
+
+fn cpu_label(cpu: usize) -> Vec<LabelPair> {
+    vec![label("cpu", &cpu.to_string())]
+}
+
+pub fn wakeup_latency_seconds(s: &Scrape) -> Vec<Metric> {
+    latency_histograms(s.state)
+}
+
+pub fn wakeup_latency_max_seconds(s: &Scrape) -> Vec<Metric> {
+    s.state
+        .cpus
+        .iter()
+        .map(|v| gauge(cpu_label(v.cpu), v.lifetime.max_ns as f64 / NS))
+        .collect()
+}
+
+pub fn wakeup_latency_window_max_seconds(s: &Scrape) -> Vec<Metric> {
+    s.state
+        .cpus
+        .iter()
+        .filter_map(|v| {
+            v.window
+                .max(s.now.monotonic_ns)
+                .map(|max| gauge(cpu_label(v.cpu), max as f64 / NS))
+        })
+        .collect()
+}
+
+pub fn missed_periods_total(s: &Scrape) -> Vec<Metric> {
+    s.state
+        .cpus
+        .iter()
+        .map(|v| counter(cpu_label(v.cpu), v.lifetime.missed as f64))
+        .collect()
+}
+
+pub fn wakeup_latency_overflows_total(s: &Scrape) -> Vec<Metric> {
+    s.state
+        .cpus
+        .iter()
+        .map(|v| counter(cpu_label(v.cpu), v.lifetime.hdr_overflows as f64))
+        .collect()
+}
+
+pub fn spikes_total(s: &Scrape) -> Vec<Metric> {
+    s.state
+        .cpus
+        .iter()
+        .map(|v| counter(cpu_label(v.cpu), v.lifetime.spikes as f64))
+        .collect()
+}
+
+pub fn sampler_realtime(s: &Scrape) -> Vec<Metric> {
+    s.state
+        .cpus
+        .iter()
+        .map(|v| {
+            let labels = vec![
+                label("cpu", &v.cpu.to_string()),
+                label("policy", v.sampler.policy.name()),
+            ];
+            gauge(
+                labels,
+                f64::from(u8::from(
+                    v.sampler.realtime && v.sampler.alive && v.sampler.sampling,
+                )),
+            )
+        })
+        .collect()
+}
+
+pub fn sampler_online(s: &Scrape) -> Vec<Metric> {
+    s.state
+        .cpus
+        .iter()
+        .map(|v| gauge(cpu_label(v.cpu), f64::from(u8::from(v.sampler.online))))
+        .collect()
+}
+
+pub fn cpu_unmeasured(s: &Scrape) -> Vec<Metric> {
+    s.state
+        .unmeasured
+        .iter()
+        .map(|(c, reason)| {
+            gauge(
+                vec![label("cpu", &c.to_string()), label("reason", reason.name())],
+                1.0,
+            )
+        })
+        .collect()
+}
+
+pub fn sampler_stalls_total(s: &Scrape) -> Vec<Metric> {
+    s.state
+        .cpus
+        .iter()
+        .map(|v| counter(cpu_label(v.cpu), v.sampler.stalls as f64))
+        .collect()
+}
+
+pub fn sampler_last_sample_timestamp_seconds(s: &Scrape) -> Vec<Metric> {
+    s.state
+        .cpus
+        .iter()
+        .filter(|v| v.sampler.last_sample_ns > 0)
+        .map(|v| {
+            gauge(
+                cpu_label(v.cpu),
+                s.now.unix_seconds_of(v.sampler.last_sample_ns),
+            )
+        })
+        .collect()
+}
+
+pub fn config_interval_seconds(s: &Scrape) -> Vec<Metric> {
+    vec![gauge(
+        vec![],
+        s.state.config.measure.interval_ns as f64 / NS,
+    )]
+}
+
+pub fn config_spike_threshold_seconds(s: &Scrape) -> Vec<Metric> {
+    vec![gauge(
+        vec![],
+        s.state.config.measure.spike_threshold_ns as f64 / NS,
+    )]
+}
+
+pub fn pm_qos_held_seconds(s: &Scrape) -> Vec<Metric> {
+    s.state
+        .pm_qos_held_us
+        .map(|us| gauge(vec![], f64::from(us) / 1e6))
+        .into_iter()
+        .collect()
+}
+
+pub fn config_reload_failures_total(s: &Scrape) -> Vec<Metric> {
+    vec![counter(vec![], s.state.reload.failures as f64)]
+}
+
+pub fn config_last_reload_successful(s: &Scrape) -> Vec<Metric> {
+    vec![gauge(vec![], f64::from(u8::from(s.state.reload.last_ok)))]
+}
+
+pub fn config_last_reload_success_timestamp_seconds(s: &Scrape) -> Vec<Metric> {
+    vec![gauge(
+        vec![],
+        s.now.unix_seconds_of(s.state.reload.last_success_ns),
+    )]
+}
+
+pub fn forensics_available(s: &Scrape) -> Vec<Metric> {
+    vec![gauge(vec![], f64::from(u8::from(s.forensics.available)))]
+}
+
+pub fn forensics_captures_total(s: &Scrape) -> Vec<Metric> {
+    s.forensics
+        .captured
+        .iter()
+        .map(|((c, cause), n)| {
+            counter(
+                vec![label("cause", cause), label("cpu", &c.to_string())],
+                *n as f64,
+            )
+        })
+        .collect()
+}
+
+pub fn forensics_latest_capture_info(s: &Scrape) -> Vec<Metric> {
+    s.forensics
+        .latest_by_cpu()
+        .into_iter()
+        .map(|s| {
+            let labels = vec![label("capture", &s.id), label("cpu", &s.cpu.to_string())];
+            gauge(labels, 1.0)
+        })
+        .collect()
+}
+
+pub fn forensics_worst_capture_info(s: &Scrape) -> Vec<Metric> {
+    s.forensics
+        .worst_by_cpu(s.now.unix_ns, WORST_CAPTURE_HORIZON_NS)
+        .into_iter()
+        .map(|s| {
+            let labels = vec![label("capture", &s.id), label("cpu", &s.cpu.to_string())];
+            gauge(labels, 1.0)
+        })
+        .collect()
+}
+
+pub fn forensics_escalated_captures_total(s: &Scrape) -> Vec<Metric> {
+    s.forensics
+        .escalated
+        .iter()
+        .map(|(c, n)| counter(cpu_label(*c), *n as f64))
+        .collect()
+}
+
+pub fn forensics_spikes_uncaptured_total(s: &Scrape) -> Vec<Metric> {
+    s.forensics
+        .uncaptured
+        .iter()
+        .map(|((c, reason), n)| {
+            counter(
+                vec![label("cpu", &c.to_string()), label("reason", reason)],
+                *n as f64,
+            )
+        })
+        .collect()
+}
+
+pub fn tracefs_instance_repairs_total(s: &Scrape) -> Vec<Metric> {
+    let observe = s.state.observe.status();
+    let users = [
+        ("forensics", s.forensics.enabled, s.forensics.repairs),
+        ("observe", observe.enabled, observe.repairs),
+    ];
+    users
+        .into_iter()
+        .filter(|(_, enabled, _)| *enabled)
+        .map(|(user, _, n)| counter(vec![label("user", user)], n as f64))
+        .collect()
+}
+
+pub fn smi_total(s: &Scrape) -> Vec<Metric> {
+    s.forensics
+        .smi
+        .iter()
+        .map(|(c, n)| counter(cpu_label(*c), *n as f64))
+        .collect()
+}
+
+pub fn record_intervals_written_total(s: &Scrape) -> Vec<Metric> {
+    vec![counter(vec![], s.record.intervals_written as f64)]
+}
+
+pub fn record_write_errors_total(s: &Scrape) -> Vec<Metric> {
+    vec![counter(vec![], s.record.write_errors as f64)]
+}
+
+pub fn record_intervals_dropped_total(s: &Scrape) -> Vec<Metric> {
+    vec![counter(vec![], s.record.intervals_dropped as f64)]
+}
+
+pub fn record_bytes(s: &Scrape) -> Vec<Metric> {
+    vec![gauge(vec![], s.record.bytes as f64)]
+}
+
+pub fn load_active(s: &Scrape) -> Vec<Metric> {
+    s.state
+        .load
+        .profile
+        .map(|p| {
+            gauge(
+                vec![label("profile", p.name())],
+                f64::from(u8::from(s.state.load.active.is_some())),
+            )
+        })
+        .into_iter()
+        .collect()
+}
+
+pub fn load_window_end_timestamp_seconds(s: &Scrape) -> Vec<Metric> {
+    s.state
+        .load
+        .profile
+        .zip(s.state.load.active)
+        .map(|(p, w)| gauge(vec![label("profile", p.name())], unix_seconds(w.end)))
+        .into_iter()
+        .collect()
+}
+
+pub fn load_next_window_start_timestamp_seconds(s: &Scrape) -> Vec<Metric> {
+    s.state
+        .load
+        .profile
+        .zip(s.state.load.next)
+        .map(|(p, w)| gauge(vec![label("profile", p.name())], unix_seconds(w.start)))
+        .into_iter()
+        .collect()
+}
+
+pub fn load_windows_total(s: &Scrape) -> Vec<Metric> {
+    s.state
+        .load
+        .profile
+        .map(|p| {
+            counter(
+                vec![label("profile", p.name())],
+                s.state.load.windows_total as f64,
+            )
+        })
+        .into_iter()
+        .collect()
+}
+
+pub fn load_throughput(s: &Scrape) -> Vec<Metric> {
+    s.state
+        .load
+        .report
+        .iter()
+        .flat_map(|r| {
+            r.generators.iter().flat_map(move |g| {
+                g.throughput.iter().map(move |t| {
+                    gauge(
+                        vec![
+                            label("generator", &g.name),
+                            label("profile", r.profile.name()),
+                            label("unit", t.unit),
+                            label("what", &t.what),
+                        ],
+                        t.rate(),
+                    )
+                })
+            })
+        })
+        .collect()
+}
+
+pub fn load_failures_total(s: &Scrape) -> Vec<Metric> {
+    s.state
+        .load
+        .profile
+        .iter()
+        .flat_map(|p| {
+            s.state.load.failures.iter().map(move |(g, n)| {
+                counter(
+                    vec![label("generator", g), label("profile", p.name())],
+                    *n as f64,
+                )
+            })
+        })
+        .collect()
+}
+
+pub fn host_info(s: &Scrape) -> Vec<Metric> {
+    vec![gauge(
+        vec![
+            label("kernel", &s.state.host.uname.release),
+            label(
+                "preempt_rt",
+                if s.state.host.preempt_rt {
+                    "true"
+                } else {
+                    "false"
+                },
+            ),
+            label("machine", &s.state.host.uname.machine),
+            label("nodename", &s.state.host.uname.nodename),
+        ],
+        1.0,
+    )]
+}
+
+pub fn cpu_info(s: &Scrape) -> Vec<Metric> {
+    s.state
+        .fingerprint
+        .topology
+        .iter()
+        .map(|t| {
+            let known = |v: Option<String>| v.unwrap_or_else(|| "unknown".to_string());
+            gauge(
+                vec![
+                    label("core", &known(t.core.map(|c| c.to_string()))),
+                    label("cpu", &t.cpu.to_string()),
+                    label("node", &known(t.node.map(|n| n.to_string()))),
+                    label("package", &known(t.package.map(|p| p.to_string()))),
+                    label("smt_sibling", &known(t.smt_siblings.clone())),
+                ],
+                1.0,
+            )
+        })
+        .collect()
+}
+
+pub fn host_fingerprint_info(s: &Scrape) -> Vec<Metric> {
+    let mut labels: Vec<LabelPair> = super::host::main_facts(&s.state.fingerprint)
+        .iter()
+        .map(|(name, value)| label(name, value))
+        .collect();
+    labels.sort_by(|a, b| a.name().cmp(b.name()));
+    vec![gauge(labels, 1.0)]
+}
+
+pub fn host_fingerprint_changes_total(s: &Scrape) -> Vec<Metric> {
+    vec![counter(vec![], s.state.fingerprint.changes_total as f64)]
+}
+
+pub fn host_fingerprint_last_change_timestamp_seconds(s: &Scrape) -> Vec<Metric> {
+    s.state
+        .fingerprint
+        .last_change_unix_ns
+        .map(|ns| gauge(vec![], ns as f64 / NS))
+        .into_iter()
+        .collect()
+}
+
+pub fn host_fact_changed_timestamp_seconds(s: &Scrape) -> Vec<Metric> {
+    s.state
+        .fingerprint
+        .family_changed_unix_ns
+        .iter()
+        .map(|(fact, ns)| gauge(vec![label("fact", fact)], *ns as f64 / NS))
+        .collect()
+}
+
+pub fn host_facts_read_duration_seconds(s: &Scrape) -> Vec<Metric> {
+    vec![gauge(
+        vec![],
+        s.state.fingerprint.read_duration_ns as f64 / NS,
+    )]
+}
+
+pub fn build_info(_: &Scrape) -> Vec<Metric> {
+    vec![gauge(
+        vec![
+            label("version", env!("CARGO_PKG_VERSION")),
+            label("revision", REVISION),
+        ],
+        1.0,
+    )]
+}
+
+/// A wall-clock time as Unix seconds.
+fn unix_seconds(t: std::time::SystemTime) -> f64 {
+    t.duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
