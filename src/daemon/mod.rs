@@ -38,7 +38,9 @@ mod load;
 mod logging;
 mod notify;
 mod observe;
+mod parts;
 mod reload;
+mod shutdown;
 mod startup;
 
 pub mod http;

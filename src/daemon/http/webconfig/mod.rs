@@ -21,7 +21,7 @@
 //! - `auth`: `BasicAuth`.
 
 mod auth;
-mod parse;
+pub(crate) mod parse;
 mod tls;
 
 use std::fmt;
