@@ -66,7 +66,7 @@ pub fn runnable_on(root: &Path, cpu: usize, skip: i32) -> Vec<Runnable> {
 
 /// A `stat` line's task if it is runnable and last ran on `cpu`: fields
 /// 3 (state), 39 (processor), 40 (rt_priority), 41 (policy).
-fn parse_runnable(stat: &str, cpu: usize) -> Option<Runnable> {
+pub(crate) fn parse_runnable(stat: &str, cpu: usize) -> Option<Runnable> {
     let open = stat.find('(')?;
     let close = stat.rfind(')')?;
     let pid = stat[..open].trim().parse().ok()?;

@@ -39,7 +39,7 @@ const KALLSYMS: &str = "/proc/kallsyms";
 /// timers: the address of `hrtimer_wakeup` from `/proc/kallsyms`. None
 /// when the symbol is missing or its address hidden (all zeroes under
 /// `kptr_restrict`, or to a reader without CAP_SYSLOG).
-fn sleep_timer_filter_by_address(kallsyms: &str) -> Option<String> {
+pub(crate) fn sleep_timer_filter_by_address(kallsyms: &str) -> Option<String> {
     kallsyms.lines().find_map(|line| {
         let mut words = line.split_whitespace();
         let (address, _kind, name) = (words.next()?, words.next()?, words.next()?);
@@ -111,127 +111,24 @@ impl Tracer {
         instance.write("trace_clock", "mono")?;
         instance.write("buffer_size_kb", &buffer_size_kb.to_string())?;
         instance.write("tracing_cpumask", &tracefs::cpumask(cpus))?;
-        let mut decoder = Decoder::default();
-        let mut capabilities = Vec::new();
-        let format =
-            |system: &str, name: &str| read(&dir.join(format!("events/{system}/{name}/format")));
-        for (system, name) in REQUIRED {
-            let text = format(system, name).map_err(|_| {
-                format!("the kernel has no {system}:{name} trace event, which observe needs")
-            })?;
-            decoder.add(system, name, &text)?;
-            instance.write(&format!("events/{system}/{name}/enable"), "1")?;
-        }
-        let filtered = instance
-            .write("events/sched/sched_wakeup/filter", WAKEUP_FILTER)
-            .is_ok();
-        capabilities.push(Capability::new(
-            "wakeup_filter",
-            filtered,
-            if filtered {
-                "only real-time tasks' wake-ups are recorded (filtered in the kernel)"
-            } else {
-                "the kernel refused the wake-up filter: every wake-up is recorded and the \
-                 others are dropped here (more events per second)"
-            },
-        ));
-        // Sleep timers, for latency from the time a task asked for.
-        let timers = [
-            ("timer", "hrtimer_start"),
-            ("timer", "hrtimer_expire_entry"),
-        ];
-        let mut install = |filter: &str| {
-            timers.iter().all(|(system, name)| {
-                format(system, name).is_ok_and(|text| {
-                    instance
-                        .write(&format!("events/{system}/{name}/filter"), filter)
-                        .is_ok()
-                        && decoder.add(system, name, &text).is_ok()
-                        && instance
-                            .write(&format!("events/{system}/{name}/enable"), "1")
-                            .is_ok()
-                })
-            })
+        let mut events = Events {
+            instance: &instance,
+            dir: &dir,
+            decoder: Decoder::default(),
+            capabilities: Vec::new(),
         };
-        let by_name = install(SLEEP_TIMER_FILTER);
-        let by_address = !by_name
-            && fs::read_to_string(KALLSYMS)
-                .ok()
-                .and_then(|text| sleep_timer_filter_by_address(&text))
-                .is_some_and(|filter| install(&filter));
-        let timers_ok = by_name || by_address;
-        if !timers_ok {
-            for (system, name) in timers {
-                let _ = instance.write(&format!("events/{system}/{name}/enable"), "0");
-            }
+        for (system, name) in REQUIRED {
+            events.required(system, name)?;
         }
-        capabilities.push(Capability::new(
-            "sleep_timers",
-            timers_ok,
-            if by_name {
-                "a sleep that a timer ends is measured from the time the task asked for, as \
-                 cyclictest does"
-            } else if by_address {
-                "a sleep that a timer ends is measured from the time the task asked for, as \
-                 cyclictest does (timers filtered by hrtimer_wakeup's address from \
-                 /proc/kallsyms: this kernel, before 6.2, filters by address only)"
-            } else {
-                "no sleep-timer filter could be set, by name (Linux 6.2 and later) nor by \
-                 hrtimer_wakeup's address (hidden in /proc/kallsyms by kptr_restrict or without \
-                 CAP_SYSLOG, or no hrtimer events): wake-up latency is measured from the \
-                 wake-up, without the timer interrupt's own delay"
-            },
-        ));
-        let nmi = format("nmi", "nmi_handler").is_ok_and(|text| {
-            decoder.add("nmi", "nmi_handler", &text).is_ok()
-                && instance.write("events/nmi/nmi_handler/enable", "1").is_ok()
-        });
-        capabilities.push(Capability::new(
-            "nmi_events",
-            nmi,
-            if nmi {
-                "NMIs are counted with their duration"
-            } else {
-                "no nmi:nmi_handler event: NMI time falls into what they interrupted"
-            },
-        ));
-        let mut vectors = Vec::new();
-        if let Ok(entries) = fs::read_dir(dir.join("events/irq_vectors")) {
-            let mut names: Vec<String> = entries
-                .filter_map(|e| e.ok()?.file_name().into_string().ok())
-                .filter_map(|n| n.strip_suffix("_entry").map(str::to_string))
-                .collect();
-            names.sort();
-            for base in names {
-                let pair = [format!("{base}_entry"), format!("{base}_exit")];
-                let ok = pair.iter().all(|name| {
-                    format("irq_vectors", name).is_ok_and(|text| {
-                        decoder.add("irq_vectors", name, &text).is_ok()
-                            && instance
-                                .write(&format!("events/irq_vectors/{name}/enable"), "1")
-                                .is_ok()
-                    })
-                });
-                if ok {
-                    vectors.push(base);
-                }
-            }
-        }
-        capabilities.push(Capability::new(
-            "irq_vectors",
-            !vectors.is_empty(),
-            if vectors.is_empty() && !dir.join("events/irq_vectors").exists() {
-                "no irq_vectors events (they are x86's): on this architecture the timer and \
-                 IPIs are interrupts like any other, counted by number and name"
-                    .to_string()
-            } else if vectors.is_empty() {
-                "the kernel refused the irq_vectors events: the local timer and IPIs fall into \
-                 what they interrupted"
-                    .to_string()
-            } else {
-                format!("system vectors counted as IRQs: {}", vectors.join(", "))
-            },
-        ));
+        events.wakeup_filter();
+        events.sleep_timers();
+        events.nmi();
+        events.irq_vectors();
+        let Events {
+            decoder,
+            capabilities,
+            ..
+        } = events;
         let layout = PageLayout::parse(&read(&root.join("events/header_page"))?)?;
         let page_size = read(&dir.join("buffer_subbuf_size_kb"))
             .ok()
@@ -312,6 +209,159 @@ impl Drop for Tracer {
     fn drop(&mut self) {
         // The readers hold the instance: closed first, it can be removed.
         self.readers.clear();
+    }
+}
+
+/// The events of the observer's instance as they are enabled: the
+/// decoder learns each one's format, and what the kernel offers beyond the
+/// required ones is said as a capability.
+struct Events<'a> {
+    instance: &'a Instance,
+    dir: &'a Path,
+    decoder: Decoder,
+    capabilities: Vec<Capability>,
+}
+
+impl Events<'_> {
+    fn format(&self, system: &str, name: &str) -> Result<String, String> {
+        read(&self.dir.join(format!("events/{system}/{name}/format")))
+    }
+
+    /// An event the observer cannot do without.
+    fn required(&mut self, system: &str, name: &str) -> Result<(), String> {
+        let text = self.format(system, name).map_err(|_| {
+            format!("the kernel has no {system}:{name} trace event, which observe needs")
+        })?;
+        self.decoder.add(system, name, &text)?;
+        self.instance
+            .write(&format!("events/{system}/{name}/enable"), "1")
+    }
+
+    /// An event enabled if the kernel has it, with `filter` when given.
+    fn optional(&mut self, system: &str, name: &str, filter: Option<&str>) -> bool {
+        self.format(system, name).is_ok_and(|text| {
+            filter.is_none_or(|f| {
+                self.instance
+                    .write(&format!("events/{system}/{name}/filter"), f)
+                    .is_ok()
+            }) && self.decoder.add(system, name, &text).is_ok()
+                && self
+                    .instance
+                    .write(&format!("events/{system}/{name}/enable"), "1")
+                    .is_ok()
+        })
+    }
+
+    fn wakeup_filter(&mut self) {
+        let filtered = self
+            .instance
+            .write("events/sched/sched_wakeup/filter", WAKEUP_FILTER)
+            .is_ok();
+        self.capabilities.push(Capability::new(
+            "wakeup_filter",
+            filtered,
+            if filtered {
+                "only real-time tasks' wake-ups are recorded (filtered in the kernel)"
+            } else {
+                "the kernel refused the wake-up filter: every wake-up is recorded and the \
+                 others are dropped here (more events per second)"
+            },
+        ));
+    }
+
+    /// Sleep timers, for latency from the time a task asked for: filtered
+    /// by the function's name (6.2 and later) or its address.
+    fn sleep_timers(&mut self) {
+        let timers = [
+            ("timer", "hrtimer_start"),
+            ("timer", "hrtimer_expire_entry"),
+        ];
+        let install = |events: &mut Self, filter: &str| {
+            timers
+                .iter()
+                .all(|(system, name)| events.optional(system, name, Some(filter)))
+        };
+        let by_name = install(self, SLEEP_TIMER_FILTER);
+        let by_address = !by_name
+            && fs::read_to_string(KALLSYMS)
+                .ok()
+                .and_then(|text| sleep_timer_filter_by_address(&text))
+                .is_some_and(|filter| install(self, &filter));
+        let timers_ok = by_name || by_address;
+        if !timers_ok {
+            for (system, name) in timers {
+                let _ = self
+                    .instance
+                    .write(&format!("events/{system}/{name}/enable"), "0");
+            }
+        }
+        self.capabilities.push(Capability::new(
+            "sleep_timers",
+            timers_ok,
+            if by_name {
+                "a sleep that a timer ends is measured from the time the task asked for, as \
+                 cyclictest does"
+            } else if by_address {
+                "a sleep that a timer ends is measured from the time the task asked for, as \
+                 cyclictest does (timers filtered by hrtimer_wakeup's address from \
+                 /proc/kallsyms: this kernel, before 6.2, filters by address only)"
+            } else {
+                "no sleep-timer filter could be set, by name (Linux 6.2 and later) nor by \
+                 hrtimer_wakeup's address (hidden in /proc/kallsyms by kptr_restrict or without \
+                 CAP_SYSLOG, or no hrtimer events): wake-up latency is measured from the \
+                 wake-up, without the timer interrupt's own delay"
+            },
+        ));
+    }
+
+    fn nmi(&mut self) {
+        let nmi = self.optional("nmi", "nmi_handler", None);
+        self.capabilities.push(Capability::new(
+            "nmi_events",
+            nmi,
+            if nmi {
+                "NMIs are counted with their duration"
+            } else {
+                "no nmi:nmi_handler event: NMI time falls into what they interrupted"
+            },
+        ));
+    }
+
+    /// x86's system vectors (local timer, IPIs), each an entry and exit.
+    fn irq_vectors(&mut self) {
+        let mut vectors = Vec::new();
+        if let Ok(entries) = fs::read_dir(self.dir.join("events/irq_vectors")) {
+            let mut names: Vec<String> = entries
+                .filter_map(|e| e.ok()?.file_name().into_string().ok())
+                .filter_map(|n| n.strip_suffix("_entry").map(str::to_string))
+                .collect();
+            names.sort();
+            for base in names {
+                let pair = [format!("{base}_entry"), format!("{base}_exit")];
+                if pair
+                    .iter()
+                    .all(|name| self.optional("irq_vectors", name, None))
+                {
+                    vectors.push(base);
+                }
+            }
+        }
+        let exists = self.dir.join("events/irq_vectors").exists();
+        self.capabilities.push(Capability::new(
+            "irq_vectors",
+            !vectors.is_empty(),
+            if vectors.is_empty() && !exists {
+                "no irq_vectors events (they are x86's): on this architecture the timer and \
+                 IPIs are interrupts like any other, counted by number and name"
+                    .to_string()
+            } else if vectors.is_empty() {
+                "the kernel refused the irq_vectors events: the local timer and IPIs fall into \
+                 what they interrupted"
+                    .to_string()
+            } else {
+                format!("system vectors counted as IRQs: {}", vectors.join(", "))
+            },
+        ));
     }
 }
 

@@ -154,202 +154,250 @@ pub fn render(capture: &Capture) -> String {
 }
 
 fn draw(capture: &Capture, t: &Timeline) -> String {
-    let s = &capture.summary;
     let shown = t.lanes.len().min(MAX_LANES);
-    let height = TOP + LANE * shown.max(1) as f64 + 70.0;
-    let plot_width = WIDTH - LABELS - RIGHT;
-    let span = (t.to_ns - t.from_ns).max(1) as f64;
-    let x = |ns: u64| LABELS + (ns.saturating_sub(t.from_ns)) as f64 / span * plot_width;
-    let mut svg = String::with_capacity(16 * 1024);
-    let _ = writeln!(
-        svg,
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{WIDTH}\" height=\"{height}\" \
-         viewBox=\"0 0 {WIDTH} {height}\" font-family=\"sans-serif\" font-size=\"12\" \
-         role=\"img\" aria-label=\"{}\">",
-        escape(&format!(
-            "CPU {} around the late wake-up of capture {}",
-            s.cpu, s.id
-        ))
-    );
-    let _ = writeln!(
-        svg,
-        "<rect width=\"100%\" height=\"100%\" fill=\"#ffffff\"/>\n\
-         <text x=\"10\" y=\"22\" font-size=\"16\" font-weight=\"bold\">{}</text>\n\
-         <text x=\"10\" y=\"44\" font-size=\"14\" id=\"main-cause\">{}</text>\n\
-         <text x=\"10\" y=\"64\" fill=\"#444\">{}</text>",
-        escape(&format!(
-            "CPU {}: woke {} late at {} (capture {})",
-            s.cpu,
-            human(s.latency_ns),
-            s.at,
-            s.id
-        )),
-        escape(&main_cause(capture)),
-        escape(&s.verdict),
-    );
-    let lanes_bottom = TOP + LANE * shown.max(1) as f64;
-    // The latency: from the deadline to the wake-up, over every lane.
-    let (dx, wx) = (x(t.deadline_ns), x(t.wakeup_ns));
-    let _ = writeln!(
-        svg,
-        "<rect x=\"{dx:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"#d62728\" \
-         fill-opacity=\"0.10\"/>\n\
-         <text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\" fill=\"#a00\" \
-         font-weight=\"bold\">latency {}</text>",
-        TOP - 8.0,
-        (wx - dx).max(1.0),
-        lanes_bottom - TOP + 8.0,
-        (dx + wx) / 2.0,
-        TOP - 30.0,
-        escape(&human(s.latency_ns)),
-    );
-    // The axis: ticks relative to the deadline.
-    let step = tick_step(t.to_ns - t.from_ns);
-    let before = (t.deadline_ns - t.from_ns) / step;
-    let after = (t.to_ns - t.deadline_ns) / step;
-    let ticks = (0..=before)
-        .rev()
-        .map(|k| (t.deadline_ns - k * step, -i128::from(k)))
-        .chain((1..=after).map(|k| (t.deadline_ns + k * step, i128::from(k))));
-    for (tick, k) in ticks {
-        let tx = x(tick);
-        let _ = writeln!(
-            svg,
-            "<line x1=\"{tx:.1}\" y1=\"{:.1}\" x2=\"{tx:.1}\" y2=\"{lanes_bottom:.1}\" \
-             stroke=\"#e4e4e4\"/>\n<text x=\"{tx:.1}\" y=\"{:.1}\" text-anchor=\"middle\" \
-             fill=\"#666\" font-size=\"10\">{}</text>",
-            TOP - 4.0,
-            lanes_bottom + 14.0,
-            escape(&relative(k * i128::from(step))),
-        );
-    }
-    // The lanes.
-    for (i, lane) in t.lanes.iter().take(MAX_LANES).enumerate() {
-        let y = TOP + LANE * i as f64;
-        let mut label: String = lane.name.chars().take(LABEL_CHARS).collect();
-        if lane.name.chars().count() > LABEL_CHARS {
-            label.push('…');
-        }
-        let share = if lane.in_latency_ns > 0 {
-            format!(" {}", human(lane.in_latency_ns))
-        } else {
-            String::new()
-        };
-        let _ = writeln!(
-            svg,
-            "<g class=\"lane {kind}\"><title>{title}</title>\
-             <rect x=\"0\" y=\"{y:.1}\" width=\"{WIDTH}\" height=\"{LANE}\" fill=\"{band}\"/>\
-             <text x=\"{lx:.1}\" y=\"{ty:.1}\" text-anchor=\"end\">{label}\
-             <tspan fill=\"#a00\">{share}</tspan></text>",
-            kind = lane.kind.name(),
-            title = escape(&format!(
-                "{} ({}): {} within the latency",
-                lane.name,
-                lane.kind.name(),
-                human(lane.in_latency_ns)
-            )),
-            band = if i % 2 == 0 { "#fafafa" } else { "#ffffff" },
-            lx = LABELS - 8.0,
-            ty = y + 15.0,
-            label = escape(&label),
-            share = escape(&share),
-        );
-        for &(from, to) in &lane.spans {
-            let (x1, x2) = (x(from), x(to));
-            let _ = write!(
-                svg,
-                "<rect x=\"{x1:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"{}\"/>",
-                y + 4.0,
-                (x2 - x1).max(1.0),
-                LANE - 8.0,
-                color(lane.kind),
-            );
-        }
-        svg.push_str("</g>\n");
-    }
-    if t.lanes.is_empty() {
-        let _ = writeln!(
-            svg,
-            "<text x=\"{:.1}\" y=\"{:.1}\" fill=\"#a00\">No events of this CPU were kept: \
-             nothing to draw.</text>",
-            LABELS,
-            TOP + 15.0
-        );
-    }
-    // Deadline, wake-up of the thread, and its return to running.
-    let mut mark = |at: u64, label: &str, dash: &str, anchor: &str, row: f64| {
-        let mx = x(at);
-        let _ = writeln!(
-            svg,
-            "<line x1=\"{mx:.1}\" y1=\"{:.1}\" x2=\"{mx:.1}\" y2=\"{lanes_bottom:.1}\" \
-             stroke=\"#000\" stroke-width=\"1.5\"{dash}/>\n<text x=\"{mx:.1}\" y=\"{:.1}\" \
-             text-anchor=\"{anchor}\" font-size=\"11\">{}</text>",
-            TOP - 12.0,
-            TOP - 14.0 - row,
-            escape(label),
-        );
+    let picture = Picture {
+        t,
+        height: TOP + LANE * shown.max(1) as f64 + 70.0,
+        lanes_bottom: TOP + LANE * shown.max(1) as f64,
+        span: (t.to_ns - t.from_ns).max(1) as f64,
     };
-    mark(
-        t.deadline_ns,
-        "deadline",
-        " stroke-dasharray=\"4 3\"",
-        "end",
-        0.0,
-    );
-    if let Some(woken) = t.woken_ns {
-        mark(woken, "woken", " stroke-dasharray=\"1 2\"", "middle", 12.0);
-    }
-    mark(t.wakeup_ns, "wake-up", "", "start", 0.0);
-    // Legend and what the picture lacks.
-    let mut lx = LABELS;
-    let ly = lanes_bottom + 34.0;
-    for kind in [
-        LaneKind::Late,
-        LaneKind::Irq,
-        LaneKind::Softirq,
-        LaneKind::Task,
-        LaneKind::Idle,
-    ] {
-        let _ = writeln!(
-            svg,
-            "<rect x=\"{lx:.1}\" y=\"{:.1}\" width=\"12\" height=\"12\" fill=\"{}\"/>\
-             <text x=\"{:.1}\" y=\"{ly:.1}\">{}</text>",
-            ly - 10.0,
-            color(kind),
-            lx + 16.0,
-            match kind {
-                LaneKind::Late => "the late thread",
-                LaneKind::Irq => "interrupt",
-                LaneKind::Softirq => "softirq",
-                LaneKind::Task => "other task",
-                LaneKind::Idle => "idle",
-            }
-        );
-        lx += 120.0;
-    }
-    let mut notes = Vec::new();
-    if t.lanes.len() > MAX_LANES {
-        notes.push(format!(
-            "{} more lanes not drawn",
-            t.lanes.len() - MAX_LANES
-        ));
-    }
-    if !s.complete {
-        notes.push(format!("incomplete trace: {}", s.gaps.join("; ")));
-    }
-    if s.events_omitted > 0 {
-        notes.push(format!("{} events omitted", s.events_omitted));
-    }
-    if !notes.is_empty() {
-        let _ = writeln!(
-            svg,
-            "<text x=\"10\" y=\"{:.1}\" fill=\"#a00\">{}</text>",
-            ly + 22.0,
-            escape(&notes.join("; "))
-        );
-    }
+    let mut svg = String::with_capacity(16 * 1024);
+    picture.head(&mut svg, capture);
+    picture.latency(&mut svg, capture.summary.latency_ns);
+    picture.axis(&mut svg);
+    picture.lanes(&mut svg);
+    picture.marks(&mut svg);
+    picture.legend(&mut svg, capture);
     svg.push_str("</svg>\n");
     svg
+}
+
+/// A capture's timeline laid out: its height, where the lanes end, and
+/// the time it spans.
+struct Picture<'a> {
+    t: &'a Timeline,
+    height: f64,
+    lanes_bottom: f64,
+    span: f64,
+}
+
+impl Picture<'_> {
+    /// The x of a time.
+    fn x(&self, ns: u64) -> f64 {
+        let plot_width = WIDTH - LABELS - RIGHT;
+        LABELS + (ns.saturating_sub(self.t.from_ns)) as f64 / self.span * plot_width
+    }
+
+    /// The document's start and the three lines of text above the lanes.
+    fn head(&self, svg: &mut String, capture: &Capture) {
+        let s = &capture.summary;
+        let height = self.height;
+        let _ = writeln!(
+            svg,
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{WIDTH}\" height=\"{height}\" \
+             viewBox=\"0 0 {WIDTH} {height}\" font-family=\"sans-serif\" font-size=\"12\" \
+             role=\"img\" aria-label=\"{}\">",
+            escape(&format!(
+                "CPU {} around the late wake-up of capture {}",
+                s.cpu, s.id
+            ))
+        );
+        let _ = writeln!(
+            svg,
+            "<rect width=\"100%\" height=\"100%\" fill=\"#ffffff\"/>\n\
+             <text x=\"10\" y=\"22\" font-size=\"16\" font-weight=\"bold\">{}</text>\n\
+             <text x=\"10\" y=\"44\" font-size=\"14\" id=\"main-cause\">{}</text>\n\
+             <text x=\"10\" y=\"64\" fill=\"#444\">{}</text>",
+            escape(&format!(
+                "CPU {}: woke {} late at {} (capture {})",
+                s.cpu,
+                human(s.latency_ns),
+                s.at,
+                s.id
+            )),
+            escape(&main_cause(capture)),
+            escape(&s.verdict),
+        );
+    }
+
+    /// The latency: from the deadline to the wake-up, over every lane.
+    fn latency(&self, svg: &mut String, latency_ns: u64) {
+        let (dx, wx) = (self.x(self.t.deadline_ns), self.x(self.t.wakeup_ns));
+        let _ = writeln!(
+            svg,
+            "<rect x=\"{dx:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"#d62728\" \
+             fill-opacity=\"0.10\"/>\n\
+             <text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\" fill=\"#a00\" \
+             font-weight=\"bold\">latency {}</text>",
+            TOP - 8.0,
+            (wx - dx).max(1.0),
+            self.lanes_bottom - TOP + 8.0,
+            (dx + wx) / 2.0,
+            TOP - 30.0,
+            escape(&human(latency_ns)),
+        );
+    }
+
+    /// The axis: ticks relative to the deadline.
+    fn axis(&self, svg: &mut String) {
+        let t = self.t;
+        let step = tick_step(t.to_ns - t.from_ns);
+        let before = (t.deadline_ns - t.from_ns) / step;
+        let after = (t.to_ns - t.deadline_ns) / step;
+        let ticks = (0..=before)
+            .rev()
+            .map(|k| (t.deadline_ns - k * step, -i128::from(k)))
+            .chain((1..=after).map(|k| (t.deadline_ns + k * step, i128::from(k))));
+        let lanes_bottom = self.lanes_bottom;
+        for (tick, k) in ticks {
+            let tx = self.x(tick);
+            let _ = writeln!(
+                svg,
+                "<line x1=\"{tx:.1}\" y1=\"{:.1}\" x2=\"{tx:.1}\" y2=\"{lanes_bottom:.1}\" \
+                 stroke=\"#e4e4e4\"/>\n<text x=\"{tx:.1}\" y=\"{:.1}\" text-anchor=\"middle\" \
+                 fill=\"#666\" font-size=\"10\">{}</text>",
+                TOP - 4.0,
+                lanes_bottom + 14.0,
+                escape(&relative(k * i128::from(step))),
+            );
+        }
+    }
+
+    /// A lane per interrupt, softirq and task, the late thread first.
+    fn lanes(&self, svg: &mut String) {
+        for (i, lane) in self.t.lanes.iter().take(MAX_LANES).enumerate() {
+            let y = TOP + LANE * i as f64;
+            let mut label: String = lane.name.chars().take(LABEL_CHARS).collect();
+            if lane.name.chars().count() > LABEL_CHARS {
+                label.push('…');
+            }
+            let share = if lane.in_latency_ns > 0 {
+                format!(" {}", human(lane.in_latency_ns))
+            } else {
+                String::new()
+            };
+            let _ = writeln!(
+                svg,
+                "<g class=\"lane {kind}\"><title>{title}</title>\
+                 <rect x=\"0\" y=\"{y:.1}\" width=\"{WIDTH}\" height=\"{LANE}\" fill=\"{band}\"/>\
+                 <text x=\"{lx:.1}\" y=\"{ty:.1}\" text-anchor=\"end\">{label}\
+                 <tspan fill=\"#a00\">{share}</tspan></text>",
+                kind = lane.kind.name(),
+                title = escape(&format!(
+                    "{} ({}): {} within the latency",
+                    lane.name,
+                    lane.kind.name(),
+                    human(lane.in_latency_ns)
+                )),
+                band = if i % 2 == 0 { "#fafafa" } else { "#ffffff" },
+                lx = LABELS - 8.0,
+                ty = y + 15.0,
+                label = escape(&label),
+                share = escape(&share),
+            );
+            for &(from, to) in &lane.spans {
+                let (x1, x2) = (self.x(from), self.x(to));
+                let _ = write!(
+                    svg,
+                    "<rect x=\"{x1:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"{}\"/>",
+                    y + 4.0,
+                    (x2 - x1).max(1.0),
+                    LANE - 8.0,
+                    color(lane.kind),
+                );
+            }
+            svg.push_str("</g>\n");
+        }
+        if self.t.lanes.is_empty() {
+            let _ = writeln!(
+                svg,
+                "<text x=\"{:.1}\" y=\"{:.1}\" fill=\"#a00\">No events of this CPU were kept: \
+                 nothing to draw.</text>",
+                LABELS,
+                TOP + 15.0
+            );
+        }
+    }
+
+    /// Deadline, wake-up of the thread, and its return to running.
+    fn marks(&self, svg: &mut String) {
+        let lanes_bottom = self.lanes_bottom;
+        let mut mark = |at: u64, label: &str, dash: &str, anchor: &str, row: f64| {
+            let mx = self.x(at);
+            let _ = writeln!(
+                svg,
+                "<line x1=\"{mx:.1}\" y1=\"{:.1}\" x2=\"{mx:.1}\" y2=\"{lanes_bottom:.1}\" \
+                 stroke=\"#000\" stroke-width=\"1.5\"{dash}/>\n<text x=\"{mx:.1}\" y=\"{:.1}\" \
+                 text-anchor=\"{anchor}\" font-size=\"11\">{}</text>",
+                TOP - 12.0,
+                TOP - 14.0 - row,
+                escape(label),
+            );
+        };
+        mark(
+            self.t.deadline_ns,
+            "deadline",
+            " stroke-dasharray=\"4 3\"",
+            "end",
+            0.0,
+        );
+        if let Some(woken) = self.t.woken_ns {
+            mark(woken, "woken", " stroke-dasharray=\"1 2\"", "middle", 12.0);
+        }
+        mark(self.t.wakeup_ns, "wake-up", "", "start", 0.0);
+    }
+
+    /// The legend, and what the picture lacks.
+    fn legend(&self, svg: &mut String, capture: &Capture) {
+        let s = &capture.summary;
+        let mut lx = LABELS;
+        let ly = self.lanes_bottom + 34.0;
+        for kind in [
+            LaneKind::Late,
+            LaneKind::Irq,
+            LaneKind::Softirq,
+            LaneKind::Task,
+            LaneKind::Idle,
+        ] {
+            let _ = writeln!(
+                svg,
+                "<rect x=\"{lx:.1}\" y=\"{:.1}\" width=\"12\" height=\"12\" fill=\"{}\"/>\
+                 <text x=\"{:.1}\" y=\"{ly:.1}\">{}</text>",
+                ly - 10.0,
+                color(kind),
+                lx + 16.0,
+                match kind {
+                    LaneKind::Late => "the late thread",
+                    LaneKind::Irq => "interrupt",
+                    LaneKind::Softirq => "softirq",
+                    LaneKind::Task => "other task",
+                    LaneKind::Idle => "idle",
+                }
+            );
+            lx += 120.0;
+        }
+        let mut notes = Vec::new();
+        if self.t.lanes.len() > MAX_LANES {
+            notes.push(format!(
+                "{} more lanes not drawn",
+                self.t.lanes.len() - MAX_LANES
+            ));
+        }
+        if !s.complete {
+            notes.push(format!("incomplete trace: {}", s.gaps.join("; ")));
+        }
+        if s.events_omitted > 0 {
+            notes.push(format!("{} events omitted", s.events_omitted));
+        }
+        if !notes.is_empty() {
+            let _ = writeln!(
+                svg,
+                "<text x=\"10\" y=\"{:.1}\" fill=\"#a00\">{}</text>",
+                ly + 22.0,
+                escape(&notes.join("; "))
+            );
+        }
+    }
 }
 
 #[cfg(test)]
