@@ -8,7 +8,7 @@ use config::{Value, ValueKind};
 
 use super::{
     ConfigError, Effective, SectionReader, as_bool, as_cpu_selection, as_duration_list_ns,
-    as_duration_ns, as_integer, as_string, key_error, quoted,
+    as_duration_ns, as_string, count_up_to, key_error, quoted,
 };
 use crate::host::HostInfo;
 use crate::sampling::CpuSelection;
@@ -155,15 +155,7 @@ impl ExportConfig {
             "listen",
             || vec![SocketAddr::from((std::net::Ipv6Addr::UNSPECIFIED, 9479))],
             as_listen_list,
-            |addrs| {
-                quoted(
-                    &addrs
-                        .iter()
-                        .map(SocketAddr::to_string)
-                        .collect::<Vec<_>>()
-                        .join(","),
-                )
-            },
+            |addrs| show_listen(addrs),
         )?;
         let telemetry_path = r.read(
             "telemetry_path",
@@ -177,47 +169,18 @@ impl ExportConfig {
         let max_window_ns = r.read(
             "max_window",
             || 60 * NS_PER_SEC,
-            |v| {
-                let ns = as_duration_ns(v)?;
-                if !(NS_PER_SEC..=MAX_WINDOW_NS).contains(&ns) || ns % NS_PER_SEC != 0 {
-                    return Err("must be whole seconds between 1s and 24h".to_string());
-                }
-                Ok(ns)
-            },
+            as_max_window,
             |ns| quoted(&format_duration_ns(*ns)),
         )?;
         let per_cpu_histograms =
             r.read("per_cpu_histograms", || true, as_bool, |b| b.to_string())?;
-        let buckets_ns = r.read(
-            "buckets",
-            default_buckets_ns,
-            |v| {
-                let buckets = as_duration_list_ns(v)?;
-                if buckets.is_empty() || buckets.len() > MAX_BUCKETS {
-                    return Err(format!("give between 1 and {MAX_BUCKETS} bucket bounds"));
-                }
-                if buckets[0] == 0 {
-                    return Err("bucket bounds must be above 0".to_string());
-                }
-                if let Some(i) = buckets.windows(2).position(|w| w[0] >= w[1]) {
-                    return Err(format!(
-                        "bounds must be strictly ascending: item {} ({}) is not above item {} ({})",
-                        i + 2,
-                        format_duration_ns(buckets[i + 1]),
-                        i + 1,
-                        format_duration_ns(buckets[i])
-                    ));
-                }
-                Ok(buckets)
-            },
-            |buckets| {
-                let items: Vec<String> = buckets
-                    .iter()
-                    .map(|ns| quoted(&format_duration_ns(*ns)))
-                    .collect();
-                format!("[{}]", items.join(", "))
-            },
-        )?;
+        let buckets_ns = r.read("buckets", default_buckets_ns, as_buckets, |buckets| {
+            let items: Vec<String> = buckets
+                .iter()
+                .map(|ns| quoted(&format_duration_ns(*ns)))
+                .collect();
+            format!("[{}]", items.join(", "))
+        })?;
         let cpus = r.read(
             "cpus",
             || CpuSelection::All,
@@ -227,37 +190,15 @@ impl ExportConfig {
         let web_config_file = r.read(
             "web_config_file",
             || None,
-            |v| {
-                let path = as_string(v)?;
-                Ok((!path.is_empty()).then(|| PathBuf::from(path)))
-            },
-            |path| {
-                quoted(
-                    &path
-                        .as_ref()
-                        .map_or(String::new(), |p| p.display().to_string()),
-                )
-            },
+            as_web_config_file,
+            show_web_config_file,
         )?;
         let max_connections = r.read(
             "max_connections",
             || 256,
-            |v| {
-                let n = as_integer(v)?;
-                if !(1..=MAX_CONNECTIONS_LIMIT).contains(&n) {
-                    return Err(format!("must be between 1 and {MAX_CONNECTIONS_LIMIT}"));
-                }
-                Ok(n as usize)
-            },
+            count_up_to(MAX_CONNECTIONS_LIMIT),
             |n| n.to_string(),
         )?;
-        let http_timeout = |v: &config::Value| {
-            let ns = as_duration_ns(v)?;
-            if !(NS_PER_SEC / 10..=MAX_HTTP_TIMEOUT_NS).contains(&ns) {
-                return Err("must be between 100ms and 5m".to_string());
-            }
-            Ok(ns)
-        };
         let header_timeout_ns = r.read(
             "header_timeout",
             || 10 * NS_PER_SEC,
@@ -297,4 +238,62 @@ impl ExportConfig {
         }
         Ok(())
     }
+}
+
+fn show_listen(addrs: &[SocketAddr]) -> String {
+    let addrs: Vec<String> = addrs.iter().map(SocketAddr::to_string).collect();
+    quoted(&addrs.join(","))
+}
+
+/// `web_config_file`: a path, or "" for none.
+fn as_web_config_file(v: &config::Value) -> Result<Option<PathBuf>, String> {
+    let path = as_string(v)?;
+    Ok((!path.is_empty()).then(|| PathBuf::from(path)))
+}
+
+fn show_web_config_file(path: &Option<PathBuf>) -> String {
+    quoted(
+        &path
+            .as_ref()
+            .map_or(String::new(), |p| p.display().to_string()),
+    )
+}
+
+/// `max_window`: whole seconds from 1 s to 24 h.
+fn as_max_window(v: &config::Value) -> Result<u64, String> {
+    let ns = as_duration_ns(v)?;
+    if !(NS_PER_SEC..=MAX_WINDOW_NS).contains(&ns) || ns % NS_PER_SEC != 0 {
+        return Err("must be whole seconds between 1s and 24h".to_string());
+    }
+    Ok(ns)
+}
+
+/// `buckets`: 1 to `MAX_BUCKETS` bounds above 0, strictly ascending.
+fn as_buckets(v: &config::Value) -> Result<Vec<u64>, String> {
+    let buckets = as_duration_list_ns(v)?;
+    if buckets.is_empty() || buckets.len() > MAX_BUCKETS {
+        return Err(format!("give between 1 and {MAX_BUCKETS} bucket bounds"));
+    }
+    if buckets[0] == 0 {
+        return Err("bucket bounds must be above 0".to_string());
+    }
+    if let Some(i) = buckets.windows(2).position(|w| w[0] >= w[1]) {
+        return Err(format!(
+            "bounds must be strictly ascending: item {} ({}) is not above item {} ({})",
+            i + 2,
+            format_duration_ns(buckets[i + 1]),
+            i + 1,
+            format_duration_ns(buckets[i])
+        ));
+    }
+    Ok(buckets)
+}
+
+/// `header_timeout` and `request_timeout`: 100 ms to 5 min.
+fn http_timeout(v: &config::Value) -> Result<u64, String> {
+    let ns = as_duration_ns(v)?;
+    if !(NS_PER_SEC / 10..=MAX_HTTP_TIMEOUT_NS).contains(&ns) {
+        return Err("must be between 100ms and 5m".to_string());
+    }
+    Ok(ns)
 }

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use super::{
     ConfigError, SectionReader, as_bool, as_duration_ns, as_integer, as_ring_buffer_kb, as_string,
-    quoted,
+    count_up_to, quoted,
 };
 use crate::forensics::Settings;
 use crate::tracefs::DEFAULT_TRACEFS;
@@ -61,13 +61,7 @@ impl ForensicsConfig {
         let threshold_ns = r.read(
             "threshold",
             || 500 * NS_PER_US,
-            |v| {
-                let ns = as_duration_ns(v)?;
-                if !(NS_PER_US..=10 * NS_PER_SEC).contains(&ns) {
-                    return Err("must be between 1us and 10s".to_string());
-                }
-                Ok(ns)
-            },
+            as_threshold,
             |ns| quoted(&format_duration_ns(*ns)),
         )?;
         let path = |what: &'static str| {
@@ -89,28 +83,13 @@ impl ForensicsConfig {
         let max_captures = r.read(
             "max_captures",
             || 100,
-            |v| {
-                let n = as_integer(v)?;
-                if !(1..=MAX_CAPTURES_LIMIT).contains(&n) {
-                    return Err(format!("must be between 1 and {MAX_CAPTURES_LIMIT}"));
-                }
-                Ok(n as usize)
-            },
+            count_up_to(MAX_CAPTURES_LIMIT),
             |n| n.to_string(),
         )?;
         let max_bytes = r.read(
             "max_bytes",
             || 64 * 1024 * 1024,
-            |v| {
-                let n = as_integer(v)?;
-                if n < MIN_BYTES {
-                    return Err(format!(
-                        "must be at least {MIN_BYTES} bytes (a capture of a long spike can take \
-                         tens of kilobytes)"
-                    ));
-                }
-                Ok(n as u64)
-            },
+            as_max_bytes,
             |n| n.to_string(),
         )?;
         let buffer_size_kb = r.read(
@@ -128,25 +107,13 @@ impl ForensicsConfig {
         let per_cpu_interval_ns = r.read(
             "per_cpu_interval",
             || 10 * NS_PER_SEC,
-            |v| {
-                let ns = as_duration_ns(v)?;
-                if ns > 3_600 * NS_PER_SEC {
-                    return Err("must be at most 1h (0s: no limit per CPU)".to_string());
-                }
-                Ok(ns)
-            },
+            as_per_cpu_interval,
             |ns| quoted(&format_duration_ns(*ns)),
         )?;
         let max_per_minute = r.read(
             "max_per_minute",
             || 12,
-            |v| {
-                let n = as_integer(v)?;
-                if !(1..=MAX_PER_MINUTE_LIMIT).contains(&n) {
-                    return Err(format!("must be between 1 and {MAX_PER_MINUTE_LIMIT}"));
-                }
-                Ok(n as usize)
-            },
+            count_up_to(MAX_PER_MINUTE_LIMIT),
             |n| n.to_string(),
         )?;
         let capture_new_max = r.read("capture_new_max", || false, as_bool, |b| b.to_string())?;
@@ -163,4 +130,33 @@ impl ForensicsConfig {
             capture_new_max,
         })
     }
+}
+
+/// `threshold`: 1 µs to 10 s.
+fn as_threshold(v: &config::Value) -> Result<u64, String> {
+    let ns = as_duration_ns(v)?;
+    if !(NS_PER_US..=10 * NS_PER_SEC).contains(&ns) {
+        return Err("must be between 1us and 10s".to_string());
+    }
+    Ok(ns)
+}
+
+fn as_max_bytes(v: &config::Value) -> Result<u64, String> {
+    let n = as_integer(v)?;
+    if n < MIN_BYTES {
+        return Err(format!(
+            "must be at least {MIN_BYTES} bytes (a capture of a long spike can take tens of \
+             kilobytes)"
+        ));
+    }
+    Ok(n as u64)
+}
+
+/// `per_cpu_interval`: at most 1 h; 0 for no limit per CPU.
+fn as_per_cpu_interval(v: &config::Value) -> Result<u64, String> {
+    let ns = as_duration_ns(v)?;
+    if ns > 3_600 * NS_PER_SEC {
+        return Err("must be at most 1h (0s: no limit per CPU)".to_string());
+    }
+    Ok(ns)
 }

@@ -25,7 +25,7 @@ use std::path::PathBuf;
 
 use config::{Environment, File, FileFormat, Map, Source, Value, ValueKind};
 
-pub use export::ExportConfig;
+pub use export::{ExportConfig, check_telemetry_path};
 pub use forensics::ForensicsConfig;
 pub use host::HostConfig;
 pub use load::LoadConfig;
@@ -37,7 +37,7 @@ pub use record::{RecordConfig, Switch as RecordSwitch};
 use values::*;
 pub(crate) use values::{
     SectionReader, as_bool, as_cpu_selection, as_duration_list_ns, as_duration_ns, as_integer,
-    as_ring_buffer_kb, as_string, key_error, quoted,
+    as_ring_buffer_kb, as_string, count_up_to, key_error, quoted,
 };
 
 use crate::host::HostInfo;

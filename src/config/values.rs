@@ -244,6 +244,17 @@ pub(crate) fn as_integer(value: &Value) -> Result<i64, String> {
     }
 }
 
+/// A reader of a whole number from 1 to `max`.
+pub(crate) fn count_up_to(max: i64) -> impl Fn(&Value) -> Result<usize, String> {
+    move |value| {
+        let n = as_integer(value)?;
+        if !(1..=max).contains(&n) {
+            return Err(format!("must be between 1 and {max}"));
+        }
+        Ok(n as usize)
+    }
+}
+
 /// A per-CPU tracefs ring buffer's size in KiB (`buffer_size_kb` of
 /// `[forensics]` and `[observe]`): 64 KiB to 1 GiB.
 pub(crate) fn as_ring_buffer_kb(value: &Value) -> Result<u64, String> {

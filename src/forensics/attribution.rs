@@ -359,24 +359,19 @@ impl Attributor {
         }
     }
 
-    /// The attribution; `steal_ns` is the hypervisor steal the kernel
-    /// reported for this CPU around the spike, when it reports any.
-    pub fn finish(mut self, steal_ns: Option<u64>) -> Attribution {
+    /// What the trace could not show, each said.
+    fn gaps(&self) -> Vec<String> {
         let mut gaps = Vec::new();
         match self.last_ts {
             None => gaps.push("no event of this CPU was in the trace".to_string()),
-            Some(last) => {
-                self.attribute(last, self.wakeup_ns);
-                if self.first_ts.is_some_and(|f| f > self.deadline_ns) {
-                    gaps.push(
-                        "the ring buffer no longer held the deadline: raise \
-                         forensics.buffer_size_kb"
-                            .to_string(),
-                    );
-                } else if self.lost_before {
-                    gaps.push("events before the deadline were lost".to_string());
-                }
+            Some(_) if self.first_ts.is_some_and(|f| f > self.deadline_ns) => gaps.push(
+                "the ring buffer no longer held the deadline: raise forensics.buffer_size_kb"
+                    .to_string(),
+            ),
+            Some(_) if self.lost_before => {
+                gaps.push("events before the deadline were lost".to_string());
             }
+            Some(_) => {}
         }
         if self.lost_in_window > 0 {
             gaps.push(format!(
@@ -387,6 +382,42 @@ impl Attributor {
         if self.last_ts.is_some() && self.phase == Phase::Sleeping {
             gaps.push("the sampler's wake-up is not in the trace".to_string());
         }
+        gaps
+    }
+
+    /// Hypervisor steal explains what no event does: up to `steal` of the
+    /// unaccounted time becomes steal.
+    fn steal_from_unaccounted(&mut self, steal: u64) {
+        let mut left = steal;
+        self.totals.sort_by_key(|t| std::cmp::Reverse(t.1));
+        let mut moved = 0;
+        for (key, total) in &mut self.totals {
+            if key.0 == "unaccounted" && left > 0 {
+                let take = (*total).min(left);
+                *total -= take;
+                left -= take;
+                moved += take;
+            }
+        }
+        if moved > 0 {
+            self.add(
+                (
+                    "steal",
+                    "hypervisor steal (the host ran something else)".to_string(),
+                    None,
+                ),
+                moved,
+            );
+        }
+    }
+
+    /// The attribution; `steal_ns` is the hypervisor steal the kernel
+    /// reported for this CPU around the spike, when it reports any.
+    pub fn finish(mut self, steal_ns: Option<u64>) -> Attribution {
+        if let Some(last) = self.last_ts {
+            self.attribute(last, self.wakeup_ns);
+        }
+        let gaps = self.gaps();
         let latency = self.wakeup_ns - self.deadline_ns;
         if self.last_ts.is_none() {
             self.totals.push((
@@ -399,27 +430,7 @@ impl Attributor {
             ));
         }
         if let Some(steal) = steal_ns.filter(|&s| s > 0) {
-            let mut left = steal;
-            self.totals.sort_by_key(|t| std::cmp::Reverse(t.1));
-            let mut moved = 0;
-            for (key, total) in &mut self.totals {
-                if key.0 == "unaccounted" && left > 0 {
-                    let take = (*total).min(left);
-                    *total -= take;
-                    left -= take;
-                    moved += take;
-                }
-            }
-            if moved > 0 {
-                self.add(
-                    (
-                        "steal",
-                        "hypervisor steal (the host ran something else)".to_string(),
-                        None,
-                    ),
-                    moved,
-                );
-            }
+            self.steal_from_unaccounted(steal);
         }
         let mut causes: Vec<Cause> = Vec::new();
         self.totals.sort_by_key(|t| std::cmp::Reverse(t.1));

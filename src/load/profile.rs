@@ -130,48 +130,11 @@ impl Profile {
                 &n,
             ]),
         }
-        let mut generators = Vec::new();
-        if hackbench {
-            let mut nodes: Vec<(i32, Vec<usize>)> = Vec::new();
-            for &cpu in cpus {
-                let node = node_of(cpu);
-                match nodes.iter_mut().find(|(n, _)| *n == node) {
-                    Some((_, list)) => list.push(cpu),
-                    None => nodes.push((node, vec![cpu])),
-                }
-            }
-            // rteval: three groups per CPU of the largest node, on every node.
-            let biggest = nodes.iter().map(|(_, c)| c.len()).max().unwrap_or(1);
-            let groups = 3 * biggest;
-            for (node, node_cpus) in nodes {
-                generators.push(Generator {
-                    name: if node >= 0 {
-                        format!("hackbench node {node}")
-                    } else {
-                        "hackbench".to_string()
-                    },
-                    kind: Kind::Hackbench {
-                        groups,
-                        loops: HACKBENCH_LOOPS,
-                    },
-                    program: "hackbench",
-                    package: "rt-tests",
-                    args: [
-                        "-P",
-                        "-g",
-                        &groups.to_string(),
-                        "-l",
-                        &HACKBENCH_LOOPS.to_string(),
-                        "-s",
-                        "1000",
-                    ]
-                    .iter()
-                    .map(|w| w.to_string())
-                    .collect(),
-                    cpus: node_cpus,
-                });
-            }
-        }
+        let mut generators = if hackbench {
+            hackbench_per_node(cpus, node_of)
+        } else {
+            Vec::new()
+        };
         let yaml = scratch.join("stress-ng.yaml");
         let mut args = stressors;
         args.extend(
@@ -331,6 +294,50 @@ fn check_installed_with(profile: Profile, found: impl Fn(&str) -> bool) -> Resul
             .collect::<Vec<_>>()
             .join(" ")
     ))
+}
+
+/// rteval's hackbench: one per NUMA node on its CPUs, three groups per
+/// CPU of the largest node on every node.
+fn hackbench_per_node(cpus: &[usize], node_of: impl Fn(usize) -> i32) -> Vec<Generator> {
+    let mut nodes: Vec<(i32, Vec<usize>)> = Vec::new();
+    for &cpu in cpus {
+        let node = node_of(cpu);
+        match nodes.iter_mut().find(|(n, _)| *n == node) {
+            Some((_, list)) => list.push(cpu),
+            None => nodes.push((node, vec![cpu])),
+        }
+    }
+    let biggest = nodes.iter().map(|(_, c)| c.len()).max().unwrap_or(1);
+    let groups = 3 * biggest;
+    let args: Vec<String> = [
+        "-P",
+        "-g",
+        &groups.to_string(),
+        "-l",
+        &HACKBENCH_LOOPS.to_string(),
+        "-s",
+        "1000",
+    ]
+    .iter()
+    .map(|w| w.to_string())
+    .collect();
+    (nodes.into_iter())
+        .map(|(node, node_cpus)| Generator {
+            name: if node >= 0 {
+                format!("hackbench node {node}")
+            } else {
+                "hackbench".to_string()
+            },
+            kind: Kind::Hackbench {
+                groups,
+                loops: HACKBENCH_LOOPS,
+            },
+            program: "hackbench",
+            package: "rt-tests",
+            args: args.clone(),
+            cpus: node_cpus,
+        })
+        .collect()
 }
 
 #[cfg(test)]

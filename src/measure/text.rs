@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 
 use super::report::RunReport;
-use crate::stats::LatencyStats;
+use crate::stats::{LatencyStats, LinearHistogram};
 use crate::units::NS_PER_US;
 
 /// cyclictest's per-thread line, e.g.
@@ -75,28 +75,8 @@ pub fn histogram_block(report: &RunReport) -> String {
     }
     let unit = report.unit_ns();
     let all_column = report.histofall && report.threads.len() > 1;
-    let n_bins = linears[0].bins().len();
     let mut out = String::from("# Histogram\n");
-    let mut totals = vec![0u64; linears.len()];
-    let mut grand_total = 0u64;
-    for bin in 0..n_bins {
-        let _ = write!(out, "{bin:06} ");
-        let mut row_total = 0;
-        for (j, linear) in linears.iter().enumerate() {
-            let count = linear.bins()[bin];
-            let _ = write!(out, "{count:06}");
-            if j + 1 < linears.len() {
-                out.push('\t');
-            }
-            totals[j] += count;
-            row_total += count;
-        }
-        if all_column {
-            let _ = write!(out, "\t{row_total:06}");
-            grand_total += row_total;
-        }
-        out.push('\n');
-    }
+    let (totals, grand_total) = histogram_rows(&mut out, &linears, all_column);
     let footer = |out: &mut String, label: &str, values: &[u64], all: Option<u64>, width: usize| {
         out.push_str(label);
         for v in values {
@@ -148,6 +128,47 @@ pub fn histogram_block(report: &RunReport) -> String {
         all_column.then_some(all_overflows),
         5,
     );
+    overflow_cycles(&mut out, &linears);
+    let smis: Vec<u64> = report.threads.iter().filter_map(|t| t.smi_count).collect();
+    if smis.len() == report.threads.len() {
+        footer(&mut out, "# SMIs:", &smis, None, 5);
+    }
+    out.push('\n');
+    out
+}
+
+/// One row per bin, a column per thread (and the all-threads column):
+/// each column's total and the grand total.
+fn histogram_rows(
+    out: &mut String,
+    linears: &[&LinearHistogram],
+    all_column: bool,
+) -> (Vec<u64>, u64) {
+    let mut totals = vec![0u64; linears.len()];
+    let mut grand_total = 0u64;
+    for bin in 0..linears[0].bins().len() {
+        let _ = write!(out, "{bin:06} ");
+        let mut row_total = 0;
+        for (j, linear) in linears.iter().enumerate() {
+            let count = linear.bins()[bin];
+            let _ = write!(out, "{count:06}");
+            if j + 1 < linears.len() {
+                out.push('\t');
+            }
+            totals[j] += count;
+            row_total += count;
+        }
+        if all_column {
+            let _ = write!(out, "\t{row_total:06}");
+            grand_total += row_total;
+        }
+        out.push('\n');
+    }
+    (totals, grand_total)
+}
+
+/// The cycles whose sample fell past the histogram, per thread.
+fn overflow_cycles(out: &mut String, linears: &[&LinearHistogram]) {
     out.push_str("# Histogram Overflow at cycle number:\n");
     for (i, linear) in linears.iter().enumerate() {
         let _ = write!(out, "# Thread {i}:");
@@ -160,10 +181,4 @@ pub fn histogram_block(report: &RunReport) -> String {
         }
         out.push('\n');
     }
-    let smis: Vec<u64> = report.threads.iter().filter_map(|t| t.smi_count).collect();
-    if smis.len() == report.threads.len() {
-        footer(&mut out, "# SMIs:", &smis, None, 5);
-    }
-    out.push('\n');
-    out
 }

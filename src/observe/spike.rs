@@ -12,59 +12,53 @@ use crate::forensics::store::make_id;
 use crate::forensics::verdict::verdict_of;
 use crate::forensics::{Capture, Summary, TaskRef};
 
-/// The capture of `spike` of the task series `key`; `now` is
-/// (`CLOCK_MONOTONIC`, wall clock) read together, to date it.
-pub fn capture(key: &TaskKey, spike: &WorkloadSpike, now: (u64, u64)) -> Capture {
-    let at_unix = now.1.saturating_sub(now.0.saturating_sub(spike.ran_ns));
-    let mut causes: Vec<Cause> = spike
-        .causes
-        .iter()
-        .map(|(source, name, ns)| Cause {
-            kind: match source {
+/// What the observer saw during the latency as causes, with the timer's
+/// own lateness and whatever no event accounts for (the scheduler's way to
+/// the task; an idle exit the kernel did not trace).
+fn causes_of(spike: &WorkloadSpike, timer_late_ns: Option<u64>) -> Vec<Cause> {
+    let cause = |kind: &str, name: String, duration_ns: u64| Cause {
+        kind: kind.to_string(),
+        name,
+        pid: None,
+        policy: None,
+        priority: None,
+        duration_ns,
+    };
+    let mut causes: Vec<Cause> = (spike.causes.iter())
+        .map(|(source, name, ns)| {
+            let kind = match source {
                 Source::Thread => "task",
                 Source::Irq => "irq",
                 Source::Softirq => "softirq",
                 Source::Nmi => "nmi",
                 Source::Steal => "steal",
                 Source::Smi => "unaccounted",
-            }
-            .to_string(),
-            name: name.clone(),
-            pid: None,
-            policy: None,
-            priority: None,
-            duration_ns: *ns,
+            };
+            cause(kind, name.clone(), *ns)
         })
         .collect();
-    // The timer's own lateness, and whatever no event accounts for (the
-    // scheduler's way to the task; an idle exit the kernel did not trace).
-    let timer_late_ns = spike
-        .from_timer
-        .then(|| spike.woken_ns.saturating_sub(spike.since_ns));
     let accounted: u64 =
         causes.iter().map(|c| c.duration_ns).sum::<u64>() + timer_late_ns.unwrap_or(0);
     let rest = spike.latency_ns.saturating_sub(accounted);
     if let Some(late) = timer_late_ns.filter(|&late| late > 0) {
-        causes.push(Cause {
-            kind: "unaccounted".to_string(),
-            name: "the timer interrupt came late (idle exit, masked interrupts, SMI or the host)"
-                .to_string(),
-            pid: None,
-            policy: None,
-            priority: None,
-            duration_ns: late,
-        });
+        let why = "the timer interrupt came late (idle exit, masked interrupts, SMI or the host)";
+        causes.push(cause("unaccounted", why.to_string(), late));
     }
     if rest > 0 {
-        causes.push(Cause {
-            kind: "unaccounted".to_string(),
-            name: "from the wake-up to the switch, no event accounts for it".to_string(),
-            pid: None,
-            policy: None,
-            priority: None,
-            duration_ns: rest,
-        });
+        let why = "from the wake-up to the switch, no event accounts for it";
+        causes.push(cause("unaccounted", why.to_string(), rest));
     }
+    causes
+}
+
+/// The capture of `spike` of the task series `key`; `now` is
+/// (`CLOCK_MONOTONIC`, wall clock) read together, to date it.
+pub fn capture(key: &TaskKey, spike: &WorkloadSpike, now: (u64, u64)) -> Capture {
+    let at_unix = now.1.saturating_sub(now.0.saturating_sub(spike.ran_ns));
+    let timer_late_ns = spike
+        .from_timer
+        .then(|| spike.woken_ns.saturating_sub(spike.since_ns));
+    let mut causes = causes_of(spike, timer_late_ns);
     causes.sort_by(|a, b| b.duration_ns.cmp(&a.duration_ns).then(a.name.cmp(&b.name)));
     let container = if key.container.is_empty() {
         String::new()
