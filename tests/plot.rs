@@ -22,6 +22,9 @@ fn plot(input: &Path, output: &Path) -> std::process::Output {
 
 #[test]
 fn plots_cyclictest_latencyd_and_jitterdebugger_files() {
+    if !font_or_skip("plots_cyclictest_latencyd_and_jitterdebugger_files") {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     for (input, cpus) in [
         (data_path("cyclictest/run.json"), vec!["CPU 0", "CPU 1"]),
@@ -71,6 +74,7 @@ fn plots_cyclictest_latencyd_and_jitterdebugger_files() {
 /// Real cyclictest and jitterdebugger, run now (root only: both need
 /// real-time scheduling).
 #[test]
+#[ignore = "full tier: the real cyclictest and jitterdebugger"]
 fn plots_what_real_cyclictest_and_jitterdebugger_write_now() {
     if !privileged() {
         report_skip(
@@ -109,6 +113,110 @@ fn plots_what_real_cyclictest_and_jitterdebugger_write_now() {
     let output = plot(&out.join("results.json"), &svg);
     assert!(output.status.success(), "{}", stderr_of(&output));
     check_plot_svg(&std::fs::read_to_string(&svg).unwrap(), &labels);
+}
+
+/// A cyclictest `--json` file: on CPUs 0 and 1 a body of samples from 8 to
+/// 150 µs, and on CPU 1 one sample `outlier_us` late.
+fn body_and_outlier(outlier_us: u64) -> serde_json::Value {
+    let mut threads = serde_json::Map::new();
+    for cpu in 0..2u64 {
+        let mut histogram = serde_json::Map::new();
+        for us in 8..=150u64 {
+            let centre = (20.0 + 5.0 * cpu as f64).ln();
+            let count = (200_000.0 * (-((us as f64).ln() - centre).powi(2) / 0.18).exp()) as u64;
+            histogram.insert(us.to_string(), count.max(1).into());
+        }
+        let max = if cpu == 1 {
+            histogram.insert(outlier_us.to_string(), 1.into());
+            outlier_us
+        } else {
+            150
+        };
+        threads.insert(
+            cpu.to_string(),
+            serde_json::json!({"histogram": histogram, "cycles": 1, "min": 8, "max": max,
+                               "avg": 20.0, "cpu": cpu, "node": 0}),
+        );
+    }
+    serde_json::json!({"resolution_in_ns": 0, "num_threads": 2, "thread": threads})
+}
+
+/// The x of each point of the series' outlines (polylines of more than two
+/// points) above the floor, and the x extent of the plotting area (its
+/// grid's vertical lines).
+fn outline_xs(svg: &str) -> (Vec<f64>, f64, f64) {
+    let mut xs = Vec::new();
+    let (mut left, mut right) = (f64::MAX, f64::MIN);
+    for polyline in svg.split("<polyline").skip(1) {
+        let Some(points) = polyline
+            .split("points=\"")
+            .nth(1)
+            .and_then(|p| p.split('"').next())
+        else {
+            continue;
+        };
+        let points: Vec<(f64, f64)> = points
+            .split_whitespace()
+            .filter_map(|p| {
+                let (x, y) = p.split_once(',')?;
+                Some((x.parse().ok()?, y.parse().ok()?))
+            })
+            .collect();
+        if points.len() == 2 && points[0].0 == points[1].0 {
+            left = left.min(points[0].0);
+            right = right.max(points[0].0);
+        }
+        if points.len() > 2 {
+            let floor = points.iter().map(|p| p.1).fold(f64::MIN, f64::max);
+            xs.extend(points.iter().filter(|p| p.1 < floor - 1.0).map(|p| p.0));
+        }
+    }
+    (xs, left, right)
+}
+
+#[test]
+fn an_outlier_leaves_the_body_of_the_distribution_readable() {
+    if !font_or_skip("an_outlier_leaves_the_body_of_the_distribution_readable") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    for (outlier_us, label) in [(31_000, "max 31 ms"), (600_000_000, "max 600 s")] {
+        let input = dir.path().join("run.json");
+        std::fs::write(&input, body_and_outlier(outlier_us).to_string()).unwrap();
+        let out = dir.path().join("out.svg");
+        let output = plot(&input, &out);
+        assert!(output.status.success(), "{}", stderr_of(&output));
+        let svg = std::fs::read_to_string(&out).unwrap();
+        check_plot_svg(&svg, &["CPU 0", "CPU 1"]);
+        // The body (8 to 150 µs, every bin above the floor) spans a tenth
+        // of the plotting area at least; on a linear axis to the outlier
+        // it was one pixel column.
+        let (xs, left, right) = outline_xs(&svg);
+        let body = xs.iter().cloned().fold(f64::MIN, f64::max)
+            - xs.iter().cloned().fold(f64::MAX, f64::min);
+        assert!(
+            body >= 0.1 * (right - left),
+            "{outlier_us} µs outlier: the body spans {body:.0} of {:.0} px",
+            right - left
+        );
+        // The outlier is named in the unit that reads, beside its marker;
+        // no number of four digits or more goes without separators.
+        let texts = svg_texts(&svg);
+        assert!(texts.iter().any(|t| t == label), "{label} in {texts:?}");
+        for text in &texts {
+            let digits = text
+                .split(|c: char| !c.is_ascii_digit())
+                .map(str::len)
+                .max();
+            assert!(
+                digits.unwrap_or(0) < 4,
+                "a number without separators: {text:?}"
+            );
+        }
+        assert!(
+            texts.iter().any(|t| t.ends_with(" µs")) && texts.iter().any(|t| t.ends_with(" ms"))
+        );
+    }
 }
 
 #[test]

@@ -49,6 +49,14 @@ const SYSTEM_FONTS: &[&str] = &[
     "/usr/share/fonts/truetype/liberation/LiberationSans-Regular.ttf",
 ];
 
+/// The TrueType font plots are drawn with, if the system has one.
+pub fn system_font() -> Option<&'static str> {
+    SYSTEM_FONTS
+        .iter()
+        .copied()
+        .find(|path| std::path::Path::new(path).is_file())
+}
+
 pub(super) fn register_system_font() -> Result<(), PlotError> {
     static REGISTERED: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
     REGISTERED
@@ -82,16 +90,14 @@ where
     let err = |e: DrawingAreaErrorKind<DB::ErrorType>| PlotError::Draw(e.to_string());
     root.fill(&WHITE).map_err(err)?;
     let (root, legend) = root.split_vertically(HEIGHT);
-    let max_us = data.series.iter().map(|s| s.max_us).fold(1.0, f64::max);
+    let (x_start, x_end) = latency_range(data);
     let max_count = data
         .series
         .iter()
         .flat_map(|s| s.bins_us.iter().map(|(_, c)| *c))
         .max()
         .unwrap_or(1) as f64;
-    // Room right of the largest maximum for its label.
-    let x_end = (max_us * 1.15).ceil() + 2.0;
-    let floor = 0.8;
+    let floor = 0.5;
     let caption = if data.subtitle.is_empty() {
         data.title.clone()
     } else {
@@ -101,15 +107,18 @@ where
         .caption(caption, ("sans-serif", 22))
         .margin(15)
         .x_label_area_size(45)
-        .y_label_area_size(70)
-        .build_cartesian_2d(0f64..x_end, (floor..max_count * 6.0).log_scale())
+        .y_label_area_size(85)
+        .build_cartesian_2d(
+            (x_start..x_end).log_scale(),
+            (floor..max_count * 6.0).log_scale(),
+        )
         .map_err(err)?;
     chart
         .configure_mesh()
-        .x_desc("Latency (µs)")
+        .x_desc("Latency (logarithmic)")
         .y_desc("Number of samples")
-        .x_label_formatter(&|v| format!("{v:.0}"))
-        .y_label_formatter(&|v| format!("{v:.0}"))
+        .x_label_formatter(&|v| latency_text(*v))
+        .y_label_formatter(&|v| with_separators(v.round() as u64))
         .draw()
         .map_err(err)?;
     for (i, series) in data.series.iter().enumerate() {
@@ -118,22 +127,29 @@ where
         chart
             .draw_series(LineSeries::new(points, color.stroke_width(2)))
             .map_err(err)?;
-        // The maximum: a marker above the exact value; each CPU's a little
+        // The maximum: a marker above the exact value, its label beside it
+        // (to its left when the right edge is near); each CPU's a little
         // lower than the previous one's, so close maxima stay legible.
         let top = max_count * 3.0 / 1.6f64.powi(i as i32);
+        let label = format!("max {}", latency_text(series.max_us));
+        let room_right = (x_end / series.max_us.max(x_start)).log10() / (x_end / x_start).log10()
+            * f64::from(WIDTH - 100);
+        let width = 8 * label.chars().count() as i32;
+        let dx = if room_right > f64::from(width + 16) {
+            10
+        } else {
+            -10 - width
+        };
         chart
-            .draw_series(std::iter::once(TriangleMarker::new(
-                (series.max_us, top),
-                7,
-                color.filled(),
-            )))
-            .map_err(err)?;
-        chart
-            .draw_series(std::iter::once(Text::new(
-                format!(" max {:.0} µs", series.max_us),
-                (series.max_us, top),
-                ("sans-serif", 13).into_font().color(&color),
-            )))
+            .draw_series(std::iter::once(
+                EmptyElement::at((series.max_us.max(x_start), top))
+                    + TriangleMarker::new((0, 0), 7, color.filled())
+                    + Text::new(
+                        label,
+                        (dx, -7),
+                        ("sans-serif", 13).into_font().color(&color),
+                    ),
+            ))
             .map_err(err)?;
     }
     // The legend: a sample of each line and its label, in columns under
@@ -151,7 +167,7 @@ where
             .map_err(err)?;
         legend
             .draw(&Text::new(
-                format!("{} (max {:.0} µs)", series.label, series.max_us),
+                format!("{} (max {})", series.label, latency_text(series.max_us)),
                 (x + 30, y),
                 ("sans-serif", 14).into_font().color(&BLACK),
             ))
@@ -160,19 +176,77 @@ where
     Ok(())
 }
 
+/// The latency axis, logarithmic: from just below the lowest bin (a bin
+/// under 1 µs starts at 0.5 µs) to three times the largest maximum, room
+/// for its label. A logarithmic axis keeps the body of the distribution
+/// readable whatever the outlier: 10 to 150 µs keep a quarter of the
+/// width beside a 31 ms maximum, and an eighth beside 600 s.
+fn latency_range(data: &PlotData) -> (f64, f64) {
+    let lowest = (data.series.iter())
+        .filter_map(|s| s.bins_us.first().map(|b| b.0))
+        .min()
+        .unwrap_or(1);
+    let start = (lowest as f64).max(0.5) * 0.8;
+    let max_us = data.series.iter().map(|s| s.max_us).fold(1.0, f64::max);
+    let end = (max_us * 3.0).max(start * 100.0);
+    (start, end)
+}
+
+/// A latency for people, in µs, ms or s, to three significant digits
+/// (whole numbers with separators from 100 on): `150 µs`, `9.08 ms`,
+/// `600 s`, `1,000 s`.
+pub fn latency_text(us: f64) -> String {
+    let (value, unit) = if us < 1_000.0 {
+        (us, "µs")
+    } else if us < 1_000_000.0 {
+        (us / 1e3, "ms")
+    } else {
+        (us / 1e6, "s")
+    };
+    let digits = if value >= 100.0 {
+        0
+    } else if value >= 10.0 {
+        1
+    } else {
+        2
+    };
+    let text = format!("{value:.digits$}");
+    let text = if text.contains('.') {
+        text.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        with_separators(value.round() as u64)
+    };
+    format!("{text} {unit}")
+}
+
+/// `1234567` as `1,234,567`.
+pub fn with_separators(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
 /// The outline of a histogram as OSADL plots draw it: each 1 µs bin a
-/// flat top, dropping to the floor of the log axis across empty bins.
+/// flat top, dropping to the floor of the log axis across empty bins (the
+/// bin under 1 µs starts at 0.5 µs on the logarithmic latency axis).
 fn step_outline(bins_us: &[(u64, u64)], floor: f64) -> Vec<(f64, f64)> {
     let mut points = Vec::with_capacity(bins_us.len() * 4);
     let mut previous_end: Option<u64> = None;
     for &(us, count) in bins_us {
+        let left = (us as f64).max(0.5);
         if previous_end != Some(us) {
             if let Some(end) = previous_end {
                 points.push((end as f64, floor));
             }
-            points.push((us as f64, floor));
+            points.push((left, floor));
         }
-        points.push((us as f64, count as f64));
+        points.push((left, count as f64));
         points.push((us as f64 + 1.0, count as f64));
         previous_end = Some(us + 1);
     }

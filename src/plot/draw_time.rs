@@ -7,7 +7,7 @@ use std::path::Path;
 use plotters::prelude::*;
 
 use super::PlotError;
-use super::draw::register_system_font;
+use super::draw::{latency_text, register_system_font};
 use super::history::TimePlot;
 use crate::calendar::format_rfc3339_ms;
 
@@ -80,10 +80,14 @@ where
     let err = |e: DrawingAreaErrorKind<DB::ErrorType>| PlotError::Draw(e.to_string());
     root.fill(&WHITE).map_err(err)?;
     let points = plot.series.iter().flat_map(|s| s.points.iter());
-    let (t0, t1, top) = points.fold((f64::MAX, f64::MIN, 1.0f64), |(a, b, m), p| {
-        (a.min(p.0), b.max(p.0), m.max(p.1))
-    });
+    let (t0, t1, top, low) = points
+        .fold((f64::MAX, f64::MIN, 1.0f64, f64::MAX), |(a, b, m, l), p| {
+            (a.min(p.0), b.max(p.0), m.max(p.1), l.min(p.2).min(p.1))
+        });
     let t1 = if t1 > t0 { t1 } else { t0 + 1.0 };
+    // A logarithmic latency axis: a stall of minutes leaves the usual
+    // maxima readable.
+    let (bottom, top) = (low.clamp(0.5, top) * 0.7, top * 2.0);
     let caption = if plot.subtitle.is_empty() {
         plot.title.clone()
     } else {
@@ -93,17 +97,17 @@ where
         .caption(caption, ("sans-serif", 20))
         .margin(15)
         .x_label_area_size(45)
-        .y_label_area_size(70)
-        .build_cartesian_2d(t0..t1, 0f64..top * 1.1)
+        .y_label_area_size(85)
+        .build_cartesian_2d(t0..t1, (bottom..top).log_scale())
         .map_err(err)?;
     let span = t1 - t0;
     chart
         .configure_mesh()
         .x_desc("Time (UTC)")
-        .y_desc("Latency (µs)")
+        .y_desc("Latency (logarithmic)")
         .x_labels(8)
         .x_label_formatter(&|v| time_label(*v, span))
-        .y_label_formatter(&|v| format!("{v:.0}"))
+        .y_label_formatter(&|v| latency_text(*v))
         .draw()
         .map_err(err)?;
     // The stretches without samples, shaded under the lines: red where a
@@ -118,7 +122,7 @@ where
         };
         let band = chart
             .draw_series(std::iter::once(Rectangle::new(
-                [(gap.start_s.max(t0), top * 1.1), (gap.end_s.min(t1), 0.0)],
+                [(gap.start_s.max(t0), top), (gap.end_s.min(t1), bottom)],
                 color.filled(),
             )))
             .map_err(err)?;
@@ -142,19 +146,23 @@ where
         for (k, run) in runs(&series.points, &gaps).into_iter().enumerate() {
             let max = chart
                 .draw_series(LineSeries::new(
-                    run.iter().map(|p| (p.0, p.1)),
-                    color.stroke_width(2),
+                    run.iter().map(|p| (p.0, p.1.max(bottom))),
+                    color.stroke_width(1),
                 ))
                 .map_err(err)?;
             if k == 0 {
-                max.label(format!("{} max (peak {peak:.0} µs)", series.label))
-                    .legend(move |(x, y)| {
-                        PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
-                    });
+                max.label(format!(
+                    "{} max (peak {})",
+                    series.label,
+                    latency_text(peak)
+                ))
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+                });
             }
             let p999 = chart
                 .draw_series(LineSeries::new(
-                    run.iter().map(|p| (p.0, p.2)),
+                    run.iter().map(|p| (p.0, p.2.max(bottom))),
                     color.mix(0.5).stroke_width(1),
                 ))
                 .map_err(err)?;

@@ -24,7 +24,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::Path;
 
-pub use draw::{render_png, render_svg};
+pub use draw::{render_png, render_svg, system_font};
 pub use draw_time::{render_time_png, render_time_svg};
 pub use inputs::read_input;
 
