@@ -26,6 +26,7 @@ fn count_of(scrape: &str, cpu: u64) -> f64 {
 }
 
 #[test]
+#[ignore = "full tier: promtool"]
 fn metrics_pass_promtool_and_counts_grow_and_agree_with_the_api() {
     require_tool("promtool", "--version", "prometheus");
     let dir = tempfile::tempdir().unwrap();
@@ -346,6 +347,39 @@ fn check_config_prints_the_effective_configuration_with_sources() {
     let output = latencyd().arg("check-config").arg(&path).output().unwrap();
     assert_eq!(output.status.code(), Some(78));
     assert!(stderr_of(&output).contains("measure.interval"));
+
+    // Five mistakes, two in one section: one run names them all, and
+    // `run` refuses the same file with the same list.
+    std::fs::write(
+        &path,
+        "[measure]\ninterval = \"500\"\npriority = 120\n[export]\nlisten = \"nowhere\"\n\
+         [log]\nlevel = \"loud\"\n[colour]\nsky = \"blue\"\n",
+    )
+    .unwrap();
+    let keys = [
+        "measure.interval",
+        "measure.priority",
+        "export.listen",
+        "log.level",
+        "colour",
+    ];
+    for command in ["check-config", "run"] {
+        let mut cmd = latencyd();
+        match command {
+            "run" => cmd.arg("run").arg("--config").arg(&path),
+            _ => cmd.arg(command).arg(&path),
+        };
+        let output = cmd.output().unwrap();
+        let stderr = stderr_of(&output);
+        assert_eq!(output.status.code(), Some(78), "{command}: {stderr}");
+        assert!(
+            stderr.contains("5 configuration errors:"),
+            "{command}: {stderr}"
+        );
+        for key in keys {
+            assert!(stderr.contains(key), "{command} names {key}: {stderr}");
+        }
+    }
 }
 
 /// As a user without real-time privileges: refused with the fix named, or
@@ -481,8 +515,7 @@ fn a_cpu_outside_the_affinity_mask_is_reported_unmeasured_with_its_reason() {
     let mut cmd = Command::new("taskset");
     cmd.args(["-c", &kept.to_string(), env!("CARGO_BIN_EXE_latencyd")])
         .args(["run", "--config"])
-        .arg(&config)
-        .env_remove("LATENCYD_TEST_WITHOUT_FAULTS");
+        .arg(&config);
     let daemon = Daemon::start(&mut cmd);
 
     let (code, body) = daemon.get("/api/v1/status");

@@ -114,18 +114,26 @@ fn as_listen_list(value: &Value) -> Result<Vec<SocketAddr>, String> {
     };
     let mut addrs: Vec<SocketAddr> = Vec::new();
     for (i, item) in items.iter().enumerate() {
-        let addr = item.parse::<SocketAddr>().map_err(|_| {
-            format!(
-                "{}'{item}' is not an IP address and port such as \"[::]:9479\" (all \
-                 addresses, dual-stack), \"0.0.0.0:9479\" or \"127.0.0.1:9479\" (host names are \
-                 not resolved)",
-                if items.len() > 1 {
-                    format!("item {}: ", i + 1)
-                } else {
-                    String::new()
-                }
-            )
-        })?;
+        // ":9479", node_exporter's habit (Go's "all addresses"), is the
+        // dual-stack "[::]:9479".
+        let all = item
+            .strip_prefix(':')
+            .and_then(|port| port.parse::<u16>().ok())
+            .map(|port| SocketAddr::from((std::net::Ipv6Addr::UNSPECIFIED, port)));
+        let addr = all
+            .map_or_else(|| item.parse::<SocketAddr>(), Ok)
+            .map_err(|_| {
+                format!(
+                    "{}'{item}' is not an IP address and port such as \"[::]:9479\" or \":9479\" \
+                 (all addresses, dual-stack), \"0.0.0.0:9479\" or \"127.0.0.1:9479\" (host \
+                 names are not resolved)",
+                    if items.len() > 1 {
+                        format!("item {}: ", i + 1)
+                    } else {
+                        String::new()
+                    }
+                )
+            })?;
         if addrs.contains(&addr) {
             return Err(format!("{addr} is listed twice"));
         }

@@ -49,6 +49,17 @@ fn as_offset(value: &config::Value) -> Result<Duration, String> {
     as_duration_ns(value).map(Duration::from_nanos)
 }
 
+/// An offset as it is usually written: "HH:MM" for a whole minute of the
+/// day, else a duration.
+fn show_offset(d: Duration) -> String {
+    let secs = d.as_secs();
+    if d.subsec_nanos() == 0 && secs.is_multiple_of(60) && secs < 24 * 3600 {
+        format!("{:02}:{:02}", secs / 3600, secs / 60 % 60)
+    } else {
+        show(d)
+    }
+}
+
 impl LoadConfig {
     pub(super) fn read(r: &mut SectionReader<'_>) -> Result<LoadConfig, ConfigError> {
         r.only(&["profile", "cpus", "every", "at", "duration"])?;
@@ -82,7 +93,7 @@ impl LoadConfig {
             "at",
             || Duration::from_secs(2 * 3600),
             as_offset,
-            |d| quoted(&show(*d)),
+            |d| quoted(&show_offset(*d)),
         )?;
         let duration = r.read(
             "duration",

@@ -135,8 +135,38 @@ impl Config {
         Config::load_with_env(&Sources::default(), no_env).expect("the built-in defaults are valid")
     }
 
+    /// As `load`, but on a mistake reads on without the key it named, so
+    /// that one run reports every mistake (`check-config`, the daemon's
+    /// start): each error in the order found, at most `MAX_REPORTED`.
+    pub fn load_reporting_all(sources: &Sources) -> Result<Config, Vec<ConfigError>> {
+        check_env_is_text().map_err(|e| vec![e])?;
+        let env = Environment::with_prefix(ENV_PREFIX);
+        let (mut tree, label) = Config::merged(sources, env).map_err(|e| vec![e])?;
+        let mut errors = Vec::new();
+        loop {
+            match Config::from_tree(&tree, label.as_deref()) {
+                Ok(config) if errors.is_empty() => return Ok(config),
+                Ok(_) => return Err(errors),
+                Err(err) => {
+                    let removed = without_key(&mut tree, &err.key);
+                    errors.push(err);
+                    if !removed || errors.len() == MAX_REPORTED {
+                        return Err(errors);
+                    }
+                }
+            }
+        }
+    }
+
     /// As `load`, with the environment given (tests pass their own).
     pub fn load_with_env(sources: &Sources, env: Environment) -> Result<Config, ConfigError> {
+        let (tree, label) = Config::merged(sources, env)?;
+        Config::from_tree(&tree, label.as_deref())
+    }
+
+    /// Every source merged into one tree (its values remember where they
+    /// came from), and the file's name as errors give it.
+    fn merged(sources: &Sources, env: Environment) -> Result<(Value, Option<String>), ConfigError> {
         let mut builder = config::Config::builder();
         if let Some(path) = &sources.file {
             let file_error = |reason: String| ConfigError {
@@ -175,7 +205,7 @@ impl Config {
             reason: err.to_string(),
         })?;
         let file_label = sources.file.as_ref().map(|p| p.display().to_string());
-        Config::from_tree(&merged.cache, file_label.as_deref())
+        Ok((merged.cache, file_label))
     }
 
     fn from_tree(root: &Value, file_label: Option<&str>) -> Result<Config, ConfigError> {
@@ -269,6 +299,25 @@ impl Config {
             })
             .map(|(key, _)| key.clone())
             .collect()
+    }
+}
+
+/// How many mistakes one run reports at most.
+const MAX_REPORTED: usize = 50;
+
+/// Takes `key` (`section.key`, or a whole `section`) out of the merged
+/// tree, so the next read goes on past it; false when it was not there
+/// (an error about no one key: nothing more can be read).
+fn without_key(tree: &mut Value, key: &str) -> bool {
+    let ValueKind::Table(root) = &mut tree.kind else {
+        return false;
+    };
+    match key.split_once('.') {
+        None => root.remove(key).is_some(),
+        Some((section, name)) => match root.get_mut(section).map(|v| &mut v.kind) {
+            Some(ValueKind::Table(table)) => table.remove(name).is_some(),
+            _ => false,
+        },
     }
 }
 

@@ -434,3 +434,32 @@ fn bad_load_settings_name_the_key_and_what_is_accepted() {
     let e = err("[load]\nprofile = \"cpu\"\nintensity = 3\n");
     assert!(e.contains("intensity"), "{e}");
 }
+
+#[test]
+fn a_bare_port_listens_on_every_address() {
+    // node_exporter's habit: `--web.listen-address :9100`.
+    let (config, _) = load(
+        None,
+        &[],
+        &[(
+            "export.listen",
+            ":9479,127.0.0.1:9480",
+            "--web.listen-address",
+        )],
+    );
+    assert_eq!(
+        config.unwrap().export.listen,
+        vec![
+            "[::]:9479".parse::<std::net::SocketAddr>().unwrap(),
+            "127.0.0.1:9480".parse().unwrap()
+        ]
+    );
+    for bad in [":", ":port", ":65536", "9479"] {
+        let (config, _) = load(None, &[], &[("export.listen", bad, "--web.listen-address")]);
+        let err = config.unwrap_err().to_string();
+        assert!(
+            err.contains(&format!("'{bad}'")) && err.contains("\":9479\""),
+            "{err}"
+        );
+    }
+}

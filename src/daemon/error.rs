@@ -15,6 +15,8 @@ pub enum StartupError {
     /// The configuration is invalid, or does not fit this host (exit 78,
     /// EX_CONFIG); reported before any thread starts.
     Config(ConfigError),
+    /// Every mistake one reading of the configuration found (exit 78).
+    Configs(Vec<ConfigError>),
     /// A privilege the configuration needs was refused (exit 77,
     /// EX_NOPERM): real-time scheduling, memory locking, PM QoS.
     Permission(String),
@@ -27,7 +29,7 @@ pub enum StartupError {
 impl StartupError {
     pub fn exit_code(&self) -> u8 {
         match self {
-            StartupError::Config(_) => config::EX_CONFIG,
+            StartupError::Config(_) | StartupError::Configs(_) => config::EX_CONFIG,
             StartupError::Permission(_) => EX_NOPERM,
             StartupError::Logging(_) | StartupError::Failure(_) => 1,
         }
@@ -36,7 +38,10 @@ impl StartupError {
     /// Whether the log is up when this error is reported: errors from
     /// before logging is set up go to stderr directly.
     pub fn before_logging(&self) -> bool {
-        matches!(self, StartupError::Config(_) | StartupError::Logging(_))
+        matches!(
+            self,
+            StartupError::Config(_) | StartupError::Configs(_) | StartupError::Logging(_)
+        )
     }
 }
 
@@ -44,6 +49,13 @@ impl fmt::Display for StartupError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             StartupError::Config(err) => write!(f, "configuration error: {err}"),
+            StartupError::Configs(errs) if errs.len() == 1 => {
+                write!(f, "configuration error: {}", errs[0])
+            }
+            StartupError::Configs(errs) => {
+                write!(f, "{} configuration errors:", errs.len())?;
+                errs.iter().try_for_each(|err| write!(f, "\n  {err}"))
+            }
             StartupError::Logging(err) => write!(f, "cannot set up logging: {err}"),
             StartupError::Permission(message) | StartupError::Failure(message) => {
                 f.write_str(message)

@@ -48,17 +48,18 @@ pub fn check_config(file: &std::path::Path) -> ExitCode {
         file: Some(file.to_path_buf()),
         flags: vec![],
     };
-    let checked = Config::load(&sources).and_then(|config| {
-        super::check::check_whole(&config, &HostInfo::detect())?;
-        Ok(config)
-    });
+    let checked = Config::load_reporting_all(&sources)
+        .map_err(StartupError::Configs)
+        .and_then(|config| {
+            super::check::check_whole(&config, &HostInfo::detect())?;
+            Ok(config)
+        });
     match checked {
         Ok(config) => {
             print!("{}", config.to_annotated_toml());
             ExitCode::SUCCESS
         }
         Err(err) => {
-            let err = StartupError::Config(err);
             eprintln!("latencyd: {err}");
             ExitCode::from(err.exit_code())
         }
@@ -70,7 +71,7 @@ fn run(args: &RunArgs) -> Result<ExitCode, StartupError> {
         file: args.config.clone(),
         flags: args.config_flags(),
     };
-    let config = Config::load(&sources)?;
+    let config = Config::load_reporting_all(&sources).map_err(StartupError::Configs)?;
     let host = HostInfo::detect();
     let security = super::check::check_whole(&config, &host)?;
     // Bound before any thread starts, so a port in use fails like any other
