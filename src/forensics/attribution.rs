@@ -29,6 +29,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::events::{Event, Kind, interrupt_of_thread};
+use super::scheduling::{policy_class, user_priority};
 
 /// The kinds of cause, a bounded set (they label a counter).
 pub const CAUSE_KINDS: &[&str] = &[
@@ -55,12 +56,15 @@ pub struct Cause {
     pub name: String,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub pid: Option<i32>,
-    /// `SCHED_FIFO`, `SCHED_OTHER`, ... when the task still existed at
-    /// capture time.
+    /// A task's policy: `SCHED_FIFO`, `SCHED_OTHER`, ... read when the
+    /// capture is made; for a task gone by then (or whose class changed),
+    /// the class its traced priority tells: `real-time`, `normal` or
+    /// `SCHED_DEADLINE`.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub policy: Option<String>,
     /// The real-time priority (1..99) of a real-time task, or the nice
-    /// value of another, from the kernel's `prio` in `sched_switch`.
+    /// value of another, from the kernel's `prio` in `sched_switch`; none
+    /// for `SCHED_DEADLINE`. `verdict::scheduling` writes the two as one.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub priority: Option<i32>,
     pub duration_ns: u64,
@@ -337,14 +341,7 @@ impl Attributor {
                     .to_string(),
                 None,
             ),
-            (Phase::Sleeping, pid) => (
-                "unaccounted",
-                format!(
-                    "timer interrupt late while {} ran (interrupts off in it, SMI or the host)",
-                    task.comm
-                ),
-                Some(pid),
-            ),
+            (Phase::Sleeping, pid) => ("unaccounted", timer_late_while(&task.comm), Some(pid)),
             (_, 0) => (
                 "sampler",
                 "wake-up: the scheduler leaving idle".to_string(),
@@ -438,12 +435,12 @@ impl Attributor {
             if duration_ns == 0 {
                 continue;
             }
-            let priority = match (kind, pid) {
+            let prio = match (kind, pid) {
                 ("task", Some(pid)) => self
                     .prios
                     .iter()
                     .find(|(p, _)| *p == pid)
-                    .map(|(_, prio)| user_priority(*prio)),
+                    .map(|(_, prio)| *prio),
                 _ => None,
             };
             // One task is one cause, under the name it had longest (a
@@ -458,11 +455,14 @@ impl Attributor {
                 kind: kind.to_string(),
                 name,
                 pid,
-                policy: None,
-                priority,
+                // The class the kernel's priority tells; the worker puts
+                // the exact policy in its place while the task exists.
+                policy: prio.map(|p| policy_class(p).to_string()),
+                priority: prio.and_then(user_priority),
                 duration_ns,
             });
         }
+        name_tasks_once(&mut causes);
         causes.sort_by(|a, b| b.duration_ns.cmp(&a.duration_ns).then(a.name.cmp(&b.name)));
         Attribution {
             causes,
@@ -476,20 +476,29 @@ impl Attributor {
     }
 }
 
-/// The kernel's `prio` as users set it: 1..99 for a real-time task
-/// (`prio = 99 - rt_priority`), the nice value for another (`120 + nice`),
-/// -1 for SCHED_DEADLINE.
-fn user_priority(prio: i32) -> i32 {
-    match prio {
-        p if p < 0 => -1,
-        p if p < 100 => 99 - p,
-        p => p - 120,
+fn timer_late_while(comm: &str) -> String {
+    format!("timer interrupt late while {comm} ran (interrupts off in it, SMI or the host)")
+}
+
+/// A task that exec'd ran under two names (`taskset`, then the program it
+/// started); every cause of that pid takes the name its task cause has.
+fn name_tasks_once(causes: &mut [Cause]) {
+    let names: Vec<(i32, String)> = causes
+        .iter()
+        .filter(|c| c.kind == "task")
+        .filter_map(|c| Some((c.pid?, c.name.clone())))
+        .collect();
+    for cause in causes.iter_mut().filter(|c| c.kind == "unaccounted") {
+        if let Some((_, name)) = names.iter().find(|(pid, _)| Some(*pid) == cause.pid) {
+            cause.name = timer_late_while(name);
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::forensics::scheduling::{NORMAL, REALTIME};
     use crate::forensics::verdict::verdict;
 
     const US: u64 = 1_000;
@@ -593,9 +602,58 @@ mod tests {
         assert_eq!(sampler, 5 * US);
         let v = verdict(1, 3000 * US, &a.causes);
         assert!(
-            v.contains("task culprit (pid 77, priority 95) ran 2.99ms (100%)"),
+            v.contains("task culprit (pid 77, real-time 95) ran 2.99ms (100%)"),
             "{v}"
         );
+    }
+
+    #[test]
+    fn a_task_that_execd_is_named_one_way_with_its_class() {
+        // `taskset` (pid 77) holds the CPU with the timer interrupt late,
+        // then execs into `lat-culprit`, which runs on as FIFO 90 (kernel
+        // prio 9) until it sleeps; it is gone before its policy is read.
+        let before = ("taskset", 77);
+        let after = ("lat-culprit", 77);
+        let events = [
+            switch(100, ("swapper/1", 0), ("taskset", 77, 120)),
+            ev(1010, before.0, before.1, "local_timer_entry", "vector=236"),
+            ev(
+                1011,
+                before.0,
+                before.1,
+                "hrtimer_expire_entry",
+                "hrtimer=0 now=1 function=hrtimer_wakeup",
+            ),
+            wakeup(1012, before),
+            ev(1013, before.0, before.1, "hrtimer_expire_exit", "hrtimer=0"),
+            ev(1014, before.0, before.1, "local_timer_exit", "vector=236"),
+            ev(
+                1500,
+                after.0,
+                after.1,
+                "sched_waking",
+                "comm=x pid=5 prio=120 target_cpu=000",
+            ),
+            switch_at(3995, after, 9, ("latencyd-cpu1", TID, 19)),
+        ];
+        let a = attribute(&events, 1000, 4000, None);
+        assert_eq!(total(&a), 3000 * US, "{:?}", a.causes);
+        let names: Vec<&str> = a.causes.iter().map(|c| c.name.as_str()).collect();
+        assert!(
+            names.iter().all(|n| !n.contains("taskset")),
+            "one name for pid 77: {names:?}"
+        );
+        assert!(
+            names.contains(&"timer interrupt late while lat-culprit ran (interrupts off in it, SMI or the host)"),
+            "{names:?}"
+        );
+        let main = &a.causes[0];
+        assert_eq!(
+            (main.name.as_str(), main.policy.as_deref(), main.priority),
+            ("lat-culprit", Some(REALTIME), Some(90))
+        );
+        let v = verdict(1, 3000 * US, &a.causes);
+        assert!(v.contains("task lat-culprit (pid 77, real-time 90)"), "{v}");
     }
 
     #[test]
@@ -788,8 +846,12 @@ mod tests {
         assert!(a.events.iter().all(|e| e.ts_ns + CONTEXT_NS >= 4900 * US));
         assert!(a.events.iter().all(|e| e.ts_ns <= 5002 * US + CONTEXT_NS));
         assert_eq!(a.events.len(), 2);
-        assert_eq!(user_priority(4), 95);
-        assert_eq!(user_priority(120), 0);
-        assert_eq!(user_priority(-1), -1);
+        assert_eq!(user_priority(4), Some(95));
+        assert_eq!(user_priority(120), Some(0));
+        assert_eq!(user_priority(-1), None);
+        assert_eq!(
+            [policy_class(4), policy_class(120), policy_class(-1)],
+            [REALTIME, NORMAL, "SCHED_DEADLINE"]
+        );
     }
 }

@@ -22,6 +22,7 @@ pub mod journal;
 pub mod limits;
 pub mod noise;
 pub mod recorder;
+pub mod scheduling;
 pub mod store;
 pub mod timeline;
 pub mod tracefs;

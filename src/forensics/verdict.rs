@@ -2,6 +2,7 @@
 //! and `measure`'s break report, and durations as people read them.
 
 use super::attribution::Cause;
+pub use super::scheduling::scheduling;
 
 /// A duration for people: microseconds below a millisecond, else
 /// milliseconds with two decimals.
@@ -29,11 +30,8 @@ pub fn verdict_of(who: &str, waiter: &str, latency_ns: u64, causes: &[Cause]) ->
     let took = format!("{} ({share:.0}%)", human(main.duration_ns));
     match main.kind.as_str() {
         "task" => {
-            let how = match (&main.policy, main.priority) {
-                (Some(policy), Some(prio)) => format!(", {policy} {prio}"),
-                (None, Some(prio)) => format!(", priority {prio}"),
-                _ => String::new(),
-            };
+            let how = scheduling(main.policy.as_deref(), main.priority)
+                .map_or_else(String::new, |s| format!(", {s}"));
             format!(
                 "{late}: {} ran {took} while {waiter} waited",
                 match main.pid {

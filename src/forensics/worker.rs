@@ -188,10 +188,10 @@ impl Worker {
         let mut found = attributor.finish(steal_ns);
         for cause in &mut found.causes {
             if cause.kind == "task" {
-                cause.policy = cause
-                    .pid
-                    .and_then(sys::thread_policy_name)
-                    .map(str::to_string);
+                let exact = cause.pid.and_then(sys::thread_policy_name);
+                if let Some(exact) = exact.filter(|e| same_class(e, cause.policy.as_deref())) {
+                    cause.policy = Some(exact.to_string());
+                }
             }
         }
         let wall_now = SystemTime::now()
@@ -286,5 +286,19 @@ impl Worker {
         journal.reason = None;
         journal.recent.push_front(capture.summary);
         journal.recent.truncate(self.settings.max_captures);
+    }
+}
+
+/// Whether the policy a task has now is of the class its traced priority
+/// told (`traced`: `real-time`, `normal`, `SCHED_DEADLINE`, or unknown): a
+/// task that changed class since, or a pid reused, keeps what the trace
+/// said.
+fn same_class(now: &str, traced: Option<&str>) -> bool {
+    use crate::forensics::scheduling::{NORMAL, REALTIME};
+    match traced {
+        None => true,
+        Some(REALTIME) => matches!(now, "SCHED_FIFO" | "SCHED_RR"),
+        Some(NORMAL) => matches!(now, "SCHED_OTHER" | "SCHED_BATCH" | "SCHED_IDLE"),
+        Some(other) => now == other,
     }
 }

@@ -148,17 +148,31 @@ pub fn read(text: &str, id: Option<&str>) -> Result<Capture, String> {
     }
 }
 
-/// `capture`'s picture as a standalone SVG document.
+/// The height of the three lines of text a standalone picture has above
+/// its lanes.
+const TITLES: f64 = 60.0;
+
+/// `capture`'s picture as a standalone SVG document: its verdict and main
+/// cause written above the timeline.
 pub fn render(capture: &Capture) -> String {
-    draw(capture, &timeline::of(capture))
+    draw(capture, &timeline::of(capture), true)
 }
 
-fn draw(capture: &Capture, t: &Timeline) -> String {
+/// `capture`'s picture for its page, which says the verdict once above it:
+/// the timeline alone.
+pub fn render_untitled(capture: &Capture) -> String {
+    draw(capture, &timeline::of(capture), false)
+}
+
+fn draw(capture: &Capture, t: &Timeline, titled: bool) -> String {
     let shown = t.lanes.len().min(MAX_LANES);
+    let top = if titled { TOP } else { TOP - TITLES };
     let picture = Picture {
         t,
-        height: TOP + LANE * shown.max(1) as f64 + 70.0,
-        lanes_bottom: TOP + LANE * shown.max(1) as f64,
+        top,
+        titled,
+        height: top + LANE * shown.max(1) as f64 + 70.0,
+        lanes_bottom: top + LANE * shown.max(1) as f64,
         span: (t.to_ns - t.from_ns).max(1) as f64,
     };
     let mut svg = String::with_capacity(16 * 1024);
@@ -176,6 +190,9 @@ fn draw(capture: &Capture, t: &Timeline) -> String {
 /// the time it spans.
 struct Picture<'a> {
     t: &'a Timeline,
+    /// Where the lanes start: below the titles when there are any.
+    top: f64,
+    titled: bool,
     height: f64,
     lanes_bottom: f64,
     span: f64,
@@ -202,10 +219,13 @@ impl Picture<'_> {
                 s.cpu, s.id
             ))
         );
+        svg.push_str("<rect width=\"100%\" height=\"100%\" fill=\"#ffffff\"/>\n");
+        if !self.titled {
+            return;
+        }
         let _ = writeln!(
             svg,
-            "<rect width=\"100%\" height=\"100%\" fill=\"#ffffff\"/>\n\
-             <text x=\"10\" y=\"22\" font-size=\"16\" font-weight=\"bold\">{}</text>\n\
+            "<text x=\"10\" y=\"22\" font-size=\"16\" font-weight=\"bold\">{}</text>\n\
              <text x=\"10\" y=\"44\" font-size=\"14\" id=\"main-cause\">{}</text>\n\
              <text x=\"10\" y=\"64\" fill=\"#444\">{}</text>",
             escape(&format!(
@@ -229,11 +249,11 @@ impl Picture<'_> {
              fill-opacity=\"0.10\"/>\n\
              <text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\" fill=\"#a00\" \
              font-weight=\"bold\">latency {}</text>",
-            TOP - 8.0,
+            self.top - 8.0,
             (wx - dx).max(1.0),
-            self.lanes_bottom - TOP + 8.0,
+            self.lanes_bottom - self.top + 8.0,
             (dx + wx) / 2.0,
-            TOP - 30.0,
+            self.top - 30.0,
             escape(&human(latency_ns)),
         );
     }
@@ -256,7 +276,7 @@ impl Picture<'_> {
                 "<line x1=\"{tx:.1}\" y1=\"{:.1}\" x2=\"{tx:.1}\" y2=\"{lanes_bottom:.1}\" \
                  stroke=\"#e4e4e4\"/>\n<text x=\"{tx:.1}\" y=\"{:.1}\" text-anchor=\"middle\" \
                  fill=\"#666\" font-size=\"10\">{}</text>",
-                TOP - 4.0,
+                self.top - 4.0,
                 lanes_bottom + 14.0,
                 escape(&relative(k * i128::from(step))),
             );
@@ -266,7 +286,7 @@ impl Picture<'_> {
     /// A lane per interrupt, softirq and task, the late thread first.
     fn lanes(&self, svg: &mut String) {
         for (i, lane) in self.t.lanes.iter().take(MAX_LANES).enumerate() {
-            let y = TOP + LANE * i as f64;
+            let y = self.top + LANE * i as f64;
             let mut label: String = lane.name.chars().take(LABEL_CHARS).collect();
             if lane.name.chars().count() > LABEL_CHARS {
                 label.push('…');
@@ -314,7 +334,7 @@ impl Picture<'_> {
                 "<text x=\"{:.1}\" y=\"{:.1}\" fill=\"#a00\">No events of this CPU were kept: \
                  nothing to draw.</text>",
                 LABELS,
-                TOP + 15.0
+                self.top + 15.0
             );
         }
     }
@@ -329,8 +349,8 @@ impl Picture<'_> {
                 "<line x1=\"{mx:.1}\" y1=\"{:.1}\" x2=\"{mx:.1}\" y2=\"{lanes_bottom:.1}\" \
                  stroke=\"#000\" stroke-width=\"1.5\"{dash}/>\n<text x=\"{mx:.1}\" y=\"{:.1}\" \
                  text-anchor=\"{anchor}\" font-size=\"11\">{}</text>",
-                TOP - 12.0,
-                TOP - 14.0 - row,
+                self.top - 12.0,
+                self.top - 14.0 - row,
                 escape(label),
             );
         };

@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 
 use super::page::escape;
 use super::style::STYLE;
-use crate::forensics::verdict::human;
+use crate::forensics::verdict::{human, scheduling};
 use crate::forensics::{Capture, Summary};
 use crate::plot::capture;
 
@@ -100,42 +100,39 @@ pub fn capture_page(nodename: &str, capture: &Capture) -> String {
         &mut html,
         &format!("Capture {} — latencyd on {nodename}", s.id),
     );
+    // The verdict is said once: the heading says where and when, the
+    // picture is drawn without its own titles.
     let _ = writeln!(
         html,
-        "<h1>CPU {}: {} woke {} late</h1>\n<p class=\"sub\">{} · {} · capture <code>{}</code> \
-         (<a href=\"/api/v1/spikes/{}\">JSON</a>)</p>\n<p id=\"verdict\"><b>{}</b></p>\n\
-         <p id=\"main-cause\">{}</p>",
+        "<h1>Late wake-up on CPU {}</h1>\n<p class=\"sub\">{} · {} · {} · capture <code>{}</code> \
+         (<a href=\"/api/v1/spikes/{}\">JSON</a>)</p>\n<p id=\"verdict\"><b>{}</b></p>",
         s.cpu,
         escape(&who(s)),
-        escape(&human(s.latency_ns)),
         escape(&s.at),
         escape(nodename),
         escape(&s.id),
         escape(&s.id),
         escape(&s.verdict),
-        escape(&capture::main_cause(capture)),
     );
     let _ = writeln!(
         html,
         "<div class=\"picture\" id=\"timeline\">{}</div>",
-        capture::render(capture)
+        capture::render_untitled(capture)
     );
     html.push_str(
         "<h2>Causes</h2>\n<table id=\"causes\"><thead><tr><th class=\"l\">Kind</th>\
-         <th class=\"l\">Name</th><th>PID</th><th class=\"l\">Policy</th><th>Priority</th>\
+         <th class=\"l\">Name</th><th>PID</th><th class=\"l\">Scheduling</th>\
          <th>Time</th><th>Share</th></tr></thead><tbody>\n",
     );
     for c in &s.causes {
         let _ = writeln!(
             html,
             "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td class=\"l\">{}</td>\
-             <td>{}</td><td>{}</td><td>{:.1}%</td></tr>",
+             <td>{}</td><td>{:.1}%</td></tr>",
             escape(&c.kind),
             escape(&c.name),
             c.pid.map_or_else(|| "-".to_string(), |p| p.to_string()),
-            escape(c.policy.as_deref().unwrap_or("-")),
-            c.priority
-                .map_or_else(|| "-".to_string(), |p| p.to_string()),
+            escape(&scheduling(c.policy.as_deref(), c.priority).unwrap_or_else(|| "-".into())),
             escape(&human(c.duration_ns)),
             c.duration_ns as f64 * 100.0 / s.latency_ns.max(1) as f64,
         );
@@ -262,7 +259,7 @@ mod tests {
         let page = capture_page("h", &capture);
         assert!(page.contains("&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;"));
         assert!(page.contains("<svg"), "the picture is inline");
-        assert!(page.contains("90%"), "the main cause's share: {page}");
+        assert!(page.contains("<td>90.0%</td>"), "the main cause's share: {page}");
     }
 
     #[test]
