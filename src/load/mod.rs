@@ -15,6 +15,7 @@ mod profile;
 mod report;
 mod run;
 mod schedule;
+mod sys;
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -33,7 +34,7 @@ pub fn guard_main(scratch: &Path) -> ExitCode {
         .file_name()
         .and_then(|n| n.to_str())
         .is_some_and(|n| n.starts_with("latencyd-load-"));
-    let err = crate::rt::sys::process::guard_group(|| {
+    let err = crate::load::sys::guard_group(|| {
         if removable {
             let _ = std::fs::remove_dir_all(scratch);
         }

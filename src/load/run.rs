@@ -22,7 +22,7 @@ use std::time::{Duration, Instant, SystemTime};
 use super::output::{exit_text, hackbench_time, stress_ng_metrics};
 use super::profile::{Generator, HACKBENCH_FDS, Kind, Profile};
 use super::report::{GeneratorReport, LoadReport, Throughput};
-use crate::rt::sys::process::{
+use crate::load::sys::{
     SIGINT, SIGKILL, SIGSTOP, children_of, group_exists, group_members, prepare_child,
     signal_group, signal_process,
 };

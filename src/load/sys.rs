@@ -1,7 +1,8 @@
-//! Child processes that must not outlive latencyd: the load generators
-//! (`crate::load`). They run in one process group led by a guard process;
-//! this module holds the libc calls that put them there, move them off
-//! real-time scheduling, signal the group and check that it is gone.
+//! The kernel calls the load generators need (the one place outside
+//! `rt/sys/` with `unsafe` and `libc`): the generators must not outlive
+//! latencyd, so they run in one process group led by a guard process, and
+//! these calls put them there, move them off real-time scheduling, signal
+//! the group and check that it is gone.
 
 use std::io;
 use std::os::unix::process::CommandExt;
@@ -12,7 +13,7 @@ use std::process::Command;
 /// whatever the caller's policy (a harness may run latencyd under
 /// `chrt`, and children inherit the policy).
 pub fn prepare_child(command: &mut Command, group: i32, cpus: &[usize]) -> io::Result<()> {
-    let set = super::cpu_set_of(cpus)?;
+    let set = crate::rt::sys::cpu_set_of(cpus)?;
     let any_cpu = !cpus.is_empty();
     command.process_group(group);
     // SAFETY: the closure runs between fork and exec and calls only
@@ -157,4 +158,3 @@ pub fn guard_group(before_kill: impl FnOnce()) -> io::Error {
 pub const SIGINT: i32 = libc::SIGINT;
 pub const SIGKILL: i32 = libc::SIGKILL;
 pub const SIGSTOP: i32 = libc::SIGSTOP;
-pub const SIGTERM: i32 = libc::SIGTERM;

@@ -13,13 +13,12 @@ use std::mem::MaybeUninit;
 
 use crate::cpulist::{MAX_CPUS, parse_cpu_list};
 
-pub mod process;
 mod time;
 mod timer;
 mod timerfd;
 
 use time::timespec_of;
-pub use time::{ClockSource, clock_now_ns, clock_sleep_ns, thread_cpu_ns};
+pub use time::{ClockSource, clock_now_ns, clock_sleep_ns, process_cpu_ns, thread_cpu_ns};
 pub use timer::IntervalTimer;
 pub use timerfd::PeriodicTimerFd;
 
@@ -142,7 +141,7 @@ pub fn pin_current_thread(cpu: usize) -> io::Result<()> {
 }
 
 /// The kernel's CPU set of `cpus`.
-fn cpu_set_of(cpus: &[usize]) -> io::Result<libc::cpu_set_t> {
+pub fn cpu_set_of(cpus: &[usize]) -> io::Result<libc::cpu_set_t> {
     // SAFETY: cpu_set_t is plain data; all-zeroes is the empty set.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
     for &cpu in cpus {
@@ -266,7 +265,7 @@ pub fn policy_number(policy: Policy) -> i32 {
 /// interval buffers, `PREFAULT_STACK_BYTES` of its stack); what it never
 /// touches — most of its stack, the malloc arena glibc reserves per
 /// thread — then costs no memory, where `MCL_FUTURE` alone made every
-/// new mapping resident in full (ARCHITECTURE.md, "Memory per CPU").
+/// new mapping resident in full (ARCHITECTURE.md, "Choices").
 /// Kernels without `MCL_ONFAULT` get `MCL_CURRENT | MCL_FUTURE`.
 ///
 /// Threads started later share glibc's main malloc arena: an arena of

@@ -75,6 +75,21 @@ pub fn clock_sleep_ns(clock: ClockSource, absolute: bool, ns: u64) -> Result<(),
     }
 }
 
+/// This process's CPU time (every thread, user and system), ns, from
+/// `CLOCK_PROCESS_CPUTIME_ID`: the scheduler's account, not ticks.
+pub fn process_cpu_ns() -> Option<u64> {
+    let mut ts = MaybeUninit::<libc::timespec>::uninit();
+    // SAFETY: `ts` is a valid out-pointer; it is read only when the call
+    // succeeded, which initialises it.
+    let ts = unsafe {
+        if libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, ts.as_mut_ptr()) != 0 {
+            return None;
+        }
+        ts.assume_init()
+    };
+    Some(ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
+}
+
 /// The calling thread's CPU time from `/proc/thread-self/schedstat`, ns
 /// (the scheduler's own account, not tick-sampled).
 pub fn thread_cpu_ns() -> Option<u64> {
