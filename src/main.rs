@@ -112,7 +112,28 @@ fn manpage() -> std::io::Result<Vec<u8>> {
     use clap_mangen::Man;
     let cli = Cli::command();
     let mut out = Vec::new();
-    Man::new(cli.clone()).section("8").render(&mut out)?;
+    // clap_mangen's own SUBCOMMANDS section would name a page per command
+    // (latencyd-run(8), ...); the commands are sections of this one page.
+    let top = Man::new(cli.clone()).section("8");
+    top.render_title(&mut out)?;
+    top.render_name_section(&mut out)?;
+    top.render_synopsis_section(&mut out)?;
+    top.render_description_section(&mut out)?;
+    top.render_options_section(&mut out)?;
+    out.extend_from_slice(b".SH COMMANDS\n");
+    for sub in cli.get_subcommands().filter(|s| !s.is_hide_set()) {
+        let about = sub.get_about().map(|a| a.to_string()).unwrap_or_default();
+        let name = sub.get_name();
+        out.extend_from_slice(
+            format!(
+                ".TP\n\\fBlatencyd {name}\\fR\n{}; see LATENCYD {} below\n",
+                roff_text(&about),
+                name.to_uppercase(),
+            )
+            .as_bytes(),
+        );
+    }
+    top.render_version_section(&mut out)?;
     for sub in cli.get_subcommands().filter(|s| !s.is_hide_set()) {
         let name = format!("latencyd {}", sub.get_name());
         out.extend_from_slice(format!(".SH \"{}\"\n", name.to_uppercase()).as_bytes());

@@ -68,8 +68,8 @@ pub enum Command {
         shell: CompletionShell,
     },
     /// Print the man page latencyd(8), in roff, generated from these very
-    /// options.
-    #[command(hide = true)]
+    /// options (the Debian package installs it; `latencyd manpage | man -l -`
+    /// reads it)
     Manpage,
     /// Started by latencyd itself for a load (`measure --load`, `[load]`):
     /// leads the load's process group and kills it when latencyd's pipe
