@@ -69,8 +69,21 @@ pub fn place(
         }
         Some(Some(n)) => usize::try_from(n).map_err(|_| usage("--threads", "too many"))?,
         // `-t` alone: one per CPU; without -t, `measure` runs one per CPU
-        // too (cyclictest would run one thread, unpinned).
-        Some(None) | None => mask.len(),
+        // too, and says so where cyclictest would run one thread.
+        Some(None) => mask.len(),
+        None => {
+            if mask.len() > 1 {
+                notes.add(
+                    "-t",
+                    format!(
+                        "not given: one thread on each of the {} CPUs, each pinned (cyclictest \
+                         runs one thread; give -t 1 for one)",
+                        mask.len()
+                    ),
+                );
+            }
+            mask.len()
+        }
     };
     if count > 4 * usable.len().max(1024) {
         return Err(usage(
@@ -367,5 +380,42 @@ mod tests {
             )
             .is_err()
         );
+    }
+
+    #[test]
+    fn without_t_each_cpu_gets_a_thread_and_it_is_said() {
+        let run = |threads: Option<Option<i64>>, cpus: &[usize]| {
+            let mut notes = Notes::default();
+            let (mask, count) = place(
+                &Placement {
+                    cpus: None,
+                    threads,
+                    smp: false,
+                },
+                &host(cpus),
+                &mut notes,
+            )
+            .unwrap();
+            (
+                mask.len(),
+                count,
+                notes.0.iter().map(|n| n.to_string()).collect::<Vec<_>>(),
+            )
+        };
+        let (_, count, notes) = run(None, &[0, 1]);
+        assert_eq!(count, 2);
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(
+            notes[0].starts_with("-t: not given") && notes[0].contains("-t 1"),
+            "{notes:?}"
+        );
+        // Asked for, or one CPU anyway: nothing to say.
+        for (threads, cpus) in [
+            (Some(None), &[0, 1][..]),
+            (Some(Some(1)), &[0, 1]),
+            (None, &[0]),
+        ] {
+            assert!(run(threads, cpus).2.is_empty());
+        }
     }
 }
