@@ -660,6 +660,53 @@ async fn healthz_reports_stale_and_dead_samplers() {
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
 }
 
+/// The JSON examples of docs/api.md's rows for `route`, in order.
+fn api_md_examples(route: &str) -> Vec<Value> {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/api.md")).unwrap();
+    let row = doc
+        .lines()
+        .find(|l| l.starts_with(&format!("| `{route}` | ")) && l.contains("`{"))
+        .unwrap_or_else(|| panic!("docs/api.md has no row for {route} with an example"));
+    row.split('`')
+        .filter(|part| part.starts_with('{'))
+        .map(|part| serde_json::from_str(part).unwrap_or_else(|e| panic!("{route}: {part}: {e}")))
+        .collect()
+}
+
+#[tokio::test]
+async fn api_md_examples_are_what_the_daemon_answers() {
+    let (_, _, healthy) = get(&app(state(true)), "/healthz").await;
+    let mut stuck = state(true);
+    stuck.cpus[1].sampler.last_sample_ns = NOW_NS - 10 * S;
+    let (_, _, unhealthy) = get(&app(stuck), "/healthz").await;
+    let (_, _, alive) = get(&app(state(true)), "/livez").await;
+    let answers = |bodies: &[&str]| -> Vec<Value> {
+        bodies
+            .iter()
+            .map(|b| serde_json::from_str(b).unwrap())
+            .collect()
+    };
+    assert_eq!(
+        api_md_examples("/healthz"),
+        answers(&[&healthy, &unhealthy])
+    );
+    assert_eq!(api_md_examples("/livez"), answers(&[&alive]));
+    // The curl example of /api/v1/latency has the answer's fields.
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/api.md")).unwrap();
+    let example = doc
+        .lines()
+        .skip_while(|l| !l.starts_with("$ curl -s localhost:9479/api/v1/latency"))
+        .nth(1)
+        .unwrap()
+        .replace(", ...]", "]");
+    let example: Value = serde_json::from_str(&example).unwrap();
+    let (_, _, body) = get(&app(state(true)), "/api/v1/latency").await;
+    let answer: Value = serde_json::from_str(&body).unwrap();
+    let keys = |v: &Value| v.as_object().unwrap().keys().cloned().collect::<Vec<_>>();
+    assert_eq!(keys(&example), keys(&answer));
+    assert_eq!(keys(&example["cpus"][0]), keys(&answer["cpus"][0]));
+}
+
 #[tokio::test]
 async fn status_describes_host_config_and_samplers() {
     let (status, _, body) = get(&app(state(true)), "/api/v1/status").await;
@@ -1021,7 +1068,7 @@ async fn metrics_are_gzipped_for_scrapers_that_accept_it() {
 
 #[tokio::test]
 async fn the_protobuf_exposition_carries_native_buckets_that_add_up() {
-    use latencyd::daemon::render::protobuf::MetricFamily;
+    use common::protobuf::MetricFamily;
     use prost::Message;
     let app = app(state(true));
     let response = app
@@ -1273,10 +1320,12 @@ async fn a_capture_is_a_page_with_its_picture_and_bad_ids_are_refused_as_pages()
     assert_eq!(content_type, "text/html; charset=utf-8");
     assert!(page.contains("<svg"), "the picture is inline");
     assert!(page.contains("culprit &lt;b&gt;") && !page.contains("culprit <b>"));
+    // The verdict once (the heading says where, the picture has no
+    // titles of its own), and scheduling written one way.
+    assert_eq!(page.matches("woke 3.00ms late").count(), 1, "{page}");
+    assert!(!page.contains("Main cause"), "{page}");
     assert!(
-        page.contains(
-            "Main cause: task culprit &lt;b&gt; (pid 77): 2.99ms, 100% of the 3.00ms latency"
-        ),
+        page.contains("<td class=\"l\">SCHED_FIFO 95</td>"),
         "{page}"
     );
     for outside in ["<script", "<link", "src="] {
