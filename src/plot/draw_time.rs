@@ -110,69 +110,16 @@ where
         .y_label_formatter(&|v| latency_text(*v))
         .draw()
         .map_err(err)?;
-    // The stretches without samples, shaded under the lines: red where a
-    // sampler stalled, grey where a CPU was offline; named once each in
-    // the legend.
-    let mut named = Vec::new();
-    for gap in &plot.gaps {
-        let color = if gap.reason == "stalled" {
-            RGBColor(200, 30, 40).mix(0.15)
-        } else {
-            RGBColor(120, 120, 120).mix(0.15)
-        };
-        let band = chart
-            .draw_series(std::iter::once(Rectangle::new(
-                [(gap.start_s.max(t0), top), (gap.end_s.min(t1), bottom)],
-                color.filled(),
-            )))
-            .map_err(err)?;
-        if !named.contains(&gap.reason) {
-            named.push(gap.reason);
-            band.label(format!("no samples: {}", gap.reason))
-                .legend(move |(x, y)| {
-                    Rectangle::new([(x, y - 5), (x + 20, y + 5)], color.filled())
-                });
-        }
-    }
+    shade_gaps(&mut chart, plot, (t0, t1), (bottom, top)).map_err(err)?;
     for (i, series) in plot.series.iter().enumerate() {
-        let color = Palette99::pick(i).to_rgba();
-        let peak = series.points.iter().map(|p| p.1).fold(0.0, f64::max);
-        let gaps: Vec<f64> = plot
-            .gaps
-            .iter()
-            .filter(|g| g.label == series.label)
-            .map(|g| g.start_s)
-            .collect();
-        for (k, run) in runs(&series.points, &gaps).into_iter().enumerate() {
-            let max = chart
-                .draw_series(LineSeries::new(
-                    run.iter().map(|p| (p.0, p.1.max(bottom))),
-                    color.stroke_width(1),
-                ))
-                .map_err(err)?;
-            if k == 0 {
-                max.label(format!(
-                    "{} max (peak {})",
-                    series.label,
-                    latency_text(peak)
-                ))
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
-                });
-            }
-            let p999 = chart
-                .draw_series(LineSeries::new(
-                    run.iter().map(|p| (p.0, p.2.max(bottom))),
-                    color.mix(0.5).stroke_width(1),
-                ))
-                .map_err(err)?;
-            if k == 0 {
-                p999.label(format!("{} p99.9", series.label))
-                    .legend(move |(x, y)| {
-                        PathElement::new(vec![(x, y), (x + 20, y)], color.mix(0.5).stroke_width(1))
-                    });
-            }
-        }
+        draw_one(
+            &mut chart,
+            plot,
+            series,
+            Palette99::pick(i).to_rgba(),
+            bottom,
+        )
+        .map_err(err)?;
     }
     chart
         .configure_series_labels()
@@ -182,6 +129,86 @@ where
         .position(SeriesLabelPosition::UpperLeft)
         .draw()
         .map_err(err)?;
+    Ok(())
+}
+
+/// The chart `draw` builds: wall time across, latency up on a log scale.
+type Chart<'a, DB> =
+    ChartContext<'a, DB, Cartesian2d<plotters::coord::types::RangedCoordf64, LogCoord<f64>>>;
+
+/// The stretches without samples, shaded under the lines: red where a
+/// sampler stalled, grey where a CPU was offline; named once each in the
+/// legend.
+fn shade_gaps<DB: DrawingBackend>(
+    chart: &mut Chart<'_, DB>,
+    plot: &TimePlot,
+    (t0, t1): (f64, f64),
+    (bottom, top): (f64, f64),
+) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+    let mut named = Vec::new();
+    for gap in &plot.gaps {
+        let color = if gap.reason == "stalled" {
+            RGBColor(200, 30, 40).mix(0.15)
+        } else {
+            RGBColor(120, 120, 120).mix(0.15)
+        };
+        let band = chart.draw_series(std::iter::once(Rectangle::new(
+            [(gap.start_s.max(t0), top), (gap.end_s.min(t1), bottom)],
+            color.filled(),
+        )))?;
+        if !named.contains(&gap.reason) {
+            named.push(gap.reason);
+            band.label(format!("no samples: {}", gap.reason))
+                .legend(move |(x, y)| {
+                    Rectangle::new([(x, y - 5), (x + 20, y + 5)], color.filled())
+                });
+        }
+    }
+    Ok(())
+}
+
+/// One CPU's series: its maximum per interval and its p99.9, each cut at
+/// the gaps, with their legend entries.
+fn draw_one<DB: DrawingBackend>(
+    chart: &mut Chart<'_, DB>,
+    plot: &TimePlot,
+    series: &super::history::TimeSeries,
+    color: RGBAColor,
+    bottom: f64,
+) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+    let peak = series.points.iter().map(|p| p.1).fold(0.0, f64::max);
+    let gaps: Vec<f64> = plot
+        .gaps
+        .iter()
+        .filter(|g| g.label == series.label)
+        .map(|g| g.start_s)
+        .collect();
+    for (k, run) in runs(&series.points, &gaps).into_iter().enumerate() {
+        let max = chart.draw_series(LineSeries::new(
+            run.iter().map(|p| (p.0, p.1.max(bottom))),
+            color.stroke_width(1),
+        ))?;
+        if k == 0 {
+            max.label(format!(
+                "{} max (peak {})",
+                series.label,
+                latency_text(peak)
+            ))
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+            });
+        }
+        let p999 = chart.draw_series(LineSeries::new(
+            run.iter().map(|p| (p.0, p.2.max(bottom))),
+            color.mix(0.5).stroke_width(1),
+        ))?;
+        if k == 0 {
+            p999.label(format!("{} p99.9", series.label))
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 20, y)], color.mix(0.5).stroke_width(1))
+                });
+        }
+    }
     Ok(())
 }
 

@@ -190,10 +190,8 @@ fn us(ns: u64) -> String {
     format!("{:.1}", ns as f64 / 1_000.0)
 }
 
-/// The status page; `plot_svg` is the rendered plot, or why it could not
-/// be drawn.
-pub fn render_page(snap: &Snapshot, plot_svg: Result<&str, &str>) -> String {
-    let mut html = String::with_capacity(16 * 1024);
+/// The page's head, title, kernel line, health and load window.
+fn render_head(html: &mut String, snap: &Snapshot) {
     let host = escape(&snap.nodename);
     let _ = write!(
         html,
@@ -240,6 +238,10 @@ pub fn render_page(snap: &Snapshot, plot_svg: Result<&str, &str>) -> String {
             escape(line)
         );
     }
+}
+
+/// The table of CPUs: each sampler, its state and its figures.
+fn render_cpus(html: &mut String, snap: &Snapshot) {
     html.push_str(
         "<table id=\"cpus\"><thead><tr><th>CPU</th><th class=\"l\">Sampler</th>\
          <th class=\"l\">State</th><th>Samples</th><th>Min µs</th><th>Avg µs</th>\
@@ -304,6 +306,14 @@ pub fn render_page(snap: &Snapshot, plot_svg: Result<&str, &str>) -> String {
         );
     }
     html.push_str("</tbody></table>\n");
+}
+
+/// The status page; `plot_svg` is the rendered plot, or why it could not
+/// be drawn.
+pub fn render_page(snap: &Snapshot, plot_svg: Result<&str, &str>) -> String {
+    let mut html = String::with_capacity(16 * 1024);
+    render_head(&mut html, snap);
+    render_cpus(&mut html, snap);
     render_unmeasured(&mut html, snap);
     render_gaps(&mut html, &snap.gaps);
     render_spikes(&mut html, snap);

@@ -24,7 +24,6 @@ pub const ZERO_THRESHOLD: f64 = 2.938_735_877_055_719e-39;
 /// counts delta-encoded, as the exposition carries them. The reference
 /// the tests hold `NativeCounts` and `render::wire` to (the exposition
 /// writes the same straight from the counts).
-#[cfg(test)]
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Native {
     pub spans: Vec<(i32, u32)>,
@@ -55,7 +54,6 @@ pub fn bound(index: i32) -> f64 {
 /// come in ascending order and several share a native bucket, so the
 /// logarithm is taken only when a value passes the current bucket's
 /// upper bound. The tests' reference for `NativeCounts::add`.
-#[cfg(test)]
 fn counts_of(stats: &LatencyStats) -> Vec<(i32, u64)> {
     let mut counts: Vec<(i32, u64)> = Vec::new();
     let mut upper_ns = 0.0f64;
@@ -92,7 +90,6 @@ fn native_of_hdr() -> &'static [i32] {
 }
 
 /// Spans and deltas of bucket counts in index order (zero counts skipped).
-#[cfg(test)]
 fn encode(counts: impl IntoIterator<Item = (i32, u64)>) -> Native {
     let mut native = Native::default();
     let mut previous: Option<(i32, i64)> = None;
@@ -117,7 +114,6 @@ fn encode(counts: impl IntoIterator<Item = (i32, u64)>) -> Native {
 }
 
 /// The native buckets of `stats`.
-#[cfg(test)]
 pub fn of(stats: &LatencyStats) -> Native {
     encode(counts_of(stats))
 }
@@ -250,7 +246,6 @@ impl NativeCounts {
     }
 
     /// The spans and deltas the exposition carries.
-    #[cfg(test)]
     pub fn native(&self) -> Native {
         encode(self.indexed())
     }
