@@ -88,6 +88,7 @@ fn substitute(expr: &str) -> String {
 }
 
 #[test]
+#[ignore = "full tier: a real Prometheus and headless Chromium"]
 fn exemplars_alerts_and_dashboard_links_lead_to_the_capture_page() {
     require_tool("prometheus", "--version", "prometheus");
     let _one = one_at_a_time();
@@ -132,7 +133,7 @@ fn exemplars_alerts_and_dashboard_links_lead_to_the_capture_page() {
     );
 
     // Exemplars flow through both expositions from the start: each
-    // series' window maximum, or (where forensics captures this VM's
+    // series' window maximum, or (where forensics captures a VM's
     // millisecond stalls) the capture that stands for it.
     let first = |e: &Value| {
         e["labels"]["cpu"].is_string() && (capturing || e["labels"]["capture"].is_null())
@@ -253,8 +254,8 @@ fn exemplars_alerts_and_dashboard_links_lead_to_the_capture_page() {
     let svg = picture(&page);
     assert!(svg.contains(CULPRIT), "the picture names {CULPRIT}: {svg}");
     assert!(
-        page.contains(&format!("Main cause: task {CULPRIT}")),
-        "{page}"
+        page.contains(&format!(": task {CULPRIT} (pid ")) && page.contains("id=\"verdict\""),
+        "the verdict names {CULPRIT}: {page}"
     );
 
     // 3. The alert's capture_url, as Prometheus rendered it.
