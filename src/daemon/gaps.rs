@@ -35,6 +35,10 @@ struct Scan {
 pub(super) struct GapWatch {
     stalled: BTreeMap<usize, u64>,
     offline: BTreeMap<usize, u64>,
+    /// Where each CPU's latest gap ended: a stall found after it (a
+    /// sampler still asleep when its CPU came back) starts there, so that
+    /// gaps never cover the same stretch twice.
+    ended: BTreeMap<usize, u64>,
     scans: Vec<Scan>,
 }
 
@@ -67,6 +71,7 @@ impl GapWatch {
                 } else if let Some(start_ns) = self.offline.remove(&cpu) {
                     gaps.close(cpu, GapReason::Offline, now_unix_ns);
                     ended.push(gap(cpu, start_ns, now_unix_ns, GapReason::Offline));
+                    self.ended.insert(cpu, now_unix_ns);
                 }
                 let last = sampler
                     .last_sample_ns
@@ -76,7 +81,8 @@ impl GapWatch {
                 let stalled = sampler.online && sampler.sampling && age_ns > threshold;
                 match (stalled, self.stalled.get(&cpu).copied()) {
                     (true, None) => {
-                        let start_ns = unix_of(last);
+                        let after = self.ended.get(&cpu).copied().unwrap_or(0);
+                        let start_ns = unix_of(last).max(after);
                         self.stalled.insert(cpu, start_ns);
                         sampler.stalls += 1;
                         gaps.open(cpu, GapReason::Stalled, start_ns);
@@ -102,6 +108,7 @@ impl GapWatch {
                             now_unix_ns
                         };
                         gaps.close(cpu, GapReason::Stalled, end_ns);
+                        self.ended.insert(cpu, end_ns.max(start_ns));
                         let stall = gap(cpu, start_ns, end_ns, GapReason::Stalled);
                         info!(
                             "CPU {cpu}'s sampler runs again after a stall of {}; the record \
