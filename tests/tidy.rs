@@ -9,7 +9,8 @@
 //!   `RT_ORDER`;
 //! - inside the daemon, `state` imports none of the rooms that use it, and
 //!   the renderers (`render`) do not import the HTTP layer;
-//! - `unsafe` and `libc` appear only in `src/rt/sys/`;
+//! - `unsafe` and `libc` appear only in `src/rt/sys/` and in the load
+//!   generators' process calls, `src/load/sys.rs`;
 //! - inside any room (a directory of `src/`), the files and sub-rooms do
 //!   not import one another round a circle (in the code before their
 //!   tests): shared helpers live in the room whose job they are, not in
@@ -38,7 +39,7 @@ const LAYERS: &[&[&str]] = &[
     &["observe"],
     &["config", "plot"],
     &["daemon", "measure"],
-    &["report"],
+    &["report", "fuzzing"],
     &["lib", "main"],
 ];
 
@@ -349,7 +350,8 @@ fn violations(files: &[SourceFile]) -> Vec<String> {
         }
         let kernel_facing = file
             .module
-            .starts_with(&["rt".to_string(), "sys".to_string()]);
+            .starts_with(&["rt".to_string(), "sys".to_string()])
+            || file.module == ["load".to_string(), "sys".to_string()];
         for word in ["unsafe", "libc::"] {
             let used = code.match_indices(word).any(|(at, _)| {
                 (at == 0 || !is_ident(code.as_bytes()[at - 1]))
@@ -358,7 +360,7 @@ fn violations(files: &[SourceFile]) -> Vec<String> {
             });
             if used && !kernel_facing {
                 problems.push(format!(
-                    "{name} uses {}: only rt/sys/ may",
+                    "{name} uses {}: only rt/sys/ and load/sys.rs may",
                     word.trim_end_matches(':')
                 ));
             }
@@ -390,6 +392,150 @@ fn long_files(files: &[SourceFile]) -> Vec<String> {
                     )
                 },
             )
+        })
+        .collect()
+}
+
+/// At most this many lines in a function (from `fn` to its closing brace)
+/// before a file's tests.
+const MAX_FN_LINES: usize = 100;
+
+/// Functions allowed past `MAX_FN_LINES`, with their length: an entry may
+/// only shrink (its figure lowered with it), none may pass
+/// `MAX_EXCEPTION_LINES`, and one that fits is taken off.
+const LONG_FUNCTIONS: &[(&str, &str, usize)] = &[
+    // A sampler's thread start: pin, block signals, pre-fault, switch
+    // policy, in the order the real-time side needs them.
+    ("rt::thread", "spawn", 112),
+];
+
+/// The longest a listed function may be.
+const MAX_EXCEPTION_LINES: usize = 150;
+
+/// Each function before the file's tests: (name, lines from its `fn` line
+/// to its closing brace). Comments and strings do not count as braces.
+fn functions(text: &str) -> Vec<(String, usize)> {
+    let code = code_of(text);
+    let lines: Vec<&str> = code.lines().collect();
+    let mut found = Vec::new();
+    for (start, line) in lines.iter().enumerate() {
+        if line.starts_with("#[cfg(test)]") {
+            break;
+        }
+        let Some(at) = line.find("fn ") else { continue };
+        let before = line[..at].trim();
+        let words_before_ok = before.split_whitespace().all(|w| {
+            ["pub", "const", "async", "unsafe", "extern", "\"C\""].contains(&w)
+                || w.starts_with("pub(")
+        });
+        if !words_before_ok || (at > 0 && is_ident(line.as_bytes()[at - 1])) {
+            continue;
+        }
+        let name: String = line[at + 3..]
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        // The body: from the first `{` after the signature to its match;
+        // a `;` first means a declaration without a body.
+        let mut depth = 0usize;
+        let mut opened = false;
+        let mut end = None;
+        'scan: for (i, text) in lines.iter().enumerate().skip(start) {
+            let from = if i == start { at } else { 0 };
+            for c in text[from..].chars() {
+                match c {
+                    ';' if !opened => break 'scan,
+                    '{' => {
+                        depth += 1;
+                        opened = true;
+                    }
+                    '}' => {
+                        depth -= 1;
+                        if opened && depth == 0 {
+                            end = Some(i);
+                            break 'scan;
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        if let Some(end) = end {
+            found.push((name, end - start + 1));
+        }
+    }
+    found
+}
+
+/// Functions over `MAX_FN_LINES`, checked against `LONG_FUNCTIONS`.
+fn long_functions(files: &[SourceFile], allowed: &[(&str, &str, usize)]) -> Vec<String> {
+    let mut problems = Vec::new();
+    let mut seen = Vec::new();
+    for file in files {
+        let module = file.module.join("::");
+        for (name, lines) in functions(&file.text) {
+            let listed = allowed.iter().find(|(m, f, _)| *m == module && *f == name);
+            match listed {
+                _ if lines <= MAX_FN_LINES => {
+                    if listed.is_some() {
+                        problems.push(format!(
+                            "{module}::{name} fits in {MAX_FN_LINES} lines now ({lines}): take \
+                             it off LONG_FUNCTIONS"
+                        ));
+                    }
+                }
+                None => problems.push(format!(
+                    "{module}::{name} has {lines} lines: at most {MAX_FN_LINES} (split it into \
+                     named steps)"
+                )),
+                Some(&(_, _, figure)) if lines > figure => problems.push(format!(
+                    "{module}::{name} grew to {lines} lines from {figure}: LONG_FUNCTIONS may \
+                     only shrink"
+                )),
+                Some(&(_, _, figure)) if lines < figure => problems.push(format!(
+                    "{module}::{name} shrank to {lines} lines: lower its figure in \
+                     LONG_FUNCTIONS from {figure}"
+                )),
+                Some(_) => {}
+            }
+            seen.push((module.clone(), name));
+        }
+    }
+    for (module, name, figure) in allowed {
+        if *figure > MAX_EXCEPTION_LINES {
+            problems.push(format!(
+                "{module}::{name} is listed at {figure} lines: no exception may pass \
+                 {MAX_EXCEPTION_LINES}"
+            ));
+        }
+        if !seen.iter().any(|(m, f)| m == module && f == name) {
+            problems.push(format!(
+                "{module}::{name} is in LONG_FUNCTIONS but not in the tree: take it off"
+            ));
+        }
+    }
+    problems
+}
+
+/// Documents and the most lines each may have: a map is read in minutes.
+const DOCUMENT_LINES: &[(&str, usize)] = &[
+    ("ARCHITECTURE.md", 300),
+    ("docs/benchmarks.md", 220),
+    ("README.md", 200),
+];
+
+fn long_documents(documents: &[(&str, &str)], limits: &[(&str, usize)]) -> Vec<String> {
+    limits
+        .iter()
+        .filter_map(|(path, limit)| {
+            let text = documents.iter().find(|(p, _)| p == path)?.1;
+            let lines = text.lines().count();
+            (lines > *limit).then(|| {
+                format!(
+                    "{path} has {lines} lines: at most {limit} (say what is, not how it was \
+                     found; history goes to CHANGELOG.md and commit messages)"
+                )
+            })
         })
         .collect()
 }
@@ -478,6 +624,7 @@ fn the_source_tree_keeps_its_layers() {
     let mut problems = violations(&files);
     problems.extend(room_circles(&files));
     problems.extend(long_files(&files));
+    problems.extend(long_functions(&files, LONG_FUNCTIONS));
     assert!(
         problems.is_empty(),
         "layering broken (see the rules at the top of tests/tidy.rs and ARCHITECTURE.md):\n{}",
@@ -492,6 +639,27 @@ fn synthetic(path: &str, text: &str) -> SourceFile {
         is_mod_rs,
         text: text.to_string(),
     }
+}
+
+#[test]
+fn the_documents_keep_their_length() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let texts: Vec<(&str, String)> = DOCUMENT_LINES
+        .iter()
+        .map(|(path, _)| (*path, std::fs::read_to_string(root.join(path)).unwrap()))
+        .collect();
+    let documents: Vec<(&str, &str)> = texts.iter().map(|(p, t)| (*p, t.as_str())).collect();
+    let problems = long_documents(&documents, DOCUMENT_LINES);
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    // The check itself: one line too many is reported.
+    let long = "line\n".repeat(301);
+    assert_eq!(
+        long_documents(&[("ARCHITECTURE.md", &long)], DOCUMENT_LINES),
+        [
+            "ARCHITECTURE.md has 301 lines: at most 300 (say what is, not how it was found; \
+          history goes to CHANGELOG.md and commit messages)"
+        ]
+    );
 }
 
 #[test]
@@ -549,16 +717,44 @@ fn each_kind_of_violation_is_reported() {
     let mut problems = violations(&files);
     problems.extend(room_circles(&files));
     problems.extend(long_files(&files));
+    // Functions: one too long, one listed that grew, one listed that now
+    // fits, one listed past the ceiling, one listed that is gone; braces
+    // in strings and comments do not count, a test module is not read.
+    let body = |n: usize| "    let x = 1;\n".repeat(n);
+    let functions = [synthetic(
+        "report/long.rs",
+        &format!(
+            "pub fn too_long() {{\n{}}}\nfn grew() {{\n{}}}\nfn fits() {{\n    let s = \"{{{{\"; // }}\n}}\n\
+             pub(crate) async fn exact() {{\n{}}}\n#[cfg(test)]\nmod tests {{\n    fn t() {{\n{}}}\n}}\n",
+            body(99),
+            body(104),
+            body(98),
+            body(300)
+        ),
+    )];
+    let allowed = [
+        ("report::long", "grew", 103),
+        ("report::long", "fits", 120),
+        ("report::long", "exact", 160),
+        ("report::long", "gone", 110),
+    ];
+    problems.extend(long_functions(&functions, &allowed));
     let expect = [
         "stats imports daemon::state: 'daemon' is not in a layer below 'stats'",
         "config imports plot::PlotData: 'plot' is not in a layer below 'config'",
         "rt::handoff uses tokio: rt/ must not",
         "rt::handoff imports rt::engine: in rt/, handoff may import only sys",
         "daemon::render::json imports daemon::http: daemon::render must not import daemon::http",
-        "host uses unsafe: only rt/sys/ may",
+        "host uses unsafe: only rt/sys/ and load/sys.rs may",
         "a circle inside daemon: alpha, beta, gamma import one another",
         "plot::long has 501 lines before its tests: at most 500 (split it along its jobs, or \
          list it in LONG_FILES with why it is one)",
+        "report::long::too_long has 101 lines: at most 100 (split it into named steps)",
+        "report::long::grew grew to 106 lines from 103: LONG_FUNCTIONS may only shrink",
+        "report::long::fits fits in 100 lines now (3): take it off LONG_FUNCTIONS",
+        "report::long::exact fits in 100 lines now (100): take it off LONG_FUNCTIONS",
+        "report::long::exact is listed at 160 lines: no exception may pass 150",
+        "report::long::gone is in LONG_FUNCTIONS but not in the tree: take it off",
     ];
     for line in expect {
         assert!(
@@ -619,3 +815,11 @@ fn no_dependency_needs_a_newer_rust_than_the_declared_rust_version() {
         env!("CARGO_PKG_RUST_VERSION")
     );
 }
+
+/// Cargo builds tests/faults.rs and tests/restart.rs only with the
+/// test-only fault injection (`required-features`); this says so in a
+/// `cargo test` without it, instead of leaving them out silently.
+#[cfg(not(feature = "fault-injection"))]
+#[test]
+#[ignore = "tests/faults.rs and tests/restart.rs need --features fault-injection (scripts/test passes it)"]
+fn fault_injection_tests_are_built_with_their_feature() {}

@@ -114,12 +114,49 @@ pub fn registry(
 pub fn process_registry(with_process_metrics: bool) -> Registry {
     let registry = Registry::new();
     if with_process_metrics {
-        let process = prometheus::process_collector::ProcessCollector::for_self();
         registry
-            .register(Box::new(process))
+            .register(Box::new(ProcessMetrics::default()))
             .expect("the process collector registers once");
     }
     registry
+}
+
+/// The crate's process collector, with `process_cpu_seconds_total` to the
+/// nanosecond: the crate keeps it in an integer counter (whole seconds,
+/// so a dashboard's `rate()` of it steps), where client_golang and
+/// node_exporter give fractions.
+struct ProcessMetrics {
+    inner: prometheus::process_collector::ProcessCollector,
+}
+
+impl Default for ProcessMetrics {
+    fn default() -> Self {
+        Self {
+            inner: prometheus::process_collector::ProcessCollector::for_self(),
+        }
+    }
+}
+
+impl Collector for ProcessMetrics {
+    fn desc(&self) -> Vec<&Desc> {
+        self.inner.desc()
+    }
+
+    fn collect(&self) -> Vec<MetricFamily> {
+        let mut families = self.inner.collect();
+        if let Some(ns) = crate::rt::sys::process_cpu_ns() {
+            for family in &mut families {
+                if family.name() == "process_cpu_seconds_total" {
+                    for metric in family.mut_metric() {
+                        let mut counter = prometheus::proto::Counter::default();
+                        counter.set_value(ns as f64 / 1e9);
+                        metric.set_counter(counter);
+                    }
+                }
+            }
+        }
+        families
+    }
 }
 
 /// Text exposition format 0.0.4 of everything in `registry`.
@@ -134,4 +171,27 @@ pub fn render_families(families: &[MetricFamily]) -> Result<String, prometheus::
     // The encoder writes only UTF-8: names, label values taken from Rust
     // strings, and numbers.
     String::from_utf8(buffer).map_err(|e| prometheus::Error::Msg(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn process_cpu_seconds_are_fractional() {
+        // Spend a quarter of a second of CPU: the crate's own collector
+        // would still say 0 (or a whole number).
+        let started = crate::rt::sys::process_cpu_ns().unwrap();
+        while crate::rt::sys::process_cpu_ns().unwrap() - started < 250_000_000 {
+            std::hint::black_box((0..1000u64).sum::<u64>());
+        }
+        let text = render(&process_registry(true)).unwrap();
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("process_cpu_seconds_total "))
+            .unwrap_or_else(|| panic!("no process_cpu_seconds_total in {text}"));
+        let value: f64 = line.split(' ').nth(1).unwrap().parse().unwrap();
+        assert!(value >= 0.25, "{line}");
+        assert!(value.fract() != 0.0, "{line}: whole seconds");
+    }
 }

@@ -259,7 +259,10 @@ mod tests {
         let page = capture_page("h", &capture);
         assert!(page.contains("&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;"));
         assert!(page.contains("<svg"), "the picture is inline");
-        assert!(page.contains("<td>90.0%</td>"), "the main cause's share: {page}");
+        assert!(
+            page.contains("<td>90.0%</td>"),
+            "the main cause's share: {page}"
+        );
     }
 
     #[test]
