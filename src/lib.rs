@@ -39,3 +39,6 @@ pub mod daemon;
 pub mod measure;
 // A front end over the record, using measure's cyclictest renderers.
 pub mod report;
+// The fuzz targets over every parser of outside input (fuzz/, and
+// tests/fuzz_corpus.rs replaying their corpus).
+pub mod fuzzing;

@@ -173,7 +173,7 @@ fn usable_of(online: &[usize], allowed: &[usize], cpuset: Option<&[usize]>) -> V
 }
 
 /// `Cpus_allowed_list:` of `/proc/self/status`.
-fn allowed_of(status: &str) -> Option<Vec<usize>> {
+pub(crate) fn allowed_of(status: &str) -> Option<Vec<usize>> {
     status
         .lines()
         .find_map(|line| line.strip_prefix("Cpus_allowed_list:"))
@@ -185,7 +185,10 @@ fn allowed_of(status: &str) -> Option<Vec<usize>> {
 /// `cpuset.effective_cpus`, from the process's own cgroup or, where that
 /// file is absent (the controller not enabled there), the nearest ancestor
 /// that has it. `None` when no level can be read.
-fn cpuset_of(cgroups: &str, read: impl Fn(&str) -> Option<String>) -> Option<Vec<usize>> {
+pub(crate) fn cpuset_of(
+    cgroups: &str,
+    read: impl Fn(&str) -> Option<String>,
+) -> Option<Vec<usize>> {
     // Lines are `id:controllers:path`; v2's is `0::path`.
     let mut candidates: Vec<(&str, &str)> = Vec::new();
     for line in cgroups.lines() {

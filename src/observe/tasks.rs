@@ -349,7 +349,7 @@ mod tests {
 
     #[test]
     fn stat_flags_are_read_past_a_name_with_spaces_and_parentheses() {
-        // A kworker's flags, as this VM's kernel shows them.
+        // A kworker's flags, as a 6.18 guest kernel shows them.
         let stat = "42 (kworker/1:1 (x)) I 2 0 0 0 -1 69238880 0 0";
         let flags = stat_flags(stat).unwrap();
         assert_eq!(flags, 69_238_880);

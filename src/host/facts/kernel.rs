@@ -73,7 +73,7 @@ impl FactReader {
     /// The kernel's configuration, from `/proc/config.gz` or
     /// `/boot/config-RELEASE`: read and decompressed once, since it cannot
     /// change without a reboot and is the dearest read (a quarter of a
-    /// re-read's CPU time on this VM when it was read every time).
+    /// re-read's CPU time on a 2-vCPU VM when it was read every time).
     fn kernel_config(&self) -> KernelConfig {
         let hash = |bytes: &[u8]| {
             let d = Sha256::digest(bytes);

@@ -14,9 +14,9 @@ use std::path::{Path, PathBuf};
 use super::fingerprint::{Fact, Fingerprint};
 use crate::cpulist::format_cpu_list;
 
-mod arm;
+pub(crate) mod arm;
 mod irq;
-mod kernel;
+pub(crate) mod kernel;
 
 pub use kernel::{CMDLINE_PARAMETERS, cmdline_parameter};
 
