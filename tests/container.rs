@@ -83,6 +83,7 @@ impl Drop for Mounted {
 }
 
 #[test]
+#[ignore = "full tier: root, buildah and podman"]
 fn the_image_holds_the_binary_and_what_it_needs_and_runs() {
     if !privileged() {
         report_skip(

@@ -251,6 +251,7 @@ fn run(program: &mut Command, line: &str, dir: &Path) -> Output {
 }
 
 #[test]
+#[ignore = "full tier: the real cyclictest beside every option; about 2 minutes"]
 fn every_option_runs_as_under_cyclictest() {
     if !privileged() {
         report_skip(

@@ -93,6 +93,7 @@ fn data_root() -> std::path::PathBuf {
 }
 
 #[test]
+#[ignore = "full tier: a real Prometheus and stress-ng"]
 fn every_dashboard_query_and_rule_works_against_a_real_prometheus() {
     require_tool("prometheus", "--version", "prometheus");
     // A short load window every 20 s, for the "load windows" annotation.
@@ -306,6 +307,7 @@ fn panels(path: &str) -> Vec<(Value, Vec<String>)> {
 }
 
 #[test]
+#[ignore = "full tier: a real Prometheus and stress-ng"]
 fn dashboards_never_hide_a_spike_and_follow_the_selection() {
     let host = "grafana/dashboards/latencyd-host.json";
     let fleet = "grafana/dashboards/latencyd-fleet.json";

@@ -6,30 +6,11 @@
 //! the collector look again once per period, not more; a sampler whose
 //! restart is slow never holds up `/metrics`.
 //!
-//! Built without the feature these tests cannot run, and that fails the
-//! suite unless `LATENCYD_TEST_WITHOUT_FAULTS=1` says it is meant.
+//! Cargo builds this file only with the feature (`required-features` in
+//! Cargo.toml); tests/tidy.rs says so when it is off.
 
 mod common;
 
-#[cfg(not(feature = "fault-injection"))]
-#[test]
-fn fault_injection_tests_need_the_feature() {
-    let opted_out = std::env::var("LATENCYD_TEST_WITHOUT_FAULTS").is_ok_and(|v| v == "1");
-    assert!(
-        opted_out,
-        "tests/faults.rs was built without --features fault-injection, so dead, stuck and \
-         slowly restarting samplers were not tested; run `cargo test --features \
-         fault-injection` (scripts/test does), or set LATENCYD_TEST_WITHOUT_FAULTS=1 to skip \
-         them on purpose"
-    );
-    common::report_skip(
-        "tests/faults.rs",
-        "LATENCYD_TEST_WITHOUT_FAULTS=1: dead, stuck and slowly restarting samplers were not \
-         tested",
-    );
-}
-
-#[cfg(feature = "fault-injection")]
 mod with_faults {
     use std::os::unix::net::UnixDatagram;
     use std::time::{Duration, Instant};

@@ -15,7 +15,7 @@ use serde_json::Value;
 
 /// What the facts are read at: often enough that a test waits seconds.
 const REREAD: &str = "1s";
-/// The promise: a change is seen within a minute.
+/// The promise: a change is seen within a minute.
 const SEEN_WITHIN: Duration = Duration::from_secs(60);
 
 fn host(daemon: &Daemon) -> Value {

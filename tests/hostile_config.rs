@@ -600,6 +600,7 @@ fn source_of(case: &Case, config: &Path) -> String {
 }
 
 #[test]
+#[ignore = "full tier: strace watches every case for a thread start"]
 fn every_hostile_value_exits_78_naming_source_and_key_before_any_thread() {
     require_tool("strace", "-V", "strace");
     let dir = tempfile::tempdir().unwrap();

@@ -12,6 +12,7 @@ use common::{Daemon, daemon_config, latencyd};
 use serde_json::Value;
 
 #[test]
+#[ignore = "full tier: a real Prometheus"]
 fn prometheus_reads_the_native_histogram_and_agrees_on_the_p99() {
     let dir = tempfile::tempdir().unwrap();
     // 10 samples a second: counts change slowly enough to catch

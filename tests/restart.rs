@@ -3,26 +3,11 @@
 //! one CPU. Driven through the engine with the test-only fault injection
 //! (a restarted sampler that takes 1 s to report running, against a
 //! 300 ms start timeout), in its own test binary because the faults are
-//! read from the process environment.
+//! read from the process environment. Cargo builds it only with the
+//! feature (`required-features` in Cargo.toml).
 
 mod common;
 
-#[cfg(not(feature = "fault-injection"))]
-#[test]
-fn restart_tests_need_the_feature() {
-    let opted_out = std::env::var("LATENCYD_TEST_WITHOUT_FAULTS").is_ok_and(|v| v == "1");
-    assert!(
-        opted_out,
-        "tests/restart.rs needs --features fault-injection (scripts/test passes it), or \
-         LATENCYD_TEST_WITHOUT_FAULTS=1 to skip it on purpose"
-    );
-    common::report_skip(
-        "tests/restart.rs",
-        "LATENCYD_TEST_WITHOUT_FAULTS=1: late sampler restarts were not tested",
-    );
-}
-
-#[cfg(feature = "fault-injection")]
 #[test]
 fn a_late_restart_is_stopped_and_joined_before_the_cpu_gets_another() {
     use std::sync::Arc;

@@ -7,7 +7,7 @@
 //! the samplers, pinned to one CPU, busy for 5 ms. Without root the
 //! fault-injection clock (`--features fault-injection`, which scripts/test
 //! enables) makes one wake-up 5 ms late; built without the feature that
-//! test fails unless `LATENCYD_TEST_WITHOUT_FAULTS=1` says it is meant.
+//! test is listed as ignored, with why.
 
 mod common;
 
@@ -21,7 +21,7 @@ const WINDOW: Duration = Duration::from_secs(5);
 /// The sampling interval and priority of the test daemon.
 const INTERVAL: &str = "1ms";
 const PRIORITY: i32 = 80;
-/// The budget: above most of this VM's own noise, below the spike.
+/// The budget: above most of a VM's own noise, below the spike.
 const THRESHOLD: &str = "2ms";
 
 /// The CPU the spike is made on: the last one latencyd samples.
@@ -202,6 +202,7 @@ fn check_the_spike_everywhere(
 }
 
 #[test]
+#[ignore = "full tier: a real Prometheus evaluates the shipped alert"]
 fn a_busy_higher_priority_thread_makes_a_spike_that_reaches_every_layer_and_the_alert() {
     if !privileged() {
         report_skip(
@@ -222,7 +223,7 @@ fn a_busy_higher_priority_thread_makes_a_spike_that_reaches_every_layer_and_the_
     // late; a little less counts, for the time the thread takes to start.
     let busy = Duration::from_millis(5);
     let late_s = (busy - Duration::from_millis(1)).as_secs_f64() * 0.9;
-    // This VM has spikes of its own: wait until none as large is in the
+    // A VM has spikes of its own: wait until none as large is in the
     // window, so the one seen is the test's.
     wait_until(
         "the window to hold no spike of the test's size",
@@ -240,6 +241,7 @@ fn a_busy_higher_priority_thread_makes_a_spike_that_reaches_every_layer_and_the_
 
 #[cfg(feature = "fault-injection")]
 #[test]
+#[ignore = "full tier: a real Prometheus evaluates the shipped alert"]
 fn an_injected_late_wake_up_reaches_every_layer_and_the_alert() {
     let _turn = one_at_a_time();
     let cpu = spike_cpu();
@@ -280,16 +282,5 @@ fn an_injected_late_wake_up_reaches_every_layer_and_the_alert() {
 
 #[cfg(not(feature = "fault-injection"))]
 #[test]
-fn the_injected_spike_test_needs_the_feature() {
-    let opted_out = std::env::var("LATENCYD_TEST_WITHOUT_FAULTS").is_ok_and(|v| v == "1");
-    assert!(
-        opted_out,
-        "tests/spike.rs was built without --features fault-injection, so the injected spike \
-         was not tested; run `cargo test --features fault-injection` (scripts/test does), or set \
-         LATENCYD_TEST_WITHOUT_FAULTS=1 to skip it on purpose"
-    );
-    report_skip(
-        "tests/spike.rs",
-        "LATENCYD_TEST_WITHOUT_FAULTS=1: the injected spike was not tested",
-    );
-}
+#[ignore = "needs --features fault-injection (scripts/test passes it)"]
+fn an_injected_late_wake_up_needs_the_fault_injection_build() {}

@@ -7,6 +7,7 @@ mod common;
 use std::process::Command;
 
 #[test]
+#[ignore = "full tier: strace counts the samplers' system calls"]
 fn each_sample_costs_exactly_one_system_call() {
     let strace = Command::new("strace").arg("-V").output();
     assert!(

@@ -150,6 +150,7 @@ fn curl_found() {
 }
 
 #[test]
+#[ignore = "full tier: openssl, curl and a real Prometheus"]
 fn tls_with_basic_auth_right_and_wrong() {
     curl_found();
     let dir = tempfile::tempdir().unwrap();
@@ -231,6 +232,7 @@ fn tls_with_basic_auth_right_and_wrong() {
 }
 
 #[test]
+#[ignore = "full tier: openssl, curl and a real Prometheus"]
 fn client_certificates_and_minimum_version_are_enforced() {
     curl_found();
     let dir = tempfile::tempdir().unwrap();
@@ -279,6 +281,7 @@ fn client_certificates_and_minimum_version_are_enforced() {
 }
 
 #[test]
+#[ignore = "full tier: openssl, curl and a real Prometheus"]
 fn bad_web_configurations_stop_the_start_with_exit_78() {
     let dir = tempfile::tempdir().unwrap();
     make_pki(dir.path());
@@ -357,6 +360,7 @@ fn bad_web_configurations_stop_the_start_with_exit_78() {
 }
 
 #[test]
+#[ignore = "full tier: openssl, curl and a real Prometheus"]
 fn sighup_applies_a_changed_password_to_new_requests() {
     curl_found();
     let dir = tempfile::tempdir().unwrap();
@@ -393,6 +397,7 @@ fn sighup_applies_a_changed_password_to_new_requests() {
 }
 
 #[test]
+#[ignore = "full tier: openssl, curl and a real Prometheus"]
 fn prometheus_scrapes_over_tls_with_basic_auth() {
     require_tool("prometheus", "--version", "prometheus");
     let dir = tempfile::tempdir().unwrap();

@@ -11,14 +11,11 @@ use std::process::{Command, Output};
 
 pub mod cyclictest;
 pub mod prometheus;
+pub mod protobuf;
 
 /// The binary under test.
 pub fn latencyd() -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_latencyd"));
-    // The tests' own switch is not configuration: the daemon would refuse
-    // it as an unknown LATENCYD_ key.
-    cmd.env_remove("LATENCYD_TEST_WITHOUT_FAULTS");
-    cmd
+    Command::new(env!("CARGO_BIN_EXE_latencyd"))
 }
 
 /// Root can lock memory and use SCHED_FIFO here; anyone else is tested on
@@ -64,6 +61,20 @@ pub fn report_skip(test: &str, reason: &str) {
         std::io::stderr(),
         "\n*** SKIPPED PART of {test}: {reason} ***\n"
     );
+}
+
+/// Whether plots can be drawn here (a TrueType font such as Debian's
+/// fonts-dejavu-core, which scripts/test installs); when not, says loudly
+/// that `test` did not check its plots.
+pub fn font_or_skip(test: &str) -> bool {
+    let found = latencyd::plot::system_font().is_some();
+    if !found {
+        report_skip(
+            test,
+            "no TrueType font (install fonts-dejavu-core): the plots were not drawn",
+        );
+    }
+    found
 }
 
 pub fn stdout_of(output: &Output) -> String {
@@ -413,7 +424,7 @@ pub fn wait_until(
 pub fn check_plot_svg(svg: &str, cpus: &[&str]) {
     assert!(svg.starts_with("<svg"), "{}", &svg[..svg.len().min(200)]);
     assert!(
-        svg.contains("Latency (µs)") && svg.contains("Number of samples"),
+        svg.contains("Latency (logarithmic)") && svg.contains("Number of samples"),
         "axis labels"
     );
     // One outline per CPU (the legend's short samples have two points).
@@ -424,10 +435,21 @@ pub fn check_plot_svg(svg: &str, cpus: &[&str]) {
     }
     // Each maximum is marked with its value.
     assert_eq!(
-        svg.matches(" max ").count(),
+        svg_texts(svg)
+            .iter()
+            .filter(|t| t.starts_with("max "))
+            .count(),
         cpus.len(),
         "one max marker per CPU"
     );
+}
+
+/// The text of each `<text>` element of an SVG document, trimmed.
+pub fn svg_texts(svg: &str) -> Vec<String> {
+    svg.split("<text")
+        .skip(1)
+        .filter_map(|t| Some(t.split_once('>')?.1.split('<').next()?.trim().to_string()))
+        .collect()
 }
 
 /// Series outlines are the polylines of more than two points (a series
