@@ -10,7 +10,7 @@ a 95 % interval of that median.
 A pair's ratio is the geometric mean over CPUs of the per-CPU ratios.
 The arithmetic mean of ratios is biased upwards whenever they spread:
 CPUs at 2.0 and 0.5 average 1.25, and swapping the two tools gives 1.25
-again. Under stress this VM's per-CPU p99 ratios spread by a factor of
+again. Under stress a VM's per-CPU p99 ratios spread by a factor of
 1.4 (sd of the log ratio ~0.3), which put cyclictest against itself at
 1.08 (95 % interval 1.02 to 1.14) in 150 pairs; see docs/benchmarks.md.
 The geometric mean turns into its reciprocal when the tools are swapped,

@@ -18,7 +18,7 @@
 # its `avg` is the mean of the histogram's bin numbers; latencyd's `avg`
 # (and the daemon's avg_ns) is the exact mean, about 0.5 µs higher for the
 # same wake-ups. Compared field to field, that arithmetic alone reads as
-# latencyd being ~0.5 µs later (2-5 % at this VM's 10-25 µs averages);
+# latencyd being ~0.5 µs later (2-5 % at a VM's 10-25 µs averages);
 # "own-avg" in the per-pair lines shows that ratio beside the fair one.
 # Samples past the histogram (HIST_US) have no bin; their count is printed
 # and they are left out of the histogram average.

@@ -11,10 +11,10 @@
 #
 # Both hold /dev/cpu_dma_latency at 0: cyclictest does unless told
 # --laptop, latencyd when measure.pm_qos is on (off by default, so the
-# daemon measures the host's own power management). Measured on this VM,
+# daemon measures the host's own power management). Measured on a 2-vCPU VM,
 # the setting alone moves a sampler's CPU time by 1.5x (idle vCPUs halt
 # and exit to the host). PM_QOS=0 runs both without it.
-# Prints both and the ratios latencyd / cyclictest (targets in issue 3:
+# Prints both and the ratios latencyd / cyclictest (targets:
 # CPU <= 1.05x, RSS <= 1.5x).
 #
 # Usage: benches/footprint.sh    Environment: LATENCYD, PAIRS (5),

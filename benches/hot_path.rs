@@ -1,6 +1,6 @@
 //! Criterion benchmarks of what a sampler does per period besides
 //! sleeping: recording one sample, and publishing an interval through the
-//! handoff. Targets (issue 2): record ≤ 20 ns median, publish ≤ 1 µs
+//! handoff. Targets: record ≤ 20 ns median, publish ≤ 1 µs
 //! (its tail is measured by `publish_tail`).
 
 use std::hint::black_box;

@@ -1,6 +1,6 @@
 //! The lag from one late wake-up to `/metrics`: how long after a sampler
 //! wakes up late its `latencyd_spikes_total` shows the spike. Target
-//! (issue 12): p99 ≤ 500 ms; by design at most one publish period (200 ms)
+//!: p99 ≤ 500 ms; by design at most one publish period (200 ms)
 //! plus one collector tick (100 ms).
 //!
 //! Needs root: each spike is real. A SCHED_FIFO thread one priority above
@@ -52,7 +52,7 @@ fn main() {
         std::process::exit(2);
     }
     let spikes = env_or("LAG_SPIKES", 100);
-    // A budget below the spike and above most of this VM's own noise.
+    // A budget below the spike and above most of a VM's own noise.
     let daemon = Daemon::start(&[("LATENCYD_MEASURE__SPIKE_THRESHOLD", "1500us")]);
     assert!(
         daemon.realtime,

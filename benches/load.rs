@@ -2,7 +2,7 @@
 //! in phases quiet / loaded / quiet / loaded. Reports the errors (target
 //! 0), the scrape latency p50/p99/max, the daemon's peak resident memory,
 //! and the samplers' avg and p99 wake-up latency loaded/quiet from the
-//! same run (target in issue 5: ≤ 1.05).
+//! same run (target: ≤ 1.05).
 //!
 //! Each scraper is a closed loop of fresh connections: nine /metrics to
 //! one /api/v1/latency and one /api/v1/status.

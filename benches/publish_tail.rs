@@ -2,7 +2,7 @@
 //! thread on one CPU publishes while a consumer thread on another drains
 //! and recycles, so buffers bounce between caches as in the real daemon.
 //! Each publish is timed on its own; prints p50/p99/p99.9/max in ns.
-//! Target (issue 2): p99.9 ≤ 1 µs. The timer's own cost (two vDSO
+//! Target: p99.9 ≤ 1 µs. The timer's own cost (two vDSO
 //! clock_gettime calls, ~20-40 ns) is included, so this is an upper bound.
 //!
 //! Run: cargo bench --bench publish_tail

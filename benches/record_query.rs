@@ -9,7 +9,7 @@
 //! not to grow with the range.
 //!
 //! Each synthetic interval is what a CPU sampled at 1 kHz for 5 minutes
-//! gives on this VM: 300,000 samples, a body around 20 µs spread like the
+//! gives on a 2-vCPU VM: 300,000 samples, a body around 20 µs spread like the
 //! measured ones (~25 % relative), a tail to a few hundred µs.
 //!
 //! Run: `cargo bench --bench record_query` (no privileges needed).

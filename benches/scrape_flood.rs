@@ -4,7 +4,7 @@
 //! A B A B. Each phase's sampler latencies are the difference of the HDR
 //! histograms (from /api/v1/latency/{cpu}) at its end and its start; the
 //! report gives per CPU the avg and p99 of quiet and flooded phases pooled
-//! and the ratio flooded/quiet (target in issue 3: ≤ 1.05).
+//! and the ratio flooded/quiet (target: ≤ 1.05).
 //!
 //! Run as root: cargo build --release && cargo bench --bench scrape_flood
 //! Environment: LATENCYD (binary), PHASES (6), PHASE_SECS (10), RATE (100),

@@ -1,6 +1,6 @@
 //! Soak: the daemon (release build) scraped every 100 ms for a long run
 //! (10 minutes by default). Reports resident memory after 1 minute and at
-//! the end (target in issue 5: growth ≤ 256 KiB), the scrape errors, and
+//! the end (target: growth ≤ 256 KiB), the scrape errors, and
 //! whether each CPU's sample count matches the run: samples + missed =
 //! (sampling time) / interval, within the one-second publishing lag.
 //!

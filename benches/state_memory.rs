@@ -9,7 +9,7 @@
 //! same prefault), read from /proc/self/smaps. Built for 2, 64, 256 and
 //! 512 CPUs, for two workloads:
 //! - `typical`: 1 kHz, 90 % of wake-ups 3 to 12 µs, 9 % to 60 µs, 1 % to
-//!   2 ms: about 60 distinct 1 µs bins a second, as measured on this VM
+//!   2 ms: about 60 distinct 1 µs bins a second, as measured on a 2-vCPU VM
 //!   (53 to 109 a second, 333 in a minute);
 //! - `wide`: 1 kHz spread evenly over 5 to 205 µs, 200 bins a second, the
 //!   baseline's workload (a noisy host).

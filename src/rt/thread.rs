@@ -218,8 +218,8 @@ impl SamplerHandle {
 /// are locked (`sys::lock_all_memory`), so the mapping can stay roomy
 /// for the start-up and error paths at no cost. Measured high-water of a
 /// whole sampler's life, thread-local storage included: 12 KiB in a
-/// release build, 16 KiB in a debug one (ARCHITECTURE.md, "Memory per
-/// CPU"); the prefault lies below the caller's frame, so the hot loop,
+/// release build, 16 KiB in a debug one (ARCHITECTURE.md, "Choices",
+/// memory per CPU); the prefault lies below the caller's frame, so the hot loop,
 /// no deeper than the thread's start-up, stays within it.
 pub const SAMPLER_STACK_BYTES: usize = 256 * 1024;
 pub const PREFAULT_STACK_BYTES: usize = 16 * 1024;
