@@ -374,8 +374,11 @@ fn gaps_around_an_offline_stretch_do_not_overlap() {
             !g.is_empty() && g.iter().all(|g| !g["end"].is_null())
         },
     );
+    // A restarted sampler's first sleep is long again (the injection is
+    // per start): only the gaps that ended are compared.
     let mut spans: Vec<(String, String, String)> = gaps()
         .iter()
+        .filter(|g| !g["end"].is_null())
         .map(|g| {
             let text = |k: &str| g[k].as_str().unwrap().to_string();
             (text("start"), text("end"), text("reason"))
