@@ -365,7 +365,7 @@ fn parse_entry(cpu: usize, rest: &str, pending: Option<Pending>) -> Result<Entry
     let stats = match pending {
         Some(Pending {
             exact, threshold, ..
-        }) if exact.count == hdr.len() + exact.hdr_overflows => {
+        }) if exact.count == hdr.len() + exact.hdr_overflows && plausible(&exact) => {
             LatencyStats::from_parts(threshold, &hdr, exact)
         }
         _ => {
@@ -392,9 +392,50 @@ fn parse_entry(cpu: usize, rest: &str, pending: Option<Pending>) -> Result<Entry
     })
 }
 
+/// Whether a comment's exact figures can be those of one set of samples:
+/// the minimum at most the maximum, the sum between count × minimum and
+/// count × maximum. A forged or torn comment that fails is not trusted;
+/// the histogram's own figures stand instead.
+fn plausible(exact: &Exact) -> bool {
+    let count = u128::from(exact.count);
+    exact.count == 0
+        || exact.min_ns <= exact.max_ns
+            && exact.sum_ns >= count * u128::from(exact.min_ns)
+            && exact.sum_ns <= count * u128::from(exact.max_ns)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_comment_whose_figures_contradict_themselves_is_not_trusted() {
+        // What the fuzzer found: count=1 min=5 max=0 made min above max.
+        let mut text = header(1_795_315_538_000_000_000, None);
+        encode_entry(&sample_entry(), &mut text);
+        let forged = text.replacen(" min=12345 ", " min=99999999 ", 1);
+        assert_ne!(text, forged, "the comment was forged: {text}");
+        let mut parser = LineParser::default();
+        let read: Vec<Entry> = forged
+            .lines()
+            .filter_map(|l| match parser.line(l) {
+                Line::Entry(e) => Some(*e),
+                _ => None,
+            })
+            .collect();
+        let stats = &read[0].stats;
+        assert!(stats.min_ns() <= stats.max_ns, "{stats:?}");
+        assert_eq!(stats.count, 4);
+        assert!(plausible(&Exact {
+            count: 0,
+            sum_ns: 7,
+            min_ns: 9,
+            max_ns: 1,
+            missed: 0,
+            hdr_overflows: 0,
+            spikes: 0
+        }));
+    }
 
     fn sample_entry() -> Entry {
         let mut stats = LatencyStats::new(100_000, None);
