@@ -212,6 +212,10 @@ pub fn keep_up(
             journal.notice(what);
             return;
         }
+        Some(Check::Paused(what)) => {
+            journal.lock().notice(what);
+            return;
+        }
         Some(Check::Broken(why)) => why,
         None => String::new(),
     };

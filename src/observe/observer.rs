@@ -346,6 +346,10 @@ impl Worker {
                 warn!("observe: {what}");
                 return;
             }
+            Check::Paused(what) => {
+                warn!("observe: {what}");
+                return;
+            }
             Check::Broken(why) => why,
         };
         let s = &self.settings;

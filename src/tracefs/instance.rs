@@ -90,6 +90,19 @@ pub enum Check {
     /// Something was changed and cannot be set back: the instance cannot
     /// be relied on (why, in words).
     Broken(String),
+    /// Recording is paused and cannot be turned on: another program has
+    /// the instance's trace open, and with `pause-on-trace` the kernel
+    /// stops recording until it closes it (`tracing_on` reads 0 meanwhile
+    /// on kernels such as 6.1). Not a reason to make the instance again,
+    /// which would lose what the buffer holds. Returned once per pause.
+    Paused(String),
+}
+
+/// Whether the differences left after setting back (`still`) are those
+/// of a reader pausing recording: `tracing_on` alone reads 0 where
+/// `pause-on-trace` is on.
+fn paused_by_reader(pauses_on_trace: bool, still: &[String]) -> bool {
+    pauses_on_trace && !still.is_empty() && still.iter().all(|d| d.starts_with("tracing_on: 0 "))
 }
 
 /// An instance this process created, removed when dropped.
@@ -103,6 +116,8 @@ pub struct Instance {
     /// Every setting written, in order: the file, the value written, and
     /// what the file read right after (the kernel's own form of it).
     written: RefCell<Vec<Written>>,
+    /// Whether the pause of a reader (see `Check::Paused`) was said.
+    paused: std::cell::Cell<bool>,
 }
 
 /// One setting as written.
@@ -148,6 +163,7 @@ impl Instance {
                         role,
                         pin: Some(pin),
                         written: RefCell::new(Vec::new()),
+                        paused: std::cell::Cell::new(false),
                     };
                     return Ok((instance, notes));
                 }
@@ -190,6 +206,7 @@ impl Instance {
             role,
             pin: None,
             written: RefCell::new(Vec::new()),
+            paused: std::cell::Cell::new(false),
         }
     }
 
@@ -237,14 +254,34 @@ impl Instance {
         }
         let changed = self.differences();
         if changed.is_empty() {
+            self.paused.set(false);
             return Check::Intact;
         }
         let what = changed.join(", ");
+        // Only what differs is written again: writing an unchanged
+        // trace_clock would clear the buffer.
         for setting in self.written.borrow().iter() {
-            let _ = fs::write(self.dir.join(&setting.file), &setting.value);
+            if changed
+                .iter()
+                .any(|c| c.starts_with(&format!("{}: ", setting.file)))
+            {
+                let _ = fs::write(self.dir.join(&setting.file), &setting.value);
+            }
         }
         let still = self.differences();
-        if still.is_empty() {
+        if paused_by_reader(self.pauses_on_trace(), &still) {
+            // Said once per pause; recording resumes when the reader
+            // closes the trace.
+            if self.paused.replace(true) {
+                return Check::Intact;
+            }
+            Check::Paused(format!(
+                "{}'s tracefs instance {} is not recording: another program has its trace open \
+                 (pause-on-trace stops recording until it is closed)",
+                self.role.who(),
+                self.name()
+            ))
+        } else if still.is_empty() {
             Check::Repaired(format!(
                 "{}'s tracefs instance {} was changed behind latencyd ({what}); set back",
                 self.role.who(),
@@ -259,6 +296,14 @@ impl Instance {
                 still.join(", ")
             ))
         }
+    }
+
+    /// Whether latencyd turned the `pause-on-trace` option on here.
+    fn pauses_on_trace(&self) -> bool {
+        self.written
+            .borrow()
+            .iter()
+            .any(|w| w.file == "options/pause-on-trace" && w.value == "1")
     }
 
     /// The settings whose value is not what latencyd wrote, each as
@@ -506,6 +551,57 @@ mod tests {
             "{why}"
         );
         // The whole instance gone.
+        fs::remove_dir_all(&dir).unwrap();
+        let Check::Broken(why) = instance.check() else {
+            panic!("not broken");
+        };
+        assert!(why.contains("is gone"), "{why}");
+    }
+
+    #[test]
+    fn a_reader_pausing_recording_is_not_a_broken_instance() {
+        // With pause-on-trace the kernel keeps tracing_on at 0 while
+        // another program has the trace open, whatever latencyd writes.
+        let only_on = vec!["tracing_on: 0 (wrote 1)".to_string()];
+        assert!(paused_by_reader(true, &only_on));
+        assert!(
+            !paused_by_reader(false, &only_on),
+            "without the option: broken"
+        );
+        let more = vec![
+            "tracing_on: 0 (wrote 1)".to_string(),
+            "trace_clock: local (wrote mono)".to_string(),
+        ];
+        assert!(!paused_by_reader(true, &more), "another change: broken");
+        assert!(!paused_by_reader(true, &[]));
+        // Setting back writes only what differs: writing an unchanged
+        // trace_clock would clear the buffer.
+        let root = fake_tracefs();
+        let dir = root.path().join("instances/latencyd-forensics-1");
+        let instance = Instance::unpinned(&dir, Role::Forensics);
+        instance.write("trace_clock", "mono").unwrap();
+        instance.write("tracing_on", "1").unwrap();
+        let before = fs::metadata(dir.join("trace_clock"))
+            .unwrap()
+            .modified()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        fs::write(dir.join("tracing_on"), "0").unwrap();
+        assert!(matches!(instance.check(), Check::Repaired(_)));
+        let after = fs::metadata(dir.join("trace_clock"))
+            .unwrap()
+            .modified()
+            .unwrap();
+        assert_eq!(before, after, "trace_clock was written again");
+    }
+
+    #[test]
+    fn a_gone_instance_is_broken() {
+        let root = fake_tracefs();
+        let dir = root.path().join("instances/latencyd-observe-3");
+        let instance = instance_in(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        instance.write("tracing_on", "1").unwrap();
         fs::remove_dir_all(&dir).unwrap();
         let Check::Broken(why) = instance.check() else {
             panic!("not broken");
