@@ -24,8 +24,23 @@ const READ_EVERY_NS: u64 = NS_PER_SEC;
 /// (the cgroup's cpuset may change by itself).
 const USABLE_EVERY_NS: u64 = 30 * NS_PER_SEC;
 
+/// The online list as one read saw it, and the usable CPUs of it.
+type UsableRead = Option<(Vec<usize>, Vec<usize>)>;
+
 /// A read of the usable CPUs on the blocking pool.
-type UsableJob = JoinHandle<Option<Vec<usize>>>;
+type UsableJob = JoinHandle<UsableRead>;
+
+/// Where the readings come from: the host, or a script in tests.
+#[derive(Clone, Copy)]
+struct Readers {
+    online: fn() -> Option<Vec<usize>>,
+    usable: fn(&[usize]) -> UsableRead,
+}
+
+const HOST: Readers = Readers {
+    online: sys::online_cpus,
+    usable: crate::host::usable_now,
+};
 
 /// One reading of the host's CPUs.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -43,10 +58,11 @@ pub(super) struct CpuWatch {
     /// The affinity mask at start, offline CPUs included.
     allowed: Vec<usize>,
     latest: Reading,
-    /// The online list whose usable CPUs are being read.
-    job: Option<(Option<Vec<usize>>, UsableJob)>,
+    /// The usable CPUs being read.
+    job: Option<UsableJob>,
     next_ns: u64,
     next_usable_ns: u64,
+    read: Readers,
 }
 
 impl CpuWatch {
@@ -58,6 +74,7 @@ impl CpuWatch {
             job: None,
             next_ns: 0,
             next_usable_ns: 0,
+            read: HOST,
         }
     }
 
@@ -66,23 +83,31 @@ impl CpuWatch {
     /// waits.
     pub(super) async fn step(&mut self, now_ns: u64) -> bool {
         let mut fresh = false;
-        if self.job.as_ref().is_some_and(|(_, job)| job.is_finished())
-            && let Some((online, job)) = self.job.take()
+        if self.job.as_ref().is_some_and(|job| job.is_finished())
+            && let Some(job) = self.job.take()
         {
             // A finished task's result is ready: this await does not wait.
-            if let Ok(usable) = job.await {
-                self.latest = Reading { online, usable };
+            // The online list kept is the one the usable CPUs were read
+            // with, not the one that started the read: in a storm the two
+            // differ, and the next read must see the difference.
+            if let Ok(read) = job.await {
+                self.latest = match read {
+                    Some((online, usable)) => Reading {
+                        online: Some(online),
+                        usable: Some(usable),
+                    },
+                    None => Reading::default(),
+                };
                 fresh = true;
             }
         }
         if self.job.is_none() && now_ns >= self.next_ns {
             self.next_ns = now_ns + READ_EVERY_NS;
-            let online = sys::online_cpus();
+            let online = (self.read.online)();
             if online != self.latest.online || now_ns >= self.next_usable_ns {
                 self.next_usable_ns = now_ns + USABLE_EVERY_NS;
-                let allowed = self.allowed.clone();
-                let job = tokio::task::spawn_blocking(move || crate::host::usable_now(&allowed));
-                self.job = Some((online, job));
+                let (allowed, usable) = (self.allowed.clone(), self.read.usable);
+                self.job = Some(tokio::task::spawn_blocking(move || usable(&allowed)));
             }
         }
         fresh
@@ -112,5 +137,63 @@ impl CpuWatch {
             .copied()
             .filter(|cpu| engine.slots.iter().all(|slot| slot.cpu != *cpu))
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    /// The online lists the scripted host shows, one per read.
+    static SCRIPT: Mutex<Vec<Vec<usize>>> = Mutex::new(Vec::new());
+
+    fn next_online() -> Option<Vec<usize>> {
+        let mut script = SCRIPT.lock().unwrap();
+        let online = script.first().cloned();
+        if script.len() > 1 {
+            script.remove(0);
+        }
+        online
+    }
+
+    fn scripted_usable(allowed: &[usize]) -> UsableRead {
+        let online = next_online()?;
+        let usable = online
+            .iter()
+            .copied()
+            .filter(|c| allowed.contains(c))
+            .collect();
+        Some((online, usable))
+    }
+
+    /// Steps at `now_ns` until a reading completes (or a while passed:
+    /// none was started).
+    async fn settle(watch: &mut CpuWatch, now_ns: u64) {
+        for _ in 0..2000 {
+            if watch.step(now_ns).await {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        }
+    }
+
+    #[tokio::test]
+    async fn a_cpu_back_between_two_reads_of_a_storm_is_seen_at_the_next() {
+        // CPU 1 is online when the tick reads the list, offline again when
+        // the blocking read of the usable CPUs runs, then online for good:
+        // the next tick must read the usable CPUs again, not wait for the
+        // 30 s re-read.
+        *SCRIPT.lock().unwrap() = vec![vec![0, 1], vec![0], vec![0, 1]];
+        let mut watch = CpuWatch::new(true, vec![0, 1]);
+        watch.read = Readers {
+            online: next_online,
+            usable: scripted_usable,
+        };
+        settle(&mut watch, 0).await;
+        assert_eq!(watch.usable(), Some(&[0][..]));
+        settle(&mut watch, READ_EVERY_NS).await;
+        assert_eq!(watch.usable(), Some(&[0, 1][..]), "CPU 1 is usable again");
+        assert_eq!(watch.online(1), Some(true));
     }
 }

@@ -154,13 +154,14 @@ pub fn read_cpuset() -> Option<Vec<usize>> {
 /// The CPUs usable now out of `allowed` (the affinity mask at start,
 /// offline CPUs included): those online and, where the cgroup has a
 /// cpuset, in it. `None` when the online list cannot be read. Reads
-/// sysfs and cgroupfs: not for a thread that must not wait.
-pub fn usable_now(allowed: &[usize]) -> Option<Vec<usize>> {
-    Some(usable_of(
-        &sys::online_cpus()?,
-        allowed,
-        read_cpuset().as_deref(),
-    ))
+/// sysfs and cgroupfs: not for a thread that must not wait. Returns the
+/// online list it read too: the one the usable CPUs are of, which may
+/// differ from one read a moment before (a hotplug storm).
+pub fn usable_now(allowed: &[usize]) -> Option<(Vec<usize>, Vec<usize>)> {
+    let cpuset = read_cpuset();
+    let online = sys::online_cpus()?;
+    let usable = usable_of(&online, allowed, cpuset.as_deref());
+    Some((online, usable))
 }
 
 /// `usable_now` from what it reads.
