@@ -38,6 +38,9 @@ const TICK: Duration = Duration::from_millis(100);
 /// How often the instance's settings are read back: the collector's tick,
 /// so that a change behind latencyd's back is found within one.
 const CHECK_EVERY_NS: u64 = 200 * crate::units::NS_PER_MS;
+/// How often instances left by latencyd processes that died since are
+/// removed.
+const SWEEP_EVERY_NS: u64 = 10 * NS_PER_SEC;
 
 pub(super) struct Worker {
     pub(super) settings: Settings,
@@ -59,6 +62,7 @@ impl Worker {
     pub(super) fn run(&mut self, receiver: Receiver<Message>) {
         let mut next_smi = 0;
         let mut next_check = 0;
+        let mut next_sweep = SWEEP_EVERY_NS;
         loop {
             let now = sys::monotonic_now_ns();
             self.steal.sample(now);
@@ -69,6 +73,10 @@ impl Worker {
             if now >= next_check {
                 self.check_instance();
                 next_check = now + CHECK_EVERY_NS;
+            }
+            if now >= next_sweep {
+                self.sweep_leftovers();
+                next_sweep = now + SWEEP_EVERY_NS;
             }
             match receiver.recv_timeout(TICK) {
                 Ok(Message::Spike(spike)) => self.handle(spike),
@@ -99,6 +107,15 @@ impl Worker {
         let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
         self.smi = SmiCounters::open(Path::new("/dev/cpu"), &cpuinfo, &cpus).0;
         self.cpus = cpus;
+    }
+
+    fn sweep_leftovers(&mut self) {
+        let Some(instance) = &self.instance else {
+            return;
+        };
+        for note in instance.sweep_leftovers() {
+            self.journal.lock().notice(note);
+        }
     }
 
     /// Reads the instance back (see `tracefs::keep_up`).

@@ -185,6 +185,11 @@ impl Tracer {
         self.instance.check()
     }
 
+    /// Removes observer instances left by latencyd processes gone since.
+    pub fn sweep_leftovers(&self) -> Vec<String> {
+        self.instance.sweep_leftovers()
+    }
+
     /// The instance's name under `instances/`.
     pub fn instance_name(&self) -> String {
         self.instance.name()

@@ -242,6 +242,21 @@ impl Instance {
             .unwrap_or_default()
     }
 
+    /// Removes the instances of this role left by latencyd processes that
+    /// are gone since this one started (a `measure --forensics` killed
+    /// with SIGKILL leaves its kernel buffers behind); says each removal.
+    /// Running owners' instances are left alone: the kernel refuses to
+    /// remove them.
+    pub fn sweep_leftovers(&self) -> Vec<String> {
+        let Some(instances) = self.dir.parent() else {
+            return Vec::new();
+        };
+        sweep_but(instances, self.role, Some(&self.name()))
+            .into_iter()
+            .filter(|note| note.starts_with("removed"))
+            .collect()
+    }
+
     /// Reads every setting back and writes again those another program
     /// changed.
     pub fn check(&self) -> Check {
@@ -368,13 +383,18 @@ impl Drop for Instance {
 /// lets go (those whose owner is gone); says what it removed and what it
 /// left because its owner runs.
 fn sweep(instances: &Path, role: Role) -> Vec<String> {
+    sweep_but(instances, role, None)
+}
+
+/// `sweep`, leaving the instance named `own` alone.
+fn sweep_but(instances: &Path, role: Role, own: Option<&str>) -> Vec<String> {
     let mut notes = Vec::new();
     let Ok(entries) = fs::read_dir(instances) else {
         return notes;
     };
     let mut names: Vec<String> = entries
         .filter_map(|e| e.ok()?.file_name().into_string().ok())
-        .filter(|name| role.owns_name(name))
+        .filter(|name| role.owns_name(name) && Some(name.as_str()) != own)
         .collect();
     names.sort();
     for name in names {
@@ -593,6 +613,26 @@ mod tests {
             .modified()
             .unwrap();
         assert_eq!(before, after, "trace_clock was written again");
+    }
+
+    #[test]
+    fn a_running_latencyd_removes_what_dead_ones_left_not_its_own() {
+        let root = fake_tracefs();
+        let instances = root.path().join("instances");
+        let own = Instance::unpinned(&instances.join("latencyd-forensics-1"), Role::Forensics);
+        fs::create_dir_all(instances.join("latencyd-forensics-424242")).unwrap();
+        fs::create_dir_all(instances.join("latencyd-observe-424242")).unwrap();
+        fs::create_dir_all(instances.join("rtla")).unwrap();
+        let notes = own.sweep_leftovers();
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(notes[0].contains("latencyd-forensics-424242"), "{notes:?}");
+        assert!(!instances.join("latencyd-forensics-424242").exists());
+        assert!(instances.join("latencyd-forensics-1").exists(), "its own");
+        assert!(
+            instances.join("latencyd-observe-424242").exists(),
+            "another role's"
+        );
+        assert!(instances.join("rtla").exists(), "another tool's");
     }
 
     #[test]
