@@ -36,9 +36,6 @@ const QUEUE: usize = 16;
 /// collector's tick (200 ms), so that a change behind latencyd's back is
 /// found within one.
 const CHECK_TICKS: u64 = 2;
-/// Every how many ticks instances left by latencyd processes that died
-/// since are removed (10 s).
-const SWEEP_TICKS: u64 = 100;
 
 /// The running observer (or the reason there is none).
 pub struct Observer {
@@ -272,11 +269,6 @@ impl Worker {
         if self.ticks.is_multiple_of(CHECK_TICKS) {
             self.check_instance();
         }
-        if self.ticks.is_multiple_of(SWEEP_TICKS) {
-            for note in self.tracer.sweep_leftovers() {
-                warn!("observe: {note}");
-            }
-        }
         let housekeeping = self.ticks.is_multiple_of(HOUSEKEEPING_TICKS);
         for idx in 0..self.accounts.len() {
             let cpu = self.tracer.readers[idx].0;
@@ -349,12 +341,9 @@ impl Worker {
                 }
                 return;
             }
-            Check::Repaired(what) => {
+            // Paused needs pause-on-trace, which the observer does not set.
+            Check::Repaired(what) | Check::Paused(what) => {
                 lock(&self.status).repairs += 1;
-                warn!("observe: {what}");
-                return;
-            }
-            Check::Paused(what) => {
                 warn!("observe: {what}");
                 return;
             }

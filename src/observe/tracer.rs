@@ -63,7 +63,13 @@ pub struct Tracer {
     pub capabilities: Vec<Capability>,
     pub notes: Vec<String>,
     stats_dir: std::path::PathBuf,
+    /// Checks made, to sweep leftovers every `SWEEP_CHECKS`.
+    checks: std::cell::Cell<u64>,
 }
+
+/// Every how many checks (one per 200 ms) the observer instances left by
+/// latencyd processes that died since are removed: 10 s.
+const SWEEP_CHECKS: u64 = 50;
 
 /// A tracefs text file. Read with one large buffer: `events/header_page`
 /// answers a small first read with its start and the next with nothing
@@ -154,6 +160,7 @@ impl Tracer {
             readers,
             capabilities,
             notes,
+            checks: std::cell::Cell::new(0),
         })
     }
 
@@ -181,13 +188,17 @@ impl Tracer {
 
     /// Reads the instance's settings back and sets back what another
     /// program changed.
+    /// Every `SWEEP_CHECKS`, also removes the observer instances left by
+    /// latencyd processes gone since, and says so.
     pub fn check(&self) -> Check {
+        let checks = self.checks.get() + 1;
+        self.checks.set(checks);
+        if checks.is_multiple_of(SWEEP_CHECKS) {
+            for note in self.instance.sweep_leftovers() {
+                tracing::warn!("observe: {note}");
+            }
+        }
         self.instance.check()
-    }
-
-    /// Removes observer instances left by latencyd processes gone since.
-    pub fn sweep_leftovers(&self) -> Vec<String> {
-        self.instance.sweep_leftovers()
     }
 
     /// The instance's name under `instances/`.
