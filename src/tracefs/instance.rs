@@ -14,8 +14,9 @@
 //!   dies, however it dies, the kernel closes the file and the instance
 //!   becomes removable. That holds across pid namespaces, where a pid
 //!   proves nothing.
-//! - **Leftovers.** Before creating its own, a process removes every
-//!   instance of the same role that the kernel lets it remove: those are
+//! - **Leftovers.** Before creating its own, and every 10 s while it runs
+//!   (`sweep_leftovers`), a process removes every other instance of the
+//!   same role that the kernel lets it remove: those are
 //!   exactly the ones whose owner is gone (and the unpinned instances of
 //!   older latencyd releases, `latencyd` and `latencyd-observe`).
 //! - **Changes behind its back.** Every setting written is remembered;
