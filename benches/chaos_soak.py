@@ -24,7 +24,8 @@ have done (a sampler on every online CPU again, the stall counted, the
 links not served, forensics still available).
 
 At the end: a sampler on every online CPU, forensics and the observer
-available, no tracefs instance of a dead latencyd left, then SIGTERM and
+available, no tracefs instance of a dead latencyd left (15 s allowed for
+the running latencyd's sweep), then SIGTERM and
 a clean exit. Prints the figures (RSS slope after the first 30 minutes by
 least squares, threads and fds range) and writes them as JSON to SOAK_OUT
 (target/chaos-soak.json). Exit status 1 when a check failed.
@@ -536,6 +537,11 @@ def main():
             if end[key] != 1:
                 fail(f"{key} is {end[key]} at the end")
     watch.finish()
+    # A latencyd killed in the last round leaves its instances; the
+    # running one removes them within its 10 s sweep.
+    deadline = time.monotonic() + 15
+    while instances_of_the_dead() and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(1)
     end["dead_instances"] = instances_of_the_dead()
     if end["dead_instances"]:
         fail(f"tracefs instances of dead processes: {end['dead_instances']}")

@@ -23,6 +23,10 @@ const READ_EVERY_NS: u64 = NS_PER_SEC;
 /// How often the usable CPUs are read even if none went on or off line
 /// (the cgroup's cpuset may change by itself).
 const USABLE_EVERY_NS: u64 = 30 * NS_PER_SEC;
+/// How long after the online list last changed the usable CPUs are read
+/// at every reading: the cpuset's effective CPUs follow hotplug from a
+/// kernel work queue, a moment after the online list.
+const SETTLE_NS: u64 = 10 * NS_PER_SEC;
 
 /// The online list as one read saw it, and the usable CPUs of it.
 type UsableRead = Option<(Vec<usize>, Vec<usize>)>;
@@ -62,6 +66,8 @@ pub(super) struct CpuWatch {
     job: Option<UsableJob>,
     next_ns: u64,
     next_usable_ns: u64,
+    /// Until when every reading reads the usable CPUs too.
+    settle_until_ns: u64,
     read: Readers,
 }
 
@@ -74,6 +80,7 @@ impl CpuWatch {
             job: None,
             next_ns: 0,
             next_usable_ns: 0,
+            settle_until_ns: 0,
             read: HOST,
         }
     }
@@ -104,7 +111,13 @@ impl CpuWatch {
         if self.job.is_none() && now_ns >= self.next_ns {
             self.next_ns = now_ns + READ_EVERY_NS;
             let online = (self.read.online)();
-            if online != self.latest.online || now_ns >= self.next_usable_ns {
+            if online != self.latest.online {
+                self.settle_until_ns = now_ns + SETTLE_NS;
+            }
+            if online != self.latest.online
+                || now_ns < self.settle_until_ns
+                || now_ns >= self.next_usable_ns
+            {
                 self.next_usable_ns = now_ns + USABLE_EVERY_NS;
                 let (allowed, usable) = (self.allowed.clone(), self.read.usable);
                 self.job = Some(tokio::task::spawn_blocking(move || usable(&allowed)));
@@ -195,5 +208,42 @@ mod tests {
         settle(&mut watch, READ_EVERY_NS).await;
         assert_eq!(watch.usable(), Some(&[0, 1][..]), "CPU 1 is usable again");
         assert_eq!(watch.online(1), Some(true));
+    }
+
+    /// The cpuset's effective CPUs as the scripted host shows them.
+    static CPUSET: Mutex<Vec<Vec<usize>>> = Mutex::new(Vec::new());
+
+    fn lagging_usable(_: &[usize]) -> UsableRead {
+        let mut cpuset = CPUSET.lock().unwrap();
+        let usable = cpuset.first().cloned()?;
+        if cpuset.len() > 1 {
+            cpuset.remove(0);
+        }
+        Some((vec![0, 1], usable))
+    }
+
+    fn both_online() -> Option<Vec<usize>> {
+        Some(vec![0, 1])
+    }
+
+    #[tokio::test]
+    async fn a_cpuset_that_lags_the_online_list_is_read_again() {
+        // CPU 1 is online, but the cpuset's effective CPUs (updated from a
+        // work queue after hotplug) leave it out at the first read.
+        *CPUSET.lock().unwrap() = vec![vec![0], vec![0, 1]];
+        let mut watch = CpuWatch::new(true, vec![0, 1]);
+        watch.latest.online = Some(vec![0]);
+        watch.read = Readers {
+            online: both_online,
+            usable: lagging_usable,
+        };
+        settle(&mut watch, 0).await;
+        assert_eq!(watch.usable(), Some(&[0][..]));
+        settle(&mut watch, READ_EVERY_NS).await;
+        assert_eq!(
+            watch.usable(),
+            Some(&[0, 1][..]),
+            "read again within the settling time"
+        );
     }
 }
