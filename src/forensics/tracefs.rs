@@ -177,9 +177,17 @@ fn configure(
             "this kernel has no osnoise events (CONFIG_OSNOISE_TRACER)"
         },
     ));
+    caps.push(timerlat_capability(root));
+    instance.write("tracing_on", "1")?;
+    Ok(caps)
+}
+
+/// Whether the kernel has the timerlat tracer (which latencyd does not
+/// start), as a capability.
+fn timerlat_capability(root: &Path) -> Capability {
     let tracers = fs::read_to_string(root.join("available_tracers")).unwrap_or_default();
     let timerlat = tracers.split_whitespace().any(|t| t == "timerlat");
-    caps.push(Capability::new(
+    Capability::new(
         "timerlat",
         timerlat,
         if timerlat {
@@ -190,9 +198,7 @@ fn configure(
             "this kernel has no timerlat tracer (CONFIG_TIMERLAT_TRACER); the \
                  IRQ-vs-thread split comes from the hrtimer and wake-up events"
         },
-    ));
-    instance.write("tracing_on", "1")?;
-    Ok(caps)
+    )
 }
 
 /// Reads `instance` back: a change behind latencyd's back is set back and
