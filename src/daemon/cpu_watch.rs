@@ -111,7 +111,8 @@ impl CpuWatch {
         if self.job.is_none() && now_ns >= self.next_ns {
             self.next_ns = now_ns + READ_EVERY_NS;
             let online = (self.read.online)();
-            if online != self.latest.online {
+            // A change, not the first reading: the cpuset may lag it.
+            if self.latest.online.is_some() && online != self.latest.online {
                 self.settle_until_ns = now_ns + SETTLE_NS;
             }
             if online != self.latest.online
@@ -245,5 +246,30 @@ mod tests {
             Some(&[0, 1][..]),
             "read again within the settling time"
         );
+    }
+
+    static STEADY_READS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+    fn counted_usable(_: &[usize]) -> UsableRead {
+        STEADY_READS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Some((vec![0, 1], vec![0, 1]))
+    }
+
+    #[tokio::test]
+    async fn a_steady_host_has_its_usable_cpus_read_at_start_then_every_30_s() {
+        // The first reading is not a change: no second-by-second re-reads
+        // (each would hold a blocking thread) unless a CPU goes or comes.
+        let mut watch = CpuWatch::new(true, vec![0, 1]);
+        watch.read = Readers {
+            online: both_online,
+            usable: counted_usable,
+        };
+        for second in 0..31 {
+            watch.step(second * READ_EVERY_NS).await;
+            if watch.job.is_some() {
+                settle(&mut watch, second * READ_EVERY_NS).await;
+            }
+        }
+        assert_eq!(STEADY_READS.load(std::sync::atomic::Ordering::SeqCst), 2);
     }
 }
