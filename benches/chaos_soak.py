@@ -110,6 +110,9 @@ def config(dir, who):
     web = f'web_config_file = "{os.path.dirname(dir) if who == "second" else dir}/web.yml"'
     load = ('[load]\nprofile = "cpu"\ncpus = "all"\nevery = "10m"\nat = "0s"\nduration = "2m"\n'
             if who == "main" else "")
+    # The main daemon logs at debug: its readings of the online and usable
+    # CPUs, and each sampler it starts, trace a hotplug failure.
+    log = '[log]\nlevel = "debug"\n' if who == "main" else ""
     return f"""[measure]
 interval = "1ms"
 priority = 80
@@ -129,7 +132,7 @@ interval = "1s"
 [observe]
 enabled = true
 cpus = "all"
-{load}"""
+{load}{log}"""
 
 
 def start_daemon(config_path, log_path):

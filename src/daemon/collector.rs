@@ -181,6 +181,7 @@ impl Collector {
         }
         for job in engine.restart_jobs(self.cpus.usable()) {
             let idx = job.idx;
+            tracing::debug!("starting a sampler on CPU {}", engine.slots[idx].cpu);
             self.restarts
                 .push((idx, tokio::task::spawn_blocking(move || job.run())));
         }

@@ -98,6 +98,13 @@ impl CpuWatch {
             // with, not the one that started the read: in a storm the two
             // differ, and the next read must see the difference.
             if let Ok(read) = job.await {
+                match &read {
+                    Some((online, usable)) if Some(usable) != self.latest.usable.as_ref() => {
+                        tracing::debug!("CPUs online {online:?}, usable {usable:?}");
+                    }
+                    None => tracing::debug!("the online or usable CPUs could not be read"),
+                    Some(_) => {}
+                }
                 self.latest = match read {
                     Some((online, usable)) => Reading {
                         online: Some(online),
