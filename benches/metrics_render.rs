@@ -13,84 +13,41 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use criterion::{Criterion, criterion_group, criterion_main};
+
+#[path = "support/synthetic.rs"]
+mod synthetic;
 use latencyd::config::Config;
 use latencyd::daemon::http::encoding;
 use latencyd::daemon::render::{exposition, metrics, series};
-use latencyd::daemon::state::{CpuView, MonitorState, ReloadRecord, SamplerView};
+use latencyd::daemon::state::MonitorState;
 use latencyd::forensics::Summary;
 use latencyd::host::HostInfo;
-use latencyd::rt::sys::{self, Policy};
+use latencyd::rt::sys;
 use latencyd::stats::LatencyStats;
 
 /// A state whose CPUs each hold a minute of 1 ms samples spread like real
-/// latencies (a few µs, a tail to milliseconds).
+/// latencies (a few µs, a tail to milliseconds), on this host's facts.
 fn synthetic_state(n_cpus: usize) -> MonitorState {
-    let config = Config::builtin();
     let now = sys::monotonic_now_ns();
-    let cpus = (0..n_cpus)
-        .map(|cpu| {
-            let mut interval = LatencyStats::new(config.measure.spike_threshold_ns, None);
-            let mut x = 0x2545_f491_4f6c_dd1du64 ^ cpu as u64;
-            for i in 0..60_000 {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                let latency = match x % 1000 {
-                    0 => 200_000 + x % 3_000_000,
-                    1..=30 => 20_000 + x % 100_000,
-                    _ => 1_500 + x % 15_000,
-                };
-                interval.record_at(latency, i, now);
-            }
-            let sampler = SamplerView {
-                tid: 1000 + cpu as i32,
-                policy: Policy::Fifo,
-                priority: 80,
-                realtime: true,
-                last_sample_ns: now,
-                alive: true,
-                online: true,
-                sampling: true,
-                unsampled_since_ns: None,
-                running_since_ns: 0,
-                stalls: 0,
+    let facts = latencyd::host::FactReader::live(&[0]).read();
+    let mut state = synthetic::state(Config::builtin(), HostInfo::detect(), facts, n_cpus, now);
+    for view in &mut state.cpus {
+        let mut interval = LatencyStats::new(state.config.measure.spike_threshold_ns, None);
+        let mut x = 0x2545_f491_4f6c_dd1du64 ^ view.cpu as u64;
+        for i in 0..60_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let latency = match x % 1000 {
+                0 => 200_000 + x % 3_000_000,
+                1..=30 => 20_000 + x % 100_000,
+                _ => 1_500 + x % 15_000,
             };
-            let mut view = CpuView::new(cpu, &config, sampler);
-            view.absorb(&interval).unwrap();
-            view
-        })
-        .collect();
-    MonitorState {
-        host: HostInfo::detect(),
-        observe: latencyd::daemon::state::ObserveState::off(&config),
-        load: latencyd::daemon::state::LoadState::new(&config),
-        gaps: Default::default(),
-        config,
-        started_ns: now,
-        cpus,
-        non_rt_reasons: vec![],
-        unmeasured: vec![],
-        reload: ReloadRecord::started(now),
-        listen: vec!["127.0.0.1:9479".parse().unwrap()],
-        forensics: Default::default(),
-        record: Default::default(),
-        pm_qos_held_us: None,
-        // This host's facts; every CPU's topology as if it had n_cpus.
-        fingerprint: latencyd::daemon::state::HostTrack::new(
-            latencyd::host::FactReader::live(&[0]).read(),
-            (0..n_cpus)
-                .map(|cpu| latencyd::host::CpuTopology {
-                    cpu,
-                    package: Some((cpu / 32) as i64),
-                    core: Some((cpu % 16) as i64),
-                    node: Some(cpu / 32),
-                    smt_siblings: Some(format!("{},{}", cpu - cpu % 2, cpu - cpu % 2 + 1)),
-                })
-                .collect(),
-            0,
-            0,
-        ),
+            interval.record_at(latency, i, now);
+        }
+        view.absorb(&interval).unwrap();
     }
+    state
 }
 
 /// A capture on every CPU, as forensics would list them, so that the
