@@ -61,13 +61,38 @@ impl Prometheus {
         scrape_interval: &str,
         flags: &[&str],
     ) -> Prometheus {
-        require_tool("prometheus", "--version", "prometheus");
-        std::fs::write(dir.join("rules.yml"), shipped_rules_every_second()).unwrap();
         let config = format!(
             "global:\n  scrape_interval: {scrape_interval}\n  scrape_timeout: {scrape_interval}\n  \
              evaluation_interval: 1s\nrule_files: [rules.yml]\n\
              scrape_configs:\n  - job_name: {job:?}\n    static_configs:\n      - targets: [\"{target}\"]\n",
         );
+        let prometheus = Prometheus::start_config(dir, &config, flags);
+        // Service discovery hands targets to the scrape loops up to 5 s
+        // after start; from then on the target is scraped every second,
+        // up or not.
+        wait_until(
+            "Prometheus to know its target",
+            Duration::from_millis(100),
+            Duration::from_secs(30),
+            || {
+                prometheus.api("/api/v1/targets")["data"]["activeTargets"]
+                    .as_array()
+                    .is_some_and(|t| !t.is_empty())
+            },
+        );
+        prometheus
+    }
+
+    /// Starts Prometheus in `dir` with the configuration `config` (which
+    /// may name `rules.yml`: the shipped rules, evaluated every second)
+    /// and further flags (`--enable-feature=agent` among them for an
+    /// agent), and waits until it is ready.
+    pub fn start_config(dir: &Path, config: &str, flags: &[&str]) -> Prometheus {
+        require_tool("prometheus", "--version", "prometheus");
+        let agent = flags
+            .iter()
+            .any(|f| f.starts_with("--enable-feature=") && f.contains("agent"));
+        std::fs::write(dir.join("rules.yml"), shipped_rules_every_second()).unwrap();
         std::fs::write(dir.join("prometheus.yml"), config).unwrap();
         let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
         let prometheus = Prometheus {
@@ -77,7 +102,9 @@ impl Prometheus {
                     dir.join("prometheus.yml").display()
                 ))
                 .arg(format!(
-                    "--storage.tsdb.path={}",
+                    // An agent keeps only a write-ahead log, elsewhere.
+                    "--storage.{}.path={}",
+                    if agent { "agent" } else { "tsdb" },
                     dir.join("data").display()
                 ))
                 .arg(format!("--web.listen-address={addr}"))
@@ -94,19 +121,6 @@ impl Prometheus {
             Duration::from_millis(250),
             Duration::from_secs(30),
             || http_get(addr, "/-/ready").is_ok_and(|(status, _)| status == 200),
-        );
-        // Service discovery hands targets to the scrape loops up to 5 s
-        // after start; from then on the target is scraped every second,
-        // up or not.
-        wait_until(
-            "Prometheus to know its target",
-            Duration::from_millis(100),
-            Duration::from_secs(30),
-            || {
-                prometheus.api("/api/v1/targets")["data"]["activeTargets"]
-                    .as_array()
-                    .is_some_and(|t| !t.is_empty())
-            },
         );
         prometheus
     }
