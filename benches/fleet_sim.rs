@@ -22,88 +22,33 @@
 //! Steady and stale hosts of the same CPU count and kernel share one
 //! state (Prometheus tells them apart by `instance`); every other host has
 //! its own. Each CPU takes `--rate` samples a second (1000: the default
-//! 1 ms interval).
+//! 1 ms interval); `--max-cpus` leaves out the larger CPU counts. The
+//! fleet is `support/fleet.rs`.
 
-use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::Arc;
 
-use axum::Router;
-use axum::extract::{Path, State};
-use axum::http::{StatusCode, header};
-use axum::response::{IntoResponse, Response};
-use axum::routing::get;
-use latencyd::config::Config;
-use latencyd::daemon::render::clock::SYSTEM_CLOCKS;
-use latencyd::daemon::render::metrics;
-use latencyd::daemon::state::{ChangeSeen, MonitorState};
-use latencyd::host::{Fact, Fingerprint, HostInfo};
-use latencyd::rt::sys;
-use latencyd::stats::LatencyStats;
-use latencyd::units::unix_now_ns;
-
-#[path = "support/synthetic.rs"]
-mod synthetic;
-
-const CPU_COUNTS: [(usize, u64); 7] = [
-    (2, 20),
-    (4, 25),
-    (8, 20),
-    (16, 15),
-    (32, 10),
-    (64, 6),
-    (128, 4),
-];
-const KERNELS: [&str; 3] = [
-    "6.1.0-37-rt-amd64",
-    "6.12.38+deb13-rt-amd64",
-    "6.12.38+deb13-amd64",
-];
-const UPGRADED: &str = "6.12.41+deb13-rt-amd64";
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Story {
-    Steady,
-    Spike,
-    Regress,
-    Upgrade,
-    Restart,
-    Stale,
-    CpuOffline,
-}
-
-/// Per cent of hosts per story (the rest are steady).
-const STORIES: [(Story, u64); 6] = [
-    (Story::Spike, 3),
-    (Story::Regress, 2),
-    (Story::Upgrade, 2),
-    (Story::Restart, 2),
-    (Story::Stale, 2),
-    (Story::CpuOffline, 2),
-];
+#[path = "support/fleet.rs"]
+mod fleet;
 
 struct Options {
-    hosts: usize,
-    seed: u64,
+    spec: fleet::Spec,
     listen: String,
     out: std::path::PathBuf,
-    events_from: u64,
-    events_to: u64,
-    stale_secs: u64,
-    rate: u64,
 }
 
 fn options() -> Result<Options, String> {
     let mut o = Options {
-        hosts: 100,
-        seed: 1,
+        spec: fleet::Spec {
+            hosts: 100,
+            seed: 1,
+            events_from: 300,
+            events_to: 900,
+            stale_secs: 300,
+            rate: 1000,
+            max_cpus: 128,
+        },
         listen: "127.0.0.1:9600".into(),
         out: "target/fleet".into(),
-        events_from: 300,
-        events_to: 900,
-        stale_secs: 300,
-        rate: 1000,
     };
     let mut args = std::env::args().skip(1).filter(|a| a != "--bench");
     while let Some(flag) = args.next() {
@@ -113,340 +58,40 @@ fn options() -> Result<Options, String> {
                 .parse::<u64>()
                 .map_err(|e| format!("{flag} {value}: {e}"))
         };
+        let spec = &mut o.spec;
         match flag.as_str() {
-            "--hosts" => o.hosts = number()? as usize,
-            "--seed" => o.seed = number()?,
+            "--hosts" => spec.hosts = number()? as usize,
+            "--seed" => spec.seed = number()?,
+            "--events-from" => spec.events_from = number()?,
+            "--events-to" => spec.events_to = number()?,
+            "--stale-secs" => spec.stale_secs = number()?,
+            "--rate" => spec.rate = number()?,
+            "--max-cpus" => spec.max_cpus = number()? as usize,
             "--listen" => o.listen = value.clone(),
             "--out" => o.out = value.clone().into(),
-            "--events-from" => o.events_from = number()?,
-            "--events-to" => o.events_to = number()?,
-            "--stale-secs" => o.stale_secs = number()?,
-            "--rate" => o.rate = number()?,
             _ => return Err(format!("unknown option {flag}")),
         }
     }
-    if o.events_to <= o.events_from {
+    if o.spec.events_to <= o.spec.events_from {
         return Err("--events-to must be after --events-from".into());
+    }
+    if o.spec.max_cpus < 2 {
+        return Err("--max-cpus must be at least 2".into());
     }
     Ok(o)
 }
 
-/// xorshift64: the same fleet from the same seed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-
-    fn weighted<T: Copy>(&mut self, table: &[(T, u64)]) -> T {
-        let mut pick = self.below(table.iter().map(|(_, w)| w).sum());
-        for &(item, weight) in table {
-            if pick < weight {
-                return item;
-            }
-            pick -= weight;
-        }
-        table[0].0
-    }
-}
-
-/// One simulated host.
-struct Host {
-    cpus: usize,
-    kernel: usize,
-    site: usize,
-    story: Story,
-    /// Seconds after start of its event (none for steady hosts).
-    at_s: u64,
-    /// The CPU a spike or an offline CPU is on, and the spike's size.
-    cpu: usize,
-    spike_ns: u64,
-    /// Its state in `Fleet::sims`.
-    sim: usize,
-}
-
-/// A state and what drives it.
-struct Sim {
-    state: Mutex<MonitorState>,
-    kernel: usize,
-    /// A longer tail from its host's upgrade on (`Regress`).
-    regressed: AtomicBool,
-    /// The latest text rendered, and the second it was rendered in.
-    text: Mutex<(u64, Arc<String>)>,
-}
-
-struct Fleet {
-    hosts: Vec<Host>,
-    sims: Vec<Sim>,
-    started: std::time::Instant,
-    stale_secs: u64,
-    rate: u64,
-    base_facts: Fingerprint,
-    host_info: HostInfo,
-    /// The process metrics every host serves beside its own (this
-    /// process's: the same series a daemon has).
-    process: prometheus::Registry,
-}
-
-fn facts(base: &Fingerprint, kernel: &str) -> Fingerprint {
-    let mut facts = base.clone();
-    facts.insert("kernel.release", Fact::known(kernel));
-    facts
-}
-
-fn new_state(
-    fleet_facts: &Fingerprint,
-    info: &HostInfo,
-    cpus: usize,
-    kernel: &str,
-) -> MonitorState {
-    let config = Config::builtin();
-    let now = sys::monotonic_now_ns();
-    synthetic::state(config, info.clone(), facts(fleet_facts, kernel), cpus, now)
-}
-
-/// Draws the fleet from the seed; steady and stale hosts share a state
-/// per CPU count and kernel.
-fn build(o: &Options) -> Fleet {
-    let mut rng = Rng(o.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
-    let base_facts = latencyd::host::FactReader::live(&[0]).read();
-    let host_info = HostInfo::detect();
-    let mut stories: Vec<(Story, u64)> = STORIES.to_vec();
-    stories.push((
-        Story::Steady,
-        100 - STORIES.iter().map(|(_, p)| p).sum::<u64>(),
-    ));
-    let mut shared: BTreeMap<(usize, usize), usize> = BTreeMap::new();
-    let (mut hosts, mut sims) = (Vec::with_capacity(o.hosts), Vec::new());
-    for _ in 0..o.hosts {
-        let cpus = rng.weighted(&CPU_COUNTS);
-        let kernel = rng.below(KERNELS.len() as u64) as usize;
-        let story = rng.weighted(&stories);
-        let at_s = o.events_from + rng.below(o.events_to - o.events_from);
-        let cpu = rng.below(cpus as u64) as usize;
-        let spike_ns = 300_000 + rng.below(4_700_000);
-        let mut add_sim = || {
-            sims.push(Sim {
-                state: Mutex::new(new_state(&base_facts, &host_info, cpus, KERNELS[kernel])),
-                kernel,
-                regressed: AtomicBool::new(false),
-                text: Mutex::new((u64::MAX, Arc::new(String::new()))),
-            });
-            sims.len() - 1
-        };
-        let sim = match story {
-            Story::Steady | Story::Stale => *shared.entry((cpus, kernel)).or_insert_with(add_sim),
-            _ => add_sim(),
-        };
-        let site = rng.below(10) as usize;
-        hosts.push(Host {
-            cpus,
-            kernel,
-            site,
-            story,
-            at_s,
-            cpu,
-            spike_ns,
-            sim,
-        });
-    }
-    Fleet {
-        hosts,
-        sims,
-        started: std::time::Instant::now(),
-        stale_secs: o.stale_secs,
-        rate: o.rate,
-        base_facts,
-        host_info,
-        process: metrics::process_registry(true),
-    }
-}
-
-/// One wake-up latency of a kernel: a body of a few µs, a tail below the
-/// 100 µs budget (four times as long once regressed, which crosses it).
-fn latency_ns(rng: &mut Rng, kernel: usize, regressed: bool) -> u64 {
-    let generic = KERNELS[kernel].ends_with("-amd64") && !KERNELS[kernel].contains("-rt-");
-    let (body, tail) = if generic {
-        (20_000, 80_000)
-    } else {
-        (10_000, 45_000)
-    };
-    let x = rng.next();
-    let tail = if regressed { tail * 4 } else { tail };
-    match x % 1000 {
-        0 => 2_000 + x % tail,
-        1..=30 => 2_000 + x % (tail / 2),
-        _ => 2_000 + x % body,
-    }
-}
-
-/// One second of every state: the events due in `seconds`, then an
-/// interval of samples on every CPU whose sampler runs.
-fn tick(fleet: &Fleet, seconds: std::ops::Range<u64>, rng: &mut Rng) {
-    let mut spikes: BTreeMap<usize, Vec<(usize, u64)>> = BTreeMap::new();
-    for host in fleet.hosts.iter().filter(|h| seconds.contains(&h.at_s)) {
-        let sim = &fleet.sims[host.sim];
-        let mut state = sim.state.lock().unwrap();
-        let upgrade = |state: &mut MonitorState| {
-            let now = unix_now_ns();
-            let facts = facts(&fleet.base_facts, UPGRADED);
-            let topology = synthetic::topology(host.cpus);
-            state
-                .fingerprint
-                .observe(facts, topology, now, 0, ChangeSeen::Running);
-        };
-        match host.story {
-            Story::Spike => spikes
-                .entry(host.sim)
-                .or_default()
-                .push((host.cpu, host.spike_ns)),
-            Story::Regress => {
-                upgrade(&mut state);
-                sim.regressed.store(true, Ordering::Relaxed);
-            }
-            Story::Upgrade => upgrade(&mut state),
-            Story::Restart => {
-                *state = new_state(
-                    &fleet.base_facts,
-                    &fleet.host_info,
-                    host.cpus,
-                    KERNELS[host.kernel],
-                );
-            }
-            Story::CpuOffline => {
-                let sampler = &mut state.cpus[host.cpu].sampler;
-                (sampler.online, sampler.sampling, sampler.alive) = (false, false, false);
-            }
-            Story::Steady | Story::Stale => {}
-        }
-    }
-    let now = sys::monotonic_now_ns();
-    for (idx, sim) in fleet.sims.iter().enumerate() {
-        let regressed = sim.regressed.load(Ordering::Relaxed);
-        let mut state = sim.state.lock().unwrap();
-        let threshold = state.config.measure.spike_threshold_ns;
-        for view in state.cpus.iter_mut().filter(|v| v.sampler.sampling) {
-            let mut interval = LatencyStats::for_sampler(threshold, None);
-            for i in 0..fleet.rate {
-                let at = now - (fleet.rate - i) * 1_000_000_000 / fleet.rate;
-                interval.record_at(latency_ns(rng, sim.kernel, regressed), i, at);
-            }
-            for &(_, ns) in spikes
-                .get(&idx)
-                .into_iter()
-                .flatten()
-                .filter(|(c, _)| *c == view.cpu)
-            {
-                interval.record_at(ns, fleet.rate, now);
-            }
-            view.absorb(&interval)
-                .expect("one shape for every interval");
-            view.sampler.last_sample_ns = now;
-        }
-    }
-}
-
-/// Host N's `/metrics`: 503 while it is stale, else its state rendered
-/// (once a second for a state several hosts share).
-async fn host_metrics(State(fleet): State<Arc<Fleet>>, Path(n): Path<usize>) -> Response {
-    let Some(host) = fleet.hosts.get(n) else {
-        return (StatusCode::NOT_FOUND, "no such host\n").into_response();
-    };
-    let second = fleet.started.elapsed().as_secs();
-    if host.story == Story::Stale && (host.at_s..host.at_s + fleet.stale_secs).contains(&second) {
-        return (StatusCode::SERVICE_UNAVAILABLE, "stale\n").into_response();
-    }
-    let sim = &fleet.sims[host.sim];
-    let mut cached = sim.text.lock().unwrap();
-    if cached.0 != second {
-        let state = sim.state.lock().unwrap();
-        let mut families = metrics::families(&state, SYSTEM_CLOCKS.read());
-        families.extend(fleet.process.gather());
-        let text = metrics::render_families(&families).expect("the text encoder takes any family");
-        *cached = (second, Arc::new(text));
-    }
-    let text = Arc::clone(&cached.1);
-    drop(cached);
-    (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        text.as_str().to_owned(),
-    )
-        .into_response()
-}
-
-fn instance(n: usize) -> String {
-    format!("host-{n:05}:9479")
-}
-
-/// `targets.json` for Prometheus' file_sd and `truth.json`: every host's
-/// story, and the Unix time of its event.
-fn write_files(fleet: &Fleet, o: &Options, addr: &str) -> std::io::Result<()> {
-    std::fs::create_dir_all(&o.out)?;
-    let start_unix = unix_now_ns() / 1_000_000_000;
-    let targets: Vec<_> = (0..fleet.hosts.len())
-        .map(|n| {
-            serde_json::json!({
-                "targets": [addr],
-                "labels": {
-                    "__metrics_path__": format!("/host/{n}/metrics"),
-                    "instance": instance(n),
-                    "site": format!("site-{}", fleet.hosts[n].site),
-                },
-            })
-        })
-        .collect();
-    let truth: Vec<_> = fleet
-        .hosts
-        .iter()
-        .enumerate()
-        .map(|(n, h)| {
-            serde_json::json!({
-                "instance": instance(n),
-                "cpus": h.cpus,
-                "kernel": KERNELS[h.kernel],
-                "story": format!("{:?}", h.story).to_lowercase(),
-                "at_unix": (h.story != Story::Steady).then_some(start_unix + h.at_s),
-                "cpu": matches!(h.story, Story::Spike | Story::CpuOffline).then_some(h.cpu),
-                "spike_seconds": (h.story == Story::Spike).then_some(h.spike_ns as f64 / 1e9),
-            })
-        })
-        .collect();
-    let write = |name: &str, value: serde_json::Value| {
-        std::fs::write(
-            o.out.join(name),
-            serde_json::to_string_pretty(&value).unwrap() + "\n",
-        )
-    };
-    write("targets.json", serde_json::Value::Array(targets))?;
-    let stale_secs = o.stale_secs;
-    write(
-        "truth.json",
-        serde_json::json!({ "start_unix": start_unix, "stale_secs": stale_secs, "hosts": truth }),
-    )
-}
-
 fn main() {
-    let o = match options() {
-        Ok(o) => o,
-        Err(e) => {
-            eprintln!("fleet_sim: {e}");
-            std::process::exit(2);
-        }
-    };
+    let o = options().unwrap_or_else(|e| {
+        eprintln!("fleet_sim: {e}");
+        std::process::exit(2);
+    });
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
     runtime.block_on(async move {
-        let fleet = Arc::new(build(&o));
+        let fleet = Arc::new(fleet::build(&o.spec));
         let listener = tokio::net::TcpListener::bind(&o.listen)
             .await
             .unwrap_or_else(|e| {
@@ -454,37 +99,16 @@ fn main() {
                 std::process::exit(2);
             });
         let addr = listener.local_addr().unwrap().to_string();
-        let cpus: usize = fleet.hosts.iter().map(|h| h.cpus).sum();
-        write_files(&fleet, &o, &addr).unwrap_or_else(|e| {
+        fleet::write_files(&fleet, &o.spec, &o.out, &addr).unwrap_or_else(|e| {
             eprintln!("fleet_sim: cannot write to {}: {e}", o.out.display());
             std::process::exit(2);
         });
+        let cpus: usize = fleet.hosts.iter().map(|h| h.cpus).sum();
         eprintln!(
             "fleet_sim: {} hosts ({cpus} CPUs, {} states) serving http://{addr}/host/N/metrics",
             fleet.hosts.len(),
             fleet.sims.len()
         );
-        let ticker = Arc::clone(&fleet);
-        tokio::spawn(async move {
-            let mut rng = Rng(0x5eed ^ ticker.hosts.len() as u64);
-            let mut every = tokio::time::interval(Duration::from_secs(1));
-            let mut done = 0;
-            loop {
-                every.tick().await;
-                let second = ticker.started.elapsed().as_secs();
-                let fleet = Arc::clone(&ticker);
-                let mut r = Rng(rng.next() | 1);
-                // The samples take a while for a large fleet: off the
-                // thread that answers scrapes. A late tick takes in every
-                // event since the last one.
-                let due = done..second + 1;
-                done = second + 1;
-                let _ = tokio::task::spawn_blocking(move || tick(&fleet, due, &mut r)).await;
-            }
-        });
-        let app = Router::new()
-            .route("/host/{n}/metrics", get(host_metrics))
-            .with_state(fleet);
-        axum::serve(listener, app).await.unwrap();
+        fleet::serve(fleet, listener).await;
     });
 }
