@@ -22,8 +22,9 @@
 //! Steady and stale hosts of the same CPU count and kernel share one
 //! state (Prometheus tells them apart by `instance`); every other host has
 //! its own. Each CPU takes `--rate` samples a second (1000: the default
-//! 1 ms interval); `--max-cpus` leaves out the larger CPU counts. The
-//! fleet is `support/fleet.rs`.
+//! 1 ms interval); `--max-cpus` leaves out the larger CPU counts;
+//! `--per-cpu-histograms false` serves the latency histogram once a host
+//! (`export.per_cpu_histograms`). The fleet is `support/fleet.rs`.
 
 use std::sync::Arc;
 
@@ -46,6 +47,7 @@ fn options() -> Result<Options, String> {
             stale_secs: 300,
             rate: 1000,
             max_cpus: 128,
+            per_cpu_histograms: true,
         },
         listen: "127.0.0.1:9600".into(),
         out: "target/fleet".into(),
@@ -67,6 +69,11 @@ fn options() -> Result<Options, String> {
             "--stale-secs" => spec.stale_secs = number()?,
             "--rate" => spec.rate = number()?,
             "--max-cpus" => spec.max_cpus = number()? as usize,
+            "--per-cpu-histograms" => {
+                spec.per_cpu_histograms = value
+                    .parse()
+                    .map_err(|_| format!("{flag} {value}: not true or false"))?;
+            }
             "--listen" => o.listen = value.clone(),
             "--out" => o.out = value.clone().into(),
             _ => return Err(format!("unknown option {flag}")),

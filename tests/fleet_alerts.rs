@@ -84,6 +84,7 @@ fn the_alerts_page_exactly_the_hosts_that_spiked_or_regressed() {
         stale_secs: 600,
         rate: 1000,
         max_cpus: 8,
+        per_cpu_histograms: true,
     };
     let dir = tempfile::tempdir().unwrap();
     let fleet = Arc::new(fleet::build(&spec));

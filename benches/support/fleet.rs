@@ -76,6 +76,9 @@ pub struct Spec {
     pub rate: u64,
     /// No host has more CPUs (the CPU counts above it are left out).
     pub max_cpus: usize,
+    /// `export.per_cpu_histograms`: the latency histogram per CPU (the
+    /// default) or once per host.
+    pub per_cpu_histograms: bool,
 }
 
 pub struct Rng(pub u64);
@@ -135,6 +138,7 @@ pub struct Fleet {
     pub started: std::time::Instant,
     pub stale_secs: u64,
     pub rate: u64,
+    pub per_cpu_histograms: bool,
     pub base_facts: Fingerprint,
     pub host_info: HostInfo,
     /// The process metrics every host serves beside its own (this
@@ -153,8 +157,10 @@ fn new_state(
     info: &HostInfo,
     cpus: usize,
     kernel: &str,
+    per_cpu_histograms: bool,
 ) -> MonitorState {
-    let config = Config::builtin();
+    let mut config = Config::builtin();
+    config.export.per_cpu_histograms = per_cpu_histograms;
     let now = sys::monotonic_now_ns();
     synthetic::state(config, info.clone(), facts(fleet_facts, kernel), cpus, now)
 }
@@ -186,7 +192,13 @@ pub fn build(o: &Spec) -> Fleet {
         let spike_ns = 300_000 + rng.below(4_700_000);
         let mut add_sim = || {
             sims.push(Sim {
-                state: Mutex::new(new_state(&base_facts, &host_info, cpus, KERNELS[kernel])),
+                state: Mutex::new(new_state(
+                    &base_facts,
+                    &host_info,
+                    cpus,
+                    KERNELS[kernel],
+                    o.per_cpu_histograms,
+                )),
                 kernel,
                 regressed: AtomicBool::new(false),
                 text: Mutex::new((u64::MAX, Arc::new(String::new()))),
@@ -215,6 +227,7 @@ pub fn build(o: &Spec) -> Fleet {
         started: std::time::Instant::now(),
         stale_secs: o.stale_secs,
         rate: o.rate,
+        per_cpu_histograms: o.per_cpu_histograms,
         base_facts,
         host_info,
         process: metrics::process_registry(true),
@@ -270,6 +283,7 @@ pub fn tick(fleet: &Fleet, seconds: std::ops::Range<u64>, rng: &mut Rng) {
                     &fleet.host_info,
                     host.cpus,
                     KERNELS[host.kernel],
+                    fleet.per_cpu_histograms,
                 );
             }
             Story::CpuOffline => {
