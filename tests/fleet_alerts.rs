@@ -1,7 +1,7 @@
 //! The shipped alerts across a fleet: 1,000 simulated hosts
 //! (`benches/support/fleet.rs`: states rendered by latencyd's own
 //! renderer, drawn from a seed) scraped every 2 s by a real Prometheus
-//! with the shipped rules evaluated every second. Between 40 and 70 s
+//! with the shipped rules evaluated every second. Between 60 and 90 s
 //! after start a few percent of the hosts spike once, regress after a
 //! kernel upgrade, only upgrade, restart, go stale or lose a CPU. Then the
 //! alerts each host raised are set against what its story should raise:
@@ -79,8 +79,8 @@ fn the_alerts_page_exactly_the_hosts_that_spiked_or_regressed() {
     let spec = fleet::Spec {
         hosts: 1000,
         seed: 7,
-        events_from: 40,
-        events_to: 70,
+        events_from: 60,
+        events_to: 90,
         stale_secs: 600,
         rate: 1000,
         max_cpus: 8,
