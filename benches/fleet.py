@@ -333,7 +333,8 @@ def run(n, server_class, binary):
         [binary, "--hosts", str(n), "--seed", SEED, "--listen", f"127.0.0.1:{sim_port}",
          "--out", work, "--rate", RATE, "--per-cpu-histograms", PER_CPU_HISTOGRAMS],
         stdout=subprocess.DEVNULL, stderr=open(f"{work}/sim.log", "w"))
-    truth = json.load(open(f"{work}/truth.json")) if wait_file(f"{work}/truth.json") else None
+    wait_file(f"{work}/truth.json")
+    truth = json.load(open(f"{work}/truth.json"))
     cpus = sum(h["cpus"] for h in truth["hosts"])
     server = server_class(work, f"{work}/targets.json")
     print(f"fleet: {n} hosts ({cpus} CPUs) scraped by {server.name} for {MINUTES} min",
@@ -385,7 +386,7 @@ def wait_file(path, seconds=60):
     while time.time() < deadline:
         if os.path.exists(path) and os.path.getsize(path) > 0:
             time.sleep(0.2)
-            return True
+            return
         time.sleep(0.2)
     sys.exit(f"fleet: the simulator wrote no {path}")
 
