@@ -36,7 +36,7 @@ const CPU_COUNTS: [(usize, u64); 7] = [
     (64, 6),
     (128, 4),
 ];
-const KERNELS: [&str; 3] = [
+pub const KERNELS: [&str; 3] = [
     "6.1.0-37-rt-amd64",
     "6.12.38+deb13-rt-amd64",
     "6.12.38+deb13-amd64",
@@ -234,21 +234,62 @@ pub fn build(o: &Spec) -> Fleet {
     }
 }
 
-/// One wake-up latency of a kernel: a body of a few µs, a tail below the
-/// 100 µs budget (four times as long once regressed, which crosses it).
-fn latency_ns(rng: &mut Rng, kernel: usize, regressed: bool) -> u64 {
+/// A kernel's latencies: a body of a few µs, a tail below the 100 µs
+/// budget (four times as long once regressed, which crosses it).
+fn shape(kernel: usize, regressed: bool) -> (u64, u64) {
     let generic = KERNELS[kernel].ends_with("-amd64") && !KERNELS[kernel].contains("-rt-");
     let (body, tail) = if generic {
         (20_000, 80_000)
     } else {
         (10_000, 45_000)
     };
+    (body, if regressed { tail * 4 } else { tail })
+}
+
+/// One wake-up latency of a kernel: 969 in 1000 in the body, 30 in the
+/// first half of the tail, 1 anywhere in the tail.
+fn latency_ns(rng: &mut Rng, kernel: usize, regressed: bool) -> u64 {
+    let (body, tail) = shape(kernel, regressed);
     let x = rng.next();
-    let tail = if regressed { tail * 4 } else { tail };
     match x % 1000 {
         0 => 2_000 + x % tail,
         1..=30 => 2_000 + x % (tail / 2),
         _ => 2_000 + x % body,
+    }
+}
+
+/// The worst of `wakeups` wake-ups as `latency_ns` draws them, without
+/// drawing each: how many fall in each part of the distribution (a
+/// Poisson count), then the largest of that many uniform draws over the
+/// part (its width times U^(1/k)).
+pub fn window_max_ns(rng: &mut Rng, kernel: usize, regressed: bool, wakeups: u64) -> u64 {
+    let (body, tail) = shape(kernel, regressed);
+    let parts = [(0.001, tail), (0.030, tail / 2), (0.969, body)];
+    let mut worst = 0;
+    for (share, width) in parts {
+        let k = poisson(rng, share * wakeups as f64);
+        if k > 0 {
+            let u = (rng.next() >> 11) as f64 / (1u64 << 53) as f64;
+            worst = worst.max((width as f64 * u.powf(1.0 / k as f64)) as u64);
+        }
+    }
+    2_000 + worst
+}
+
+/// A Poisson count of the given mean (Knuth's method; a mean over 500
+/// stands for itself: the largest of that many uniform draws is the top
+/// of the range within 1 %).
+fn poisson(rng: &mut Rng, mean: f64) -> u64 {
+    if mean > 500.0 {
+        return mean.round() as u64;
+    }
+    let (limit, mut product, mut k) = ((-mean).exp(), 1.0, 0);
+    loop {
+        product *= (rng.next() >> 11) as f64 / (1u64 << 53) as f64;
+        if product <= limit {
+            return k;
+        }
+        k += 1;
     }
 }
 
@@ -334,11 +375,7 @@ async fn host_metrics(State(fleet): State<Arc<Fleet>>, Path(n): Path<usize>) -> 
     let sim = &fleet.sims[host.sim];
     let mut cached = sim.text.lock().unwrap();
     if cached.0 != second {
-        let state = sim.state.lock().unwrap();
-        let mut families = metrics::families(&state, SYSTEM_CLOCKS.read());
-        families.extend(fleet.process.gather());
-        let text = metrics::render_families(&families).expect("the text encoder takes any family");
-        *cached = (second, Arc::new(text));
+        *cached = (second, Arc::new(render(fleet.as_ref(), n)));
     }
     let text = Arc::clone(&cached.1);
     drop(cached);
@@ -347,6 +384,14 @@ async fn host_metrics(State(fleet): State<Arc<Fleet>>, Path(n): Path<usize>) -> 
         text.as_str().to_owned(),
     )
         .into_response()
+}
+
+/// Host N's state as latencyd renders its `/metrics`.
+pub fn render(fleet: &Fleet, n: usize) -> String {
+    let state = fleet.sims[fleet.hosts[n].sim].state.lock().unwrap();
+    let mut families = metrics::families(&state, SYSTEM_CLOCKS.read());
+    families.extend(fleet.process.gather());
+    metrics::render_families(&families).expect("the text encoder takes any family")
 }
 
 pub fn instance(n: usize) -> String {
