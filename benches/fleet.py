@@ -16,13 +16,19 @@ same rules against it). After MINUTES of scraping, for each fleet size:
   at the shipped 15 s scrape interval (a day's samples and one index);
 - each rule group's and each rule's evaluation time, the longest seen,
   against the group's interval;
+- the server's CPU (cores busy, from its own process CPU counter);
 - each fleet dashboard query (grafana/dashboards/latencyd-fleet.json,
   Grafana's variables filled in as Grafana would for "all hosts") timed
-  over the last hour and the last 24 hours: the median of 3, instant
-  queries at now and range queries at Grafana's step for that range.
-  The server holds only MINUTES of data, so a 24-hour query reads what
-  there is: its time is that of the query's evaluation over a long range,
-  not of 24 hours of samples.
+  over the last hour and the last 24 hours: the median of 3 (one when it
+  takes over 2 s), instant queries at now and range queries at Grafana's
+  step for that range. The server holds only MINUTES of data, so a
+  24-hour query reads what there is: its time is that of the query's
+  evaluation over a long range, not of 24 hours of samples;
+- Prometheus only, once scraping and rules have stopped (the simulator
+  killed, the configuration reloaded without jobs or rules): every
+  dashboard query again and every rule's expression, at a time before the
+  stop: what each costs on its own, without the scrapes and the other
+  rules competing for the same cores.
 
 Run as any user (both servers run from /usr/bin as child processes):
 
@@ -127,10 +133,11 @@ class Prometheus:
         config["rule_files"] = [os.path.join(ROOT, "deploy/prometheus/latencyd.rules.yml")]
         path = os.path.join(work, "prometheus.yml")
         yaml.safe_dump(config, open(path, "w"))
+        self.config = path
         self.proc = subprocess.Popen(
             ["prometheus", f"--config.file={path}", f"--storage.tsdb.path={work}/prom-data",
              f"--web.listen-address=127.0.0.1:{self.port}", "--log.level=warn",
-             "--web.enable-admin-api"],
+             "--web.enable-admin-api", "--web.enable-lifecycle"],
             stdout=subprocess.DEVNULL, stderr=open(f"{work}/prometheus.log", "w"))
         wait_for(self.url + "/-/ready", "Prometheus")
 
@@ -155,8 +162,18 @@ class Prometheus:
             "rss_bytes": one(text, "process_resident_memory_bytes"),
             "heap_bytes": one(text, "go_memstats_heap_inuse_bytes"),
             "samples_total": one(text, "prometheus_tsdb_head_samples_appended_total"),
+            "cpu_seconds": one(text, "process_cpu_seconds_total"),
             "rule_groups": groups,
         }
+
+    def quiet(self):
+        """No more scrapes or rules: the configuration reloaded without
+        them. The data stays."""
+        config = yaml.safe_load(open(self.config))
+        yaml.safe_dump({"global": config["global"]}, open(self.config, "w"))
+        request = urllib.request.Request(self.url + "/-/reload", method="POST")
+        urllib.request.urlopen(request, timeout=120).read()
+        time.sleep(5)
 
     def disk(self):
         """Bytes a sample takes on disk: the head written as a block by
@@ -244,6 +261,8 @@ class VictoriaMetrics:
             "rss_bytes": one(text, "process_resident_memory_bytes"),
             "heap_bytes": None,
             "samples_total": sum(v for k, v in metric_values(text, "vm_rows_inserted_total").items()),
+            "cpu_seconds": one(text, "process_cpu_seconds_total")
+            + one(alert, "process_cpu_seconds_total"),
             "rule_groups": groups,
         }
 
@@ -279,50 +298,91 @@ def dashboard_queries():
 
 # Queries the dashboard had before a recording rule took their work, timed
 # beside what replaced them.
+SEL = '{job=~"$job", instance=~"$instance"}'
 BEFORE = [
     ("p99 per host, before: every CPU's buckets",
      'histogram_quantile(0.99, sum by (instance, le) (rate(latencyd_wakeup_latency_seconds_bucket'
-     '{job=~"$job", instance=~"$instance"}[$__rate_interval])))', False),
+     + SEL + '[$__rate_interval])))', False),
+    ("Distribution of maxima, before: every CPU",
+     'max by (instance) (max_over_time(latencyd_wakeup_latency_window_max_seconds'
+     + SEL + '[$__range]))', True),
+    ("Maximum by kernel release, before: every CPU",
+     'max by (kernel, preempt_rt) (max by (job, instance) (max_over_time('
+     'latencyd_wakeup_latency_window_max_seconds' + SEL + '[$__interval])) * on (job, instance) '
+     'group_left (kernel, preempt_rt) max by (job, instance, kernel, preempt_rt) '
+     '(latencyd_host_info' + SEL + '))', False),
+    ("Hosts with a stale sampler, before: every CPU",
+     'count(count by (job, instance) (latencyd_sampler_last_sample_timestamp_seconds' + SEL
+     + ' unless on (job, instance, cpu) changes(latencyd_sampler_last_sample_timestamp_seconds'
+     + SEL + '[2m]) > 0 unless on (job, instance, cpu) latencyd_sampler_online == 0)) or vector(0)',
+     True),
+    ("Host state heartbeat age, before: every CPU",
+     'max by (job, instance) (timestamp(latencyd_sampler_last_sample_timestamp_seconds' + SEL
+     + ') - latencyd_sampler_last_sample_timestamp_seconds' + SEL
+     + ' unless on (job, instance, cpu) latencyd_sampler_online == 0)', True),
 ]
 
 
 def fill(expr, range_s, step_s):
     """Grafana's variables as Grafana fills them for every host."""
     rate = max(4 * 15, step_s + 15)
-    for var, value in (("$__rate_interval", f"{rate}s"), ("$__interval", f"{step_s}s"),
+    for var, value in (("$__rate_interval", f"{rate}s"),
+                       ("$__interval", f"{step_s}s"),
                        ("$__range", f"{range_s}s"), ("$job", ".*"), ("$instance", ".*"),
                        ("$fingerprint", ".*")):
         expr = expr.replace(var, value)
     return expr
 
 
-def time_queries(server):
+def timed(url):
+    """The median time of a query (of 3, or 1 when it takes over 2 s), and
+    its answer."""
+    took = []
+    for _ in range(3):
+        start = time.time()
+        try:
+            answer = json.loads(get(url))
+            ok = answer.get("status") == "success"
+        except urllib.error.HTTPError as err:
+            ok, answer = False, {"error": f"{err.code}: {err.read().decode()[-300:]}"}
+        except (OSError, ValueError) as err:
+            ok, answer = False, {"error": str(err)}
+        took.append(time.time() - start)
+        if took[0] > 2:
+            break
+    return {"seconds": statistics.median(took), "ok": ok,
+            "series": len(answer.get("data", {}).get("result", []) or []) if ok else None,
+            "error": None if ok else str(answer.get("error"))[-300:]}
+
+
+def time_rules(server, at):
+    """Every shipped rule's expression as an instant query at `at`."""
+    shipped = yaml.safe_load(open(os.path.join(ROOT, "deploy/prometheus/latencyd.rules.yml")))
+    times = {}
+    for group in shipped["groups"]:
+        for rule in group["rules"]:
+            name = rule.get("record") or rule.get("alert")
+            url = f"{server.url}/api/v1/query?" + urllib.parse.urlencode(
+                {"query": rule["expr"], "time": at})
+            times[f"{group['name']}/{name}"] = timed(url)
+    return times
+
+
+def time_queries(server, at=None):
     times = {}
     for range_name, range_s, step_s in (("1h", 3600, 15), ("24h", 86400, 120)):
         for title, expr, instant in dashboard_queries():
-            q = fill(expr, range_s, step_s)
-            now = time.time()
+            # The panels of the per-host maximum step a minute at least
+            # (its rule's interval; the panel's minimum interval).
+            step = max(step_s, 60) if "max_2m" in expr and not instant else step_s
+            q = fill(expr, range_s, step)
+            now = at or time.time()
             if instant:
                 url = f"{server.url}/api/v1/query?" + urllib.parse.urlencode({"query": q, "time": now})
             else:
                 url = f"{server.url}/api/v1/query_range?" + urllib.parse.urlencode(
-                    {"query": q, "start": now - range_s, "end": now, "step": step_s})
-            took = []
-            for _ in range(3):
-                start = time.time()
-                try:
-                    answer = json.loads(get(url))
-                    ok = answer.get("status") == "success"
-                except urllib.error.HTTPError as err:
-                    ok, answer = False, {"error": f"{err.code}: {err.read().decode()[-300:]}"}
-                except (OSError, ValueError) as err:
-                    ok, answer = False, {"error": str(err)}
-                took.append(time.time() - start)
-            key = f"{title} | {expr[:60]}"
-            times.setdefault(key, {})[range_name] = {
-                "seconds": statistics.median(took), "ok": ok,
-                "series": len(answer.get("data", {}).get("result", []) or []) if ok else None,
-                "error": None if ok else str(answer.get("error"))[-300:]}
+                    {"query": q, "start": now - range_s, "end": now, "step": step})
+            times.setdefault(f"{title} | {expr[:60]}", {})[range_name] = timed(url)
     return times
 
 
@@ -361,6 +421,7 @@ def run(n, server_class, binary):
         "rss_per_series": last["rss_bytes"] / max(last["series"], 1),
         "rss_per_host": last["rss_bytes"] / n,
         "samples_per_second": (last["samples_total"] - first["samples_total"]) / elapsed,
+        "cpu_cores": (last["cpu_seconds"] - first["cpu_seconds"]) / elapsed,
         "rule_groups": {g: {"longest_seconds": s,
                             "interval": last["rule_groups"].get(g, {}).get("interval")}
                         for g, s in longest.items()},
@@ -374,9 +435,15 @@ def run(n, server_class, binary):
     # A day of scrapes every 15 s, per host, and one index of its series.
     result["disk_bytes_per_host_day"] = result["series_per_host"] * (
         result["disk_bytes_per_sample"] * 86400 / 15 + result["index_bytes_per_series"])
-    server.stop()
+    stopped = time.time()
     sim.terminate()
     sim.wait()
+    if hasattr(server, "quiet"):
+        # Before the stop: the last scrapes, no staleness markers yet.
+        server.quiet()
+        result["quiet_rules"] = time_rules(server, stopped - 30)
+        result["quiet_queries"] = time_queries(server, stopped - 30)
+    server.stop()
     shutil.rmtree(work, ignore_errors=True)
     return result
 
@@ -406,7 +473,7 @@ def main():
     for r in results:
         print(f"{r['server']:16} {r['hosts']:6} hosts {r['cpus']:7} CPUs: {r['series']:10.0f} "
               f"series ({r['series_per_host']:.0f}/host, {r['series_per_cpu']:.1f}/CPU), "
-              f"{r['samples_per_second']:9.0f} samples/s, RSS {r['rss_bytes'] / 2**20:7.0f} MiB "
+              f"{r['samples_per_second']:9.0f} samples/s, {r['cpu_cores']:.2f} cores, RSS {r['rss_bytes'] / 2**20:7.0f} MiB "
               f"({r['rss_per_series']:.0f} B/series); disk {r['disk_bytes_per_sample']:.2f} B/sample, "
               f"{r['disk_bytes_per_host_day'] / 2**20:.1f} MiB/host/day")
         for g, v in r["rule_groups"].items():
@@ -416,11 +483,15 @@ def main():
             print(f"      RULE FAILED: {rule}: {error}")
         for rule, seconds in sorted(r["rules"].items(), key=lambda kv: -kv[1])[:5]:
             print(f"      slowest rules: {rule} {seconds * 1000:.1f} ms")
+        def shown(x):
+            return f"{x['seconds'] * 1000:.0f} ms " + (
+                f"({x['series']} series)" if x['ok'] else f"FAILED {x['error']}")
         for q, v in r["queries"].items():
-            print(f"    {q}: " + ", ".join(
-                f"{k} {x['seconds'] * 1000:.0f} ms "
-                + (f"({x['series']} series)" if x['ok'] else f"FAILED {x['error']}")
-                for k, x in v.items()))
+            print(f"    {q}: " + ", ".join(f"{k} {shown(x)}" for k, x in v.items()))
+        for q, v in r.get("quiet_queries", {}).items():
+            print(f"    quiet {q}: " + ", ".join(f"{k} {shown(x)}" for k, x in v.items()))
+        for rule, x in r.get("quiet_rules", {}).items():
+            print(f"    quiet rule {rule}: {shown(x)}")
     print(f"fleet: every figure in {OUT}", file=sys.stderr)
 
 
