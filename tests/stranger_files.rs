@@ -42,12 +42,13 @@ fn a_link_in_the_capture_directory_is_not_served() {
         ),
     );
     let daemon = Daemon::start(latencyd().args(["run", "--config"]).arg(config));
+    // Not a capture: answered as none, saying what is there.
     let (status, body) = daemon.get(&format!("/api/v1/spikes/{id}"));
-    assert_eq!(status, 500, "{body}");
+    assert_eq!(status, 404, "{body}");
     assert!(body.contains("is a symbolic link"), "{body}");
     assert!(!body.contains("not-for-you"), "{body}");
     let (status, page) = daemon.get(&format!("/spikes/{id}"));
-    assert_eq!(status, 500);
+    assert_eq!(status, 404);
     assert!(!page.contains("not-for-you"));
     // Not listed either, and the open directory is said by name.
     let (_, list) = daemon.get("/api/v1/spikes");

@@ -9,7 +9,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use serde::Serialize;
 
-use super::store::{Capture, Store, Summary};
+use super::store::{Capture, Lookup, Store, Summary};
 use crate::tracefs::Capability;
 
 /// What the recorder is told to do, from the configuration.
@@ -169,9 +169,9 @@ impl Journal {
     }
 
     /// The full capture `id` as JSON text (from the directory, or
-    /// memory); None when there is none, an error when what is in the
-    /// directory under its name is not a capture file latencyd reads.
-    pub fn capture_json(&self, id: &str) -> Result<Option<String>, String> {
+    /// memory), or why there is none; an error when its file cannot be
+    /// read.
+    pub fn capture_json(&self, id: &str) -> Result<Lookup, String> {
         let (dir, kept, max_bytes) = {
             let data = self.lock();
             let kept = data
@@ -182,9 +182,9 @@ impl Journal {
             (data.dir.clone(), kept, data.max_bytes)
         };
         match (kept, dir) {
-            (Some(kept), _) => Ok(Some(kept)),
+            (Some(kept), _) => Ok(Lookup::Found(kept)),
             (None, Some(dir)) => Store::read(&dir, id, max_bytes),
-            (None, None) => Ok(None),
+            (None, None) => Ok(Lookup::Missing),
         }
     }
 }

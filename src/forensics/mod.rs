@@ -32,5 +32,5 @@ mod worker;
 pub use attribution::{CAUSE_KINDS, Cause};
 pub use journal::{Journal, JournalData, Settings, Spike, Trigger, UNCAPTURED_REASONS};
 pub use recorder::Recorder;
-pub use store::{Capture, Summary, TaskRef};
+pub use store::{Capture, Lookup, Summary, TaskRef};
 pub use tracefs::Capability;

@@ -286,19 +286,46 @@ impl Store {
         self.path_of(id).exists()
     }
 
-    /// The stored JSON of capture `id` (None when there is none), read
-    /// as from a stranger: a regular file, not a link, at most
-    /// `max_bytes`; the error says what else is there.
-    pub fn read(dir: &Path, id: &str, max_bytes: u64) -> Result<Option<String>, String> {
+    /// The stored JSON of capture `id`, read as from a stranger: a
+    /// regular file, not a link, at most `max_bytes`. Anything else under
+    /// its name (a link, a FIFO, a directory) is not a capture: never
+    /// opened, and said what it is. The error is a file that cannot be
+    /// read.
+    pub fn read(dir: &Path, id: &str, max_bytes: u64) -> Result<Lookup, String> {
         if !valid_id(id) {
-            return Ok(None);
+            return Ok(Lookup::Missing);
         }
         let path = dir.join(format!("{id}.json"));
-        if fs::symlink_metadata(&path).is_err() {
-            return Ok(None);
+        let Ok(meta) = fs::symlink_metadata(&path) else {
+            return Ok(Lookup::Missing);
+        };
+        if meta.file_type().is_symlink() {
+            return Ok(Lookup::NotACapture(format!(
+                "{} is a symbolic link, which latencyd does not follow in its directories: \
+                 not a capture latencyd wrote",
+                path.display()
+            )));
         }
-        files::read_text_bounded(&path, Links::Refuse, max_bytes).map(Some)
+        if !meta.is_file() {
+            return Ok(Lookup::NotACapture(format!(
+                "{} is not a regular file: not a capture latencyd wrote",
+                path.display()
+            )));
+        }
+        files::read_text_bounded(&path, Links::Refuse, max_bytes).map(Lookup::Found)
     }
+}
+
+/// A capture looked up by its id.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Lookup {
+    /// Its JSON text.
+    Found(String),
+    /// None of that id (never made, or dropped).
+    Missing,
+    /// Something under its name latencyd did not write, and why it is not
+    /// a capture; answered as a capture that is not there.
+    NotACapture(String),
 }
 
 #[cfg(test)]
@@ -385,8 +412,20 @@ mod tests {
         let (store, _, warnings) = Store::open(&captures, 10, 1 << 20).unwrap();
         assert!(warnings.is_empty(), "{warnings:?}");
         std::os::unix::fs::symlink(&secret, captures.join("1795315538123-cpu1.json")).unwrap();
-        let err = Store::read(&captures, "1795315538123-cpu1", 1 << 20).unwrap_err();
-        assert!(err.contains("is a symbolic link"), "{err}");
+        let Ok(Lookup::NotACapture(why)) = Store::read(&captures, "1795315538123-cpu1", 1 << 20)
+        else {
+            panic!("a link read as a capture");
+        };
+        assert!(why.contains("is a symbolic link"), "{why}");
+        // A FIFO is not opened (which could hang), and said what it is.
+        let fifo = captures.join("1795315538126-cpu1.json");
+        crate::rt::sys::make_fifo(&fifo).unwrap();
+        let Ok(Lookup::NotACapture(why)) = Store::read(&captures, "1795315538126-cpu1", 1 << 20)
+        else {
+            panic!("a FIFO read as a capture");
+        };
+        assert!(why.contains("not a regular file"), "{why}");
+        fs::remove_file(&fifo).unwrap();
         assert!(
             store.listing().is_empty(),
             "a link is not listed as a capture"
@@ -462,7 +501,7 @@ mod tests {
         assert!(err.contains("forensics.max_bytes"), "{err}");
         assert_eq!(
             Store::read(dir.path(), "1700000000100-cpu1", 1 << 20),
-            Ok(None)
+            Ok(Lookup::Missing)
         );
     }
 
@@ -520,12 +559,15 @@ mod tests {
         assert!(!dir.path().join(".tmp-1700000000001-cpu0").exists());
         assert!(dir.path().join("notes.txt").exists());
         store.write(&capture(1_700_000_000_002, 0, 2)).unwrap();
-        let text = Store::read(dir.path(), "1700000000002-cpu0", 1 << 20)
-            .unwrap()
-            .unwrap();
+        let Ok(Lookup::Found(text)) = Store::read(dir.path(), "1700000000002-cpu0", 1 << 20) else {
+            panic!("the capture just written is not found");
+        };
         let back: Capture = serde_json::from_str(&text).unwrap();
         assert_eq!(back, capture(1_700_000_000_002, 0, 2));
-        assert_eq!(Store::read(dir.path(), "../notes", 1 << 20), Ok(None));
+        assert_eq!(
+            Store::read(dir.path(), "../notes", 1 << 20),
+            Ok(Lookup::Missing)
+        );
     }
 
     #[test]

@@ -18,7 +18,7 @@ use crate::cpulist::format_cpu_list;
 use crate::daemon::render::exposition::{self, Exposition};
 use crate::daemon::render::page::{self, Snapshot};
 use crate::daemon::render::{self, json, metrics, openmetrics, protobuf, status};
-use crate::forensics;
+use crate::forensics::{self, Lookup};
 use crate::plot;
 use crate::record;
 
@@ -321,8 +321,11 @@ pub(super) async fn spike_one(
         .await?
         .map_err(ApiError::Internal)?;
     match text {
-        Some(text) => Ok(([(header::CONTENT_TYPE, "application/json")], text).into_response()),
-        None => Err(ApiError::NotFound(no_capture(&id))),
+        Lookup::Found(text) => {
+            Ok(([(header::CONTENT_TYPE, "application/json")], text).into_response())
+        }
+        Lookup::Missing => Err(ApiError::NotFound(no_capture(&id))),
+        Lookup::NotACapture(why) => Err(ApiError::NotFound(why)),
     }
 }
 
@@ -377,10 +380,14 @@ pub(super) async fn spike_page(State(app): State<AppState>, Path(id): Path<Strin
     let drawn = app
         .work
         .heavy("the capture", move |_| {
-            let text = journal
+            let text = match journal
                 .capture_json(&id)
                 .map_err(|why| (StatusCode::INTERNAL_SERVER_ERROR, why))?
-                .ok_or_else(|| (StatusCode::NOT_FOUND, no_capture(&id)))?;
+            {
+                Lookup::Found(text) => text,
+                Lookup::Missing => return Err((StatusCode::NOT_FOUND, no_capture(&id))),
+                Lookup::NotACapture(why) => return Err((StatusCode::NOT_FOUND, why)),
+            };
             let capture = serde_json::from_str::<forensics::Capture>(&text).map_err(|e| {
                 (
                     StatusCode::INTERNAL_SERVER_ERROR,
