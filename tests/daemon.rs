@@ -178,7 +178,12 @@ fn sighup_applies_live_keys_and_survives_a_broken_file() {
     );
 
     let good = std::fs::read_to_string(&config).unwrap();
-    std::fs::write(&config, "[measure]\ninterval = \"fast\"\n").unwrap();
+    // Two mistakes: both are logged, as at start.
+    std::fs::write(
+        &config,
+        "[measure]\ninterval = \"fast\"\n[export]\nmax_window = \"-1s\"\n",
+    )
+    .unwrap();
     daemon.signal(libc::SIGHUP);
     wait_until(
         "the failure to be counted",
@@ -206,10 +211,14 @@ fn sighup_applies_live_keys_and_survives_a_broken_file() {
         200,
         "still running on the old configuration"
     );
+    let log = daemon.log_text();
     assert!(
-        daemon.log_text().contains("measure.interval"),
-        "{}",
-        daemon.log_text()
+        log.contains("(mistake 1 of 2)") && log.contains("measure.interval"),
+        "{log}"
+    );
+    assert!(
+        log.contains("(mistake 2 of 2)") && log.contains("export.max_window"),
+        "{log}"
     );
 
     std::fs::write(

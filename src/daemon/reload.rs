@@ -2,7 +2,8 @@
 //! running are applied; the others are logged as needing a restart. The
 //! web configuration file is read again too (renewed certificates, changed
 //! users), and applies to new connections. An invalid configuration is
-//! refused and counted; the running one stays.
+//! refused and counted, with every mistake in it logged (as at start);
+//! the running one stays.
 //!
 //! Reading the files (and the bcrypt work a web configuration brings) runs
 //! on the blocking pool, without the state's lock; the lock is then taken
@@ -29,6 +30,27 @@ pub(super) struct Reload {
     pub security: SharedSecurity,
 }
 
+/// The log lines of a refused reload: one a mistake, so that one edit
+/// can fix them all.
+fn refusal(errors: &[ConfigError]) -> Vec<Line> {
+    let count = errors.len();
+    errors
+        .iter()
+        .enumerate()
+        .map(|(n, err)| {
+            let which = if count > 1 {
+                format!(" (mistake {} of {count})", n + 1)
+            } else {
+                String::new()
+            };
+            Line::Error(format!(
+                "configuration reload refused{which}, still running on the previous \
+                 configuration: {err}"
+            ))
+        })
+        .collect()
+}
+
 /// A log line to write once the lock is released.
 enum Line {
     Info(String),
@@ -41,9 +63,9 @@ impl Reload {
         notify::reloading();
         let host = lock(state).host.clone();
         let sources = self.sources.clone();
-        let loaded = tokio::task::spawn_blocking(move || -> Result<_, ConfigError> {
-            let new = Config::load(&sources)?;
-            let web = super::check::check_whole(&new, &host)?;
+        let loaded = tokio::task::spawn_blocking(move || -> Result<_, Vec<ConfigError>> {
+            let new = Config::load_reporting_all(&sources)?;
+            let web = super::check::check_whole(&new, &host).map_err(|e| vec![e])?;
             Ok((new, web))
         })
         .await;
@@ -73,18 +95,14 @@ impl Reload {
     fn apply(
         &self,
         state: &Mutex<MonitorState>,
-        loaded: Result<(Config, Security), ConfigError>,
+        loaded: Result<(Config, Security), Vec<ConfigError>>,
     ) -> Vec<Line> {
         let mut lines = Vec::new();
         let mut s = lock(state);
         let (new, web) = match loaded {
-            Err(err) => {
+            Err(errors) => {
                 s.reload.refused();
-                lines.push(Line::Error(format!(
-                    "configuration reload refused, still running on the previous configuration: \
-                     {err}"
-                )));
-                return lines;
+                return refusal(&errors);
             }
             Ok(loaded) => loaded,
         };
