@@ -246,16 +246,25 @@ fn shape(kernel: usize, regressed: bool) -> (u64, u64) {
     (body, if regressed { tail * 4 } else { tail })
 }
 
-/// One wake-up latency of a kernel: 969 in 1000 in the body, 30 in the
-/// first half of the tail, 1 anywhere in the tail.
-fn latency_ns(rng: &mut Rng, kernel: usize, regressed: bool) -> u64 {
+/// A kernel's latencies in parts, each (wake-ups in 1000, width above
+/// 2 µs): 1 anywhere in the tail, 30 in its first half, the rest in the
+/// body.
+fn parts(kernel: usize, regressed: bool) -> [(u64, u64); 3] {
     let (body, tail) = shape(kernel, regressed);
+    [(1, tail), (30, tail / 2), (969, body)]
+}
+
+/// One wake-up latency of a kernel, from its parts.
+fn latency_ns(rng: &mut Rng, kernel: usize, regressed: bool) -> u64 {
     let x = rng.next();
-    match x % 1000 {
-        0 => 2_000 + x % tail,
-        1..=30 => 2_000 + x % (tail / 2),
-        _ => 2_000 + x % body,
+    let mut pick = x % 1000;
+    for (per_mille, width) in parts(kernel, regressed) {
+        if pick < per_mille {
+            return 2_000 + x % width;
+        }
+        pick -= per_mille;
     }
+    unreachable!("the parts add up to 1000")
 }
 
 /// The worst of `wakeups` wake-ups as `latency_ns` draws them, without
@@ -263,11 +272,9 @@ fn latency_ns(rng: &mut Rng, kernel: usize, regressed: bool) -> u64 {
 /// Poisson count), then the largest of that many uniform draws over the
 /// part (its width times U^(1/k)).
 pub fn window_max_ns(rng: &mut Rng, kernel: usize, regressed: bool, wakeups: u64) -> u64 {
-    let (body, tail) = shape(kernel, regressed);
-    let parts = [(0.001, tail), (0.030, tail / 2), (0.969, body)];
     let mut worst = 0;
-    for (share, width) in parts {
-        let k = poisson(rng, share * wakeups as f64);
+    for (per_mille, width) in parts(kernel, regressed) {
+        let k = poisson(rng, (per_mille * wakeups) as f64 / 1000.0);
         if k > 0 {
             let u = (rng.next() >> 11) as f64 / (1u64 << 53) as f64;
             worst = worst.max((width as f64 * u.powf(1.0 / k as f64)) as u64);
