@@ -179,10 +179,23 @@ pub fn tracefs_page(data: &[u8]) {
     for (system, name, format) in test_formats() {
         decoder.add(system, name, &format).expect("a known format");
     }
+    let timerlat = crate::instruments::event::TimerlatLayout::parse(TIMERLAT_FORMAT)
+        .expect("the timerlat format of 6.12");
     let _ = layout.records(data, |_, record| {
         let _ = decoder.decode(record);
+        let _ = timerlat.decode(record);
     });
 }
+
+/// The `timerlat` event's format as 6.12 writes it (ID 17).
+const TIMERLAT_FORMAT: &str = "name: timerlat\nID: 17\nformat:\n\
+    \tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
+    \tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n\
+    \tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n\
+    \tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n\
+    \tfield:unsigned int seqnum;\toffset:8;\tsize:4;\tsigned:0;\n\
+    \tfield:int context;\toffset:12;\tsize:4;\tsigned:1;\n\
+    \tfield:u64 timer_latency;\toffset:16;\tsize:8;\tsigned:0;\n";
 
 /// The format files of the events the observer decodes, as a 64-bit
 /// kernel writes them (IDs 1 to 3).
@@ -232,13 +245,29 @@ fn test_formats() -> Vec<(&'static str, &'static str, String)> {
     ]
 }
 
-/// An event's `format` file, read and used on a record.
+/// An event's `format` file, read and used on a record (the observer's
+/// events, the kernel's timerlat and hwlat), and `osnoise/options`.
 pub fn event_format(data: &[u8]) {
     use crate::observe::format::{Decoder, Format};
     let parts = parts(data, 2);
     if let Ok(format) = Format::parse(&parts[0]) {
         let _ = format.id;
     }
+    // The kernel's instruments: timerlat and hwlat records, and the flags
+    // of osnoise/options.
+    use crate::instruments::event::{HwlatLayout, TimerlatLayout};
+    if let Ok(layout) = TimerlatLayout::parse(&parts[0]) {
+        let _ = layout.decode(parts[1].as_bytes());
+    }
+    if let Ok(layout) = HwlatLayout::parse(&parts[0])
+        && let Some(sample) = layout.decode(parts[1].as_bytes())
+    {
+        let _ = sample.gap_us();
+    }
+    let options = [("options".to_string(), parts[1].clone())]
+        .into_iter()
+        .collect();
+    let _ = crate::instruments::osnoise::Settings(options).option("OSNOISE_WORKLOAD");
     for (system, name) in [
         ("sched", "sched_switch"),
         ("sched", "sched_wakeup"),

@@ -34,6 +34,8 @@ pub mod plot;
 pub mod record;
 // Interference and real-time tasks' latency on CPUs without a sampler.
 pub mod observe;
+// The kernel's timerlat and hwlat tracers, run by latencyd.
+pub mod instruments;
 // The two front ends.
 pub mod daemon;
 pub mod measure;

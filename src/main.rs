@@ -31,6 +31,17 @@ fn main() -> ExitCode {
         Some(Command::Completions { shell }) => print(completions(shell)),
         Some(Command::Manpage) => print(manpage()),
         Some(Command::LoadGuard { scratch }) => latencyd::load::guard_main(&scratch),
+        Some(Command::TimerlatWorkload {
+            cpus,
+            priority,
+            tracefs,
+        }) => match latencyd::cpulist::parse_cpu_list(&cpus) {
+            Ok(cpus) => latencyd::instruments::workload::main(&cpus, priority, &tracefs),
+            Err(err) => {
+                println!("error: --cpus {cpus:?}: {err}");
+                ExitCode::from(2)
+            }
+        },
     }
 }
 

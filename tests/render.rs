@@ -69,6 +69,7 @@ fn run(nsecs: bool, bins: Option<usize>, histofall: bool) -> RunReport {
         notes: vec!["-n: accepted from cyclictest 1.x; clock_nanosleep is always used".to_string()],
         load: None,
         captures: vec![],
+        timerlat: None,
     }
 }
 

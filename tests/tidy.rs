@@ -37,6 +37,7 @@ const LAYERS: &[&[&str]] = &[
     &["load", "tracefs"],
     &["forensics", "record"],
     &["observe"],
+    &["instruments"],
     &["config", "plot"],
     &["daemon", "measure"],
     &["report", "fuzzing"],

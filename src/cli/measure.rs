@@ -246,6 +246,30 @@ pub struct MeasureArgs {
     )]
     pub forensics_threshold: String,
 
+    /// Also run the kernel's timerlat tracer on the measured CPUs (its
+    /// IRQ, thread and, where the kernel has timerlat_fd, return-to-user
+    /// latency of every period) and print its results after the
+    /// cyclictest-style ones, as rtla timerlat top does (and hist does
+    /// with -h). Needs root or write access to tracefs, and a kernel
+    /// with the tracer.
+    #[arg(long)]
+    pub timerlat: bool,
+
+    /// --timerlat's period (a bare number is microseconds; 100us to 1s).
+    #[arg(long = "timerlat-period", value_name = "TIME", default_value = "1ms")]
+    pub timerlat_period: String,
+
+    /// The SCHED_FIFO priority of latencyd's timerlat threads (rtla's -P
+    /// f:95); the kernel's own threads, used where it has no timerlat_fd,
+    /// keep its FIFO 95.
+    #[arg(long = "timerlat-priority", value_name = "PRIO", default_value_t = 95)]
+    pub timerlat_priority: i32,
+
+    /// Let the kernel's timerlat threads be the workload even where
+    /// latencyd's own could be (no return-to-user latency).
+    #[arg(long = "timerlat-kernel-threads")]
+    pub timerlat_kernel_threads: bool,
+
     /// Also write every CPU's histogram of every --log-interval to FILE in
     /// HdrHistogram's interval log format (.hlog), as the daemon's record
     /// does; `latencyd report` and `latencyd plot` read it.

@@ -79,6 +79,22 @@ pub enum Command {
         /// The load's scratch directory, removed before the kill.
         scratch: PathBuf,
     },
+    /// Started by latencyd itself for `[timerlat]` and `measure
+    /// --timerlat`: its timerlat threads, one per CPU on the CPU's
+    /// timerlat_fd, in a process the kernel may kill without killing
+    /// latencyd; ends when its standard input closes.
+    #[command(name = "timerlat-workload", hide = true)]
+    TimerlatWorkload {
+        /// The CPUs, as a list ("0,2-3").
+        #[arg(long)]
+        cpus: String,
+        /// SCHED_FIFO priority of the threads.
+        #[arg(long)]
+        priority: i32,
+        /// Where tracefs is mounted.
+        #[arg(long)]
+        tracefs: PathBuf,
+    },
 }
 
 /// The shells `latencyd completions` writes for.

@@ -191,9 +191,9 @@ fn timerlat_capability(root: &Path) -> Capability {
         "timerlat",
         timerlat,
         if timerlat {
-            "the timerlat tracer exists; latencyd does not start it (it adds a timer \
-                 thread on every CPU) and derives the same IRQ-vs-thread split from the \
-                 hrtimer and wake-up events"
+            "the timerlat tracer exists; forensics does not start it (it adds a timer \
+                 thread on every CPU: [timerlat] runs it) and derives the same IRQ-vs-thread \
+                 split from the hrtimer and wake-up events"
         } else {
             "this kernel has no timerlat tracer (CONFIG_TIMERLAT_TRACER); the \
                  IRQ-vs-thread split comes from the hrtimer and wake-up events"

@@ -86,6 +86,71 @@ struct JsonLatencyd<'a> {
     /// without a capture.
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
     captures: &'a [crate::forensics::Capture],
+    /// `--timerlat`: the kernel's timerlat per CPU and context; absent
+    /// without it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    timerlat: Option<JsonTimerlat<'a>>,
+}
+
+/// `--timerlat`'s results, in nanoseconds whatever the unit of the rest.
+#[derive(Serialize)]
+struct JsonTimerlat<'a> {
+    period_us: u64,
+    /// Whether latencyd's own threads were the workload (and `user`
+    /// measured).
+    user_threads: bool,
+    seconds: f64,
+    /// By CPU, then context (`irq`, `thread`, `user`).
+    cpus: BTreeMap<usize, BTreeMap<&'static str, JsonTimerlatContext>>,
+    notes: &'a [String],
+}
+
+#[derive(Serialize)]
+struct JsonTimerlatContext {
+    count: u64,
+    min_ns: u64,
+    avg_ns: f64,
+    max_ns: u64,
+    /// The periods the kernel ran on the CPU.
+    periods: u64,
+    /// Samples per 1 µs bin (bins with samples only), with `-h`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    histogram_us: Option<BTreeMap<usize, u64>>,
+}
+
+fn timerlat_json(report: &crate::instruments::tally::TimerlatReport) -> JsonTimerlat<'_> {
+    let cpus = (report.tally.cpus.iter())
+        .map(|cpu| {
+            let contexts = (report.contexts().into_iter())
+                .map(|c| {
+                    let s = cpu.stats(c);
+                    let histogram_us = s.linear().map(|l| {
+                        (l.bins().iter().enumerate())
+                            .filter(|(_, n)| **n > 0)
+                            .map(|(i, n)| (i, *n))
+                            .collect()
+                    });
+                    let json = JsonTimerlatContext {
+                        count: s.count,
+                        min_ns: if s.count == 0 { 0 } else { s.min_ns() },
+                        avg_ns: s.avg_ns(),
+                        max_ns: s.max_ns,
+                        periods: cpu.periods(),
+                        histogram_us,
+                    };
+                    (c.name(), json)
+                })
+                .collect();
+            (cpu.cpu, contexts)
+        })
+        .collect();
+    JsonTimerlat {
+        period_us: report.period_us,
+        user_threads: report.user,
+        seconds: report.seconds,
+        cpus,
+        notes: &report.notes,
+    }
 }
 
 /// What decides whether the numbers can be trusted, as detected at start;
@@ -210,6 +275,7 @@ pub fn json_document(report: &RunReport) -> String {
             notes: &report.notes,
             load: report.load.as_ref().map(LoadReport::json),
             captures: &report.captures,
+            timerlat: report.timerlat.as_ref().map(timerlat_json),
         },
     };
     let mut text = serde_json::to_string_pretty(&doc).expect("the JSON DTOs always serialize");

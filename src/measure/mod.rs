@@ -20,6 +20,7 @@ mod report;
 mod run;
 mod setup;
 pub mod text;
+mod timerlat;
 mod tuning;
 
 use std::process::ExitCode;

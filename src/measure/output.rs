@@ -41,6 +41,16 @@ impl Results<'_> {
         if text_to_stdout {
             self.text(stdout)?;
         }
+        if let Some(timerlat) = &self.report.timerlat {
+            let mut block = super::timerlat::top_block(timerlat, self.report.unit_ns());
+            if options.histogram.is_some() {
+                block.push_str(&super::timerlat::hist_block(
+                    timerlat,
+                    self.report.unit_ns(),
+                ));
+            }
+            after_results(stdout, text_to_stdout, &block)?;
+        }
         if let Some(load) = &self.report.load {
             after_results(stdout, text_to_stdout, &load.text_block())?;
         }

@@ -53,6 +53,8 @@ pub struct RunReport {
     pub load: Option<LoadReport>,
     /// `-b`, `--forensics`: the captures whole, oldest first.
     pub captures: Vec<crate::forensics::Capture>,
+    /// `--timerlat`: what the kernel's timerlat measured meanwhile.
+    pub timerlat: Option<crate::instruments::tally::TimerlatReport>,
 }
 
 impl RunReport {

@@ -22,6 +22,7 @@ use super::options::MeasureOptions;
 use super::output::Results;
 use super::report::{RunReport, ThreadReport};
 use super::setup::Setup;
+use super::timerlat::TimerlatRun;
 use crate::host::HostInfo;
 use crate::load::LoadReport;
 use crate::rt::engine::{Engine, FinishReport};
@@ -40,6 +41,7 @@ const STOP_SIGNALS: [i32; 3] = [
 pub fn run(options: &MeasureOptions, host: &HostInfo, cmdline: String) -> anyhow::Result<ExitCode> {
     let signals = Signals::install()?;
     Background::check(options)?;
+    let timerlat = TimerlatRun::start(options).map_err(anyhow::Error::msg)?;
     let mut stdout = io::stdout().lock();
     let mut setup = Setup::before_the_samplers(options, host, &mut stdout)?;
     // Recording before the samplers start: a spike in the first moments
@@ -75,6 +77,7 @@ pub fn run(options: &MeasureOptions, host: &HostInfo, cmdline: String) -> anyhow
     let non_rt_reasons = std::mem::take(&mut engine.non_rt_reasons);
     let outcome = sampling.finish(engine, &mut setup, &mut stdout)?;
     let ended = Ended {
+        timerlat: timerlat.and_then(TimerlatRun::finish),
         smi_counts: smi_counts(smi_before, setup.smi.as_ref().map(|s| s.read())),
         load: background.stop(),
         captures: sampling
@@ -148,6 +151,7 @@ struct Ended {
     smi_counts: Vec<(usize, u64)>,
     load: Option<LoadReport>,
     captures: Vec<crate::forensics::Capture>,
+    timerlat: Option<crate::instruments::tally::TimerlatReport>,
     start_time: SystemTime,
     cmdline: String,
 }
@@ -241,6 +245,7 @@ fn run_report(
         notes: options.notes.iter().map(ToString::to_string).collect(),
         load: ended.load,
         captures: ended.captures,
+        timerlat: ended.timerlat,
     }
 }
 

@@ -417,6 +417,14 @@ pub fn common_pid(record: &[u8]) -> i32 {
         .map_or(0, i32::from_ne_bytes)
 }
 
+impl Field {
+    /// This integer field of `record` (1, 2, 4 or 8 bytes, sign-extended
+    /// when signed); None when it does not fit the record.
+    pub fn int(&self, record: &[u8]) -> Option<i64> {
+        Record(record).int(self)
+    }
+}
+
 struct Record<'a>(&'a [u8]);
 
 impl<'a> Record<'a> {

@@ -74,7 +74,7 @@ const SWEEP_CHECKS: u64 = 50;
 /// A tracefs text file. Read with one large buffer: `events/header_page`
 /// answers a small first read with its start and the next with nothing
 /// (std's `read_to_string` probes with 32 bytes when the size is 0).
-fn read(path: &Path) -> Result<String, String> {
+pub fn read(path: &Path) -> Result<String, String> {
     let fail = |err: std::io::Error| format!("cannot read {}: {err}", path.display());
     let mut file = File::open(path).map_err(fail)?;
     let mut bytes = vec![0u8; 64 * 1024];

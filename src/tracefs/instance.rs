@@ -36,6 +36,10 @@ use std::time::Duration;
 pub enum Role {
     Forensics,
     Observe,
+    /// The timerlat tracer's instance (`crate::instruments`).
+    Timerlat,
+    /// The hwlat tracer's instance, for hardware-noise windows.
+    Hwnoise,
 }
 
 impl Role {
@@ -44,14 +48,17 @@ impl Role {
         match self {
             Role::Forensics => "latencyd-forensics",
             Role::Observe => "latencyd-observe",
+            Role::Timerlat => "latencyd-timerlat",
+            Role::Hwnoise => "latencyd-hwnoise",
         }
     }
 
     /// The fixed name releases before owner-named instances used.
-    fn legacy_name(self) -> &'static str {
+    fn legacy_name(self) -> Option<&'static str> {
         match self {
-            Role::Forensics => "latencyd",
-            Role::Observe => "latencyd-observe",
+            Role::Forensics => Some("latencyd"),
+            Role::Observe => Some("latencyd-observe"),
+            Role::Timerlat | Role::Hwnoise => None,
         }
     }
 
@@ -60,12 +67,14 @@ impl Role {
         match self {
             Role::Forensics => "forensics",
             Role::Observe => "observe",
+            Role::Timerlat => "timerlat",
+            Role::Hwnoise => "hwnoise",
         }
     }
 
     /// Whether `name` is an instance of this role, owned by any process.
     pub fn owns_name(self, name: &str) -> bool {
-        if name == self.legacy_name() {
+        if Some(name) == self.legacy_name() {
             return true;
         }
         let Some(owner) = name

@@ -69,6 +69,36 @@ pub fn locate_for(configured: &Path, who: &str) -> Result<PathBuf, String> {
     ))
 }
 
+/// Who runs one of `tracers` on this tracefs: the top-level buffer
+/// (named `top`) and every instance but `except`, each with its tracer,
+/// e.g. `("timerlat_hist", "timerlat")` for an rtla run.
+pub fn tracer_users(root: &Path, tracers: &[&str], except: Option<&str>) -> Vec<(String, String)> {
+    let read = |dir: &Path| {
+        fs::read_to_string(dir.join("current_tracer"))
+            .ok()
+            .map(|t| t.trim().to_string())
+            .filter(|t| tracers.contains(&t.as_str()))
+    };
+    let mut users: Vec<(String, String)> = read(root)
+        .map(|t| ("top".to_string(), t))
+        .into_iter()
+        .collect();
+    let mut names: Vec<String> = fs::read_dir(root.join("instances"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|name| Some(name.as_str()) != except)
+        .collect();
+    names.sort();
+    for name in names {
+        if let Some(tracer) = read(&root.join("instances").join(&name)) {
+            users.push((name, tracer));
+        }
+    }
+    users
+}
+
 /// `tracing_cpumask` for `cpus`: hexadecimal, 32 bits a group, groups
 /// separated by commas, most significant first.
 pub fn cpumask(cpus: &[usize]) -> String {
@@ -102,6 +132,32 @@ mod tests {
         assert_eq!(cpumask(&[1]), "2");
         assert_eq!(cpumask(&[0, 33]), "2,00000001");
         assert_eq!(cpumask(&[63, 64]), "1,80000000,00000000");
+    }
+
+    #[test]
+    fn users_of_a_tracer_are_found_at_the_top_and_in_instances() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        fs::write(root.join("current_tracer"), "nop\n").unwrap();
+        for (name, tracer) in [
+            ("timerlat_hist", "timerlat"),
+            ("mine", "timerlat"),
+            ("other", "function"),
+        ] {
+            fs::create_dir_all(root.join("instances").join(name)).unwrap();
+            fs::write(
+                root.join("instances").join(name).join("current_tracer"),
+                tracer,
+            )
+            .unwrap();
+        }
+        let found = tracer_users(root, &["timerlat", "osnoise"], Some("mine"));
+        assert_eq!(
+            found,
+            [("timerlat_hist".to_string(), "timerlat".to_string())]
+        );
+        fs::write(root.join("current_tracer"), "osnoise\n").unwrap();
+        assert_eq!(tracer_users(root, &["osnoise"], None)[0].0, "top");
     }
 
     #[test]

@@ -120,11 +120,21 @@ pub struct MeasureOptions {
     pub forensics_ns: Option<u64>,
     /// `--log FILE` and its interval.
     pub log: Option<(PathBuf, u64)>,
+    /// `--timerlat`: the kernel's timerlat beside the samplers.
+    pub timerlat: Option<TimerlatOption>,
     pub plot: Option<PathBuf>,
     /// `--load PROFILE` on `--load-cpus`.
     pub load: Option<(Profile, Vec<usize>)>,
     /// What was accepted but not exactly as typed, or means nothing here.
     pub notes: Vec<Note>,
+}
+
+/// `--timerlat`'s settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimerlatOption {
+    pub period_us: u64,
+    pub priority: i32,
+    pub user_threads: bool,
 }
 
 impl MeasureOptions {
@@ -185,6 +195,7 @@ impl MeasureOptions {
             allow_non_rt: args.allow_non_rt,
             forensics_ns: triggers.forensics_ns,
             log: triggers.log,
+            timerlat: read::timerlat(args)?,
             plot: args.plot.clone(),
             load,
             notes: notes.0,

@@ -11,7 +11,7 @@ use super::threads::{Placement, Spacing, place, plan_threads, policy_and_priorit
 use super::values::{Notes, UsageError, duration, integer, integer_in, signed_duration, usage};
 use super::{
     Alignment, DEFAULT_SPIKE_NODES, HistogramOption, MAX_HISTOGRAM_BINS, MAX_INTERVAL_NS,
-    SpikeList, ThreadPlan,
+    SpikeList, ThreadPlan, TimerlatOption,
 };
 use crate::cli::MeasureArgs;
 use crate::cpulist::parse_cpu_list;
@@ -130,6 +130,31 @@ pub(super) fn triggers(args: &MeasureArgs, notes: &mut Notes) -> Result<Triggers
         forensics_ns,
         log,
     })
+}
+
+/// `--timerlat` and its settings.
+pub(super) fn timerlat(args: &MeasureArgs) -> Result<Option<TimerlatOption>, UsageError> {
+    if !args.timerlat {
+        return Ok(None);
+    }
+    let period_ns = duration("--timerlat-period", &args.timerlat_period, NS_PER_US)?;
+    if !(100 * NS_PER_US..=NS_PER_SEC).contains(&period_ns) || period_ns % NS_PER_US != 0 {
+        return Err(usage(
+            "--timerlat-period",
+            "must be whole microseconds from 100us to 1s (the kernel's bounds)",
+        ));
+    }
+    if !(1..=99).contains(&args.timerlat_priority) {
+        return Err(usage(
+            "--timerlat-priority",
+            "must be a SCHED_FIFO priority, 1 to 99",
+        ));
+    }
+    Ok(Some(TimerlatOption {
+        period_us: period_ns / NS_PER_US,
+        priority: args.timerlat_priority,
+        user_threads: !args.timerlat_kernel_threads,
+    }))
 }
 
 /// `-h`/`-H`: bins, cut to cyclictest's maximum (said in a note).

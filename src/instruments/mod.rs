@@ -1,0 +1,15 @@
+//! The kernel's own latency instruments, run by latencyd: the timerlat
+//! tracer, which splits each wake-up into the timer's interrupt, the
+//! woken thread and its return from user space (`timerlat`), and the
+//! hwlat tracer, which spins a CPU with interrupts off to see what the
+//! hardware, firmware and hypervisor take (`hwlat`). Both are global to
+//! the host in part (`osnoise/`, `hwlat_detector/`), so both are good
+//! neighbours: settings read first, changed only as needed, watched and
+//! set back, and never taken from another user.
+
+pub mod event;
+pub mod osnoise;
+pub mod source;
+pub mod tally;
+pub mod timerlat;
+pub mod workload;

@@ -1,0 +1,162 @@
+//! What timerlat measured on each CPU, by context: exact count, minimum,
+//! maximum and sum, the HDR histogram every latency figure of latencyd
+//! keeps, and 1 µs bins as `rtla timerlat hist` prints them.
+
+use super::event::{Context, TimerlatSample};
+use crate::stats::LatencyStats;
+use crate::stats::LinearHistogram;
+
+/// One CPU's statistics.
+#[derive(Debug, Clone)]
+pub struct CpuTally {
+    pub cpu: usize,
+    /// By `Context::index`: IRQ, thread, user.
+    pub contexts: [LatencyStats; 3],
+    /// The lowest and highest period numbers seen (`u32::MAX` and 0
+    /// while none): the kernel counts its periods from 1 when it starts,
+    /// so the span is the periods it ran while latencyd read.
+    pub first_seqnum: u32,
+    pub last_seqnum: u32,
+    /// Periods of earlier runs: the kernel counts from 1 again when
+    /// latencyd's threads start again.
+    pub earlier_periods: u64,
+}
+
+impl CpuTally {
+    /// The periods the kernel ran from the first one read to the last:
+    /// each has an IRQ and a thread sample unless events were lost.
+    pub fn periods(&self) -> u64 {
+        self.earlier_periods + span(self.first_seqnum, self.last_seqnum)
+    }
+
+    pub fn stats(&self, context: Context) -> &LatencyStats {
+        &self.contexts[context.index()]
+    }
+}
+
+/// The periods from `first` to `last` (0 while `last < first`).
+pub fn span(first: u32, last: u32) -> u64 {
+    if last < first {
+        0
+    } else {
+        u64::from(last - first) + 1
+    }
+}
+
+/// Whether `seqnum` starts a new run after `last` (the kernel numbers each
+/// run's periods from 1; within a run a context's sample may come one
+/// period behind another's).
+pub fn restarted(seqnum: u32, last: u32) -> bool {
+    seqnum.saturating_add(1) < last
+}
+
+/// Every measured CPU's statistics.
+#[derive(Debug, Clone)]
+pub struct Tally {
+    pub cpus: Vec<CpuTally>,
+}
+
+impl Tally {
+    /// Empty statistics for `cpus`, with `bins` bins of 1 µs (0: none),
+    /// counting latencies over `threshold_ns` as spikes.
+    pub fn new(cpus: &[usize], bins: usize, threshold_ns: u64) -> Tally {
+        let stats = || {
+            let linear = (bins > 0).then(|| LinearHistogram::new(bins, 1000));
+            LatencyStats::new(threshold_ns, linear)
+        };
+        Tally {
+            cpus: cpus
+                .iter()
+                .map(|&cpu| CpuTally {
+                    cpu,
+                    contexts: [stats(), stats(), stats()],
+                    first_seqnum: u32::MAX,
+                    last_seqnum: 0,
+                    earlier_periods: 0,
+                })
+                .collect(),
+        }
+    }
+
+    /// Files one sample of `cpu`, taken at `at_ns` (`CLOCK_MONOTONIC`); a
+    /// CPU not measured is ignored.
+    pub fn record(&mut self, cpu: usize, sample: TimerlatSample, at_ns: u64) {
+        let Some(tally) = self.cpus.iter_mut().find(|t| t.cpu == cpu) else {
+            return;
+        };
+        let stats = &mut tally.contexts[sample.context.index()];
+        let idx = stats.count;
+        stats.record_at(sample.latency_ns, idx, at_ns);
+        if restarted(sample.seqnum, tally.last_seqnum) {
+            tally.earlier_periods += span(tally.first_seqnum, tally.last_seqnum);
+            tally.first_seqnum = sample.seqnum;
+            tally.last_seqnum = sample.seqnum;
+        }
+        tally.first_seqnum = tally.first_seqnum.min(sample.seqnum);
+        tally.last_seqnum = tally.last_seqnum.max(sample.seqnum);
+    }
+
+    /// Whether any CPU has samples of `context`.
+    pub fn has(&self, context: Context) -> bool {
+        self.cpus.iter().any(|t| t.stats(context).count > 0)
+    }
+}
+
+/// A finished timerlat run as plain data.
+#[derive(Debug, Clone)]
+pub struct TimerlatReport {
+    pub period_us: u64,
+    /// Whether latencyd's own threads were the workload (the `user`
+    /// context measured).
+    pub user: bool,
+    /// How long it ran.
+    pub seconds: f64,
+    pub tally: Tally,
+    /// What happened on the way: settings changed and set back, another
+    /// program that started timerlat or osnoise beside it, lost events.
+    pub notes: Vec<String>,
+}
+
+impl TimerlatReport {
+    /// The contexts measured, in the kernel's order.
+    pub fn contexts(&self) -> Vec<Context> {
+        Context::ALL
+            .into_iter()
+            .filter(|&c| c != Context::User || self.user)
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn samples_are_filed_by_cpu_and_context() {
+        let mut tally = Tally::new(&[0, 2], 10, 5_000);
+        let sample = |seqnum, context, latency_ns| TimerlatSample {
+            seqnum,
+            context,
+            latency_ns,
+        };
+        tally.record(0, sample(1, Context::Irq, 1_500), 10);
+        tally.record(0, sample(1, Context::Thread, 7_200), 20);
+        tally.record(2, sample(4, Context::Irq, 900), 30);
+        tally.record(1, sample(9, Context::Irq, 900), 40);
+        let cpu0 = &tally.cpus[0];
+        assert_eq!(cpu0.stats(Context::Irq).count, 1);
+        assert_eq!(cpu0.stats(Context::Thread).max_ns, 7_200);
+        assert_eq!(cpu0.stats(Context::Thread).spikes, 1);
+        assert_eq!(cpu0.stats(Context::Thread).linear().unwrap().bins()[7], 1);
+        assert_eq!(cpu0.periods(), 1);
+        assert_eq!(cpu0.stats(Context::Thread).max_at_ns(), Some(20));
+        assert_eq!(tally.cpus[1].periods(), 1, "period 4 alone");
+        tally.record(2, sample(7, Context::Irq, 900), 50);
+        assert_eq!(tally.cpus[1].periods(), 4, "periods 4 to 7");
+        // The threads started again: the kernel counts from 1 again.
+        tally.record(2, sample(1, Context::Irq, 900), 60);
+        tally.record(2, sample(2, Context::Irq, 900), 70);
+        assert_eq!(tally.cpus[1].periods(), 6, "4 to 7, then 1 to 2");
+        assert!(!tally.has(Context::User));
+    }
+}

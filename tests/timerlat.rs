@@ -1,0 +1,257 @@
+//! `latencyd measure --timerlat` on this machine's kernel: bad settings
+//! refused by name, and a kernel or a user without the tracer told why,
+//! before any sampler starts. The tracer itself runs in the kernel
+//! matrix's PREEMPT_RT guests (`scripts/kernel-matrix`), where the split
+//! of a spinner's delay, the counts and the return-to-user context are
+//! checked; here, where the kernel has it, one short run is checked too.
+
+mod common;
+
+use common::*;
+
+fn kernel_has_timerlat() -> Option<bool> {
+    std::fs::read_to_string("/sys/kernel/tracing/available_tracers")
+        .ok()
+        .map(|t| t.split_whitespace().any(|name| name == "timerlat"))
+}
+
+#[test]
+fn bad_timerlat_settings_are_refused_by_name() {
+    for (args, says) in [
+        (["--timerlat-period", "50us"], "--timerlat-period"),
+        (["--timerlat-period", "1500ns"], "--timerlat-period"),
+        (["--timerlat-priority", "0"], "--timerlat-priority"),
+    ] {
+        let output = latencyd()
+            .args(["measure", "--timerlat", "-l", "5"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(2), "{args:?}");
+        let err = stderr_of(&output);
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn without_the_tracer_it_says_why_and_measures_nothing() {
+    let has = kernel_has_timerlat();
+    if has == Some(true) && privileged() {
+        let output = run_ok(
+            latencyd()
+                .args([
+                    "measure",
+                    "--timerlat",
+                    "-q",
+                    "-D",
+                    "2",
+                    "-h",
+                    "50",
+                    "--json",
+                    "-",
+                ])
+                .args(run_flags()),
+        );
+        let doc: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+        let cpus = doc["latencyd"]["timerlat"]["cpus"].as_object().unwrap();
+        assert!(
+            cpus.values().all(|c| c["irq"]["count"].as_u64() > Some(0)),
+            "{doc}"
+        );
+        report_skip(
+            "without_the_tracer_it_says_why_and_measures_nothing",
+            "this kernel has timerlat: one run was checked instead of the refusal",
+        );
+        return;
+    }
+    let output = latencyd()
+        .args(["measure", "--timerlat", "-q", "-l", "100"])
+        .args(run_flags())
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1), "{}", stderr_of(&output));
+    let err = stderr_of(&output);
+    let why = if has == Some(false) {
+        "no timerlat tracer"
+    } else {
+        // No tracefs, or no permission to it.
+        "tracefs"
+    };
+    assert!(err.contains("--timerlat:") && err.contains(why), "{err}");
+    assert!(!stdout_of(&output).contains("T: 0"), "no sampler ran");
+}
+
+/// Serves `text` as a `/metrics` answer to every request, on loopback.
+fn serve_metrics(text: String) -> std::net::SocketAddr {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut request = [0u8; 4096];
+            let _ = stream.read(&mut request);
+            let head = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\n\
+                 Content-Length: {}\r\nConnection: close\r\n\r\n",
+                text.len()
+            );
+            let _ = stream.write_all(head.as_bytes());
+            let _ = stream.write_all(text.as_bytes());
+        }
+    });
+    addr
+}
+
+/// The host dashboard's timerlat panel and the timerlat alert, in a real
+/// Prometheus, on the `/metrics` a daemon with `[timerlat]` served in the
+/// kernel matrix's 6.12 PREEMPT_RT guest (captured with
+/// `scripts/kernel-matrix --capture`): this machine's kernel has no
+/// timerlat, so its daemon cannot serve these series.
+#[test]
+#[ignore = "full tier: Debian's prometheus"]
+fn the_timerlat_panel_and_alert_run_on_a_guests_metrics() {
+    use common::prometheus::Prometheus;
+    use std::time::Duration;
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let metrics =
+        std::fs::read_to_string(root.join("tests/data/kernels/6.12-rt-amd64/metrics")).unwrap();
+    assert!(metrics.contains("latencyd_timerlat_latency_seconds_bucket"));
+    let dir = tempfile::tempdir().unwrap();
+    let prometheus = Prometheus::start(dir.path(), "latencyd", serve_metrics(metrics));
+    wait_until(
+        "scrapes of the guest's metrics and every rule evaluated",
+        Duration::from_millis(250),
+        Duration::from_secs(60),
+        || {
+            let scraped = prometheus
+                .query("count_over_time(latencyd_timerlat_periods_total[1m])")
+                .first()
+                .and_then(|s| s["value"][1].as_str()?.parse::<f64>().ok())
+                .is_some_and(|n| n >= 5.0);
+            let rules = prometheus.api("/api/v1/rules");
+            scraped
+                && rules["data"]["groups"].as_array().is_some_and(|groups| {
+                    (groups.iter())
+                        .flat_map(|g| g["rules"].as_array().unwrap())
+                        .all(|r| r["health"] == "ok")
+                })
+        },
+    );
+    let text = std::fs::read_to_string(root.join("grafana/dashboards/latencyd-host.json")).unwrap();
+    let dashboard: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let mut checked = 0;
+    for panel in dashboard["panels"].as_array().unwrap() {
+        for target in panel["targets"].as_array().into_iter().flatten() {
+            let expr = target["expr"].as_str().unwrap_or_default();
+            if !panel["title"]
+                .as_str()
+                .unwrap_or_default()
+                .starts_with("timerlat")
+            {
+                continue;
+            }
+            let expr = expr.replace("$__interval", "5s").replace("$instance", ".*");
+            let series = prometheus.query(&expr);
+            assert!(!series.is_empty(), "{expr} returns nothing");
+            if expr.contains("latencyd_timerlat_") {
+                let mut contexts: Vec<&str> = (series.iter())
+                    .filter_map(|s| s["metric"]["context"].as_str())
+                    .collect();
+                contexts.sort_unstable();
+                assert_eq!(contexts, ["irq", "thread", "user"], "{series:?}");
+            }
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 2, "the panel's two queries");
+    let rules = prometheus.api("/api/v1/rules");
+    let alert = (rules["data"]["groups"].as_array().unwrap().iter())
+        .flat_map(|g| g["rules"].as_array().unwrap())
+        .find(|r| r["name"] == "LatencydTimerlatLatencyHigh")
+        .unwrap();
+    assert_eq!(alert["health"], "ok", "{alert}");
+}
+
+/// A stand-in for tracefs whose `timerlat_fd` of CPU 0 is a FIFO that a
+/// thread here feeds one byte every 10 ms, as the kernel's file returns
+/// once a period; the thread stops when `stop` is set.
+fn fake_timerlat_fd(
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> (tempfile::TempDir, std::thread::JoinHandle<()>) {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let cpu0 = dir.path().join("osnoise/per_cpu/cpu0");
+    std::fs::create_dir_all(&cpu0).unwrap();
+    let fifo = cpu0.join("timerlat_fd");
+    latencyd::rt::sys::make_fifo(&fifo).unwrap();
+    let feeder = std::thread::spawn(move || {
+        // Blocks until the workload opens its end.
+        let mut writer = std::fs::OpenOptions::new().write(true).open(&fifo).unwrap();
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            if writer.write_all(b"x").is_err() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    });
+    (dir, feeder)
+}
+
+/// The kernel ends a user-space timerlat workload with SIGKILL when
+/// another program writes osnoise/cpus or osnoise/options: latencyd's
+/// threads live in a child process, so the kill ends the child, which
+/// latencyd notices and explains, and never latencyd itself. A stop asked
+/// for ends the child cleanly.
+#[test]
+fn the_workload_process_takes_the_kernels_kill_and_stops_when_asked() {
+    use latencyd::instruments::workload::Workload;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let bin = std::path::Path::new(env!("CARGO_BIN_EXE_latencyd"));
+    let missing = tempfile::tempdir().unwrap();
+    let err = Workload::start(bin, missing.path(), &[0], 1).err().unwrap();
+    assert!(
+        err.contains("cannot open") && err.contains("timerlat_fd"),
+        "{err}"
+    );
+    if !privileged() {
+        report_skip(
+            "the_workload_process_takes_the_kernels_kill_and_stops_when_asked",
+            "SCHED_FIFO needs root: only the missing-file refusal was checked",
+        );
+        return;
+    }
+    for kill in [true, false] {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (dir, feeder) = fake_timerlat_fd(Arc::clone(&stop));
+        let mut workload = Workload::start(bin, dir.path(), &[0], 1).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        assert_eq!(workload.ended(), None, "it runs");
+        if kill {
+            // What the kernel does to the workload's threads.
+            // SAFETY: kill with the child's pid and a valid signal.
+            unsafe { libc::kill(workload.pid() as i32, libc::SIGKILL) };
+            wait_until(
+                "the child to be seen gone",
+                std::time::Duration::from_millis(20),
+                std::time::Duration::from_secs(5),
+                || {
+                    workload.ended().is_some_and(|why| {
+                        assert!(
+                            why.contains("SIGKILL") && why.contains("osnoise/cpus"),
+                            "{why}"
+                        );
+                        true
+                    })
+                },
+            );
+            assert_eq!(workload.ended(), None, "said once");
+        } else {
+            assert_eq!(workload.stop(), None, "a clean stop when asked");
+        }
+        stop.store(true, Ordering::Relaxed);
+        drop(workload);
+        feeder.join().unwrap();
+    }
+}
