@@ -108,10 +108,58 @@ fn state(per_cpu_histograms: bool) -> MonitorState {
         pm_qos_held_us: Some(0),
         fingerprint: common::synthetic_fingerprint(NOW_UNIX_NS - 900 * S),
         observe: observed(&config),
+        timerlat: timerlat_measured(&config),
         load: latencyd::daemon::state::LoadState::new(&config),
         gaps: Default::default(),
         config,
     }
+}
+
+/// The kernel's timerlat on CPUs 0 and 2, with latencyd's threads, and
+/// rtla's timerlat beside it: CPU 0's thread context 30 µs once.
+fn timerlat_measured(config: &Config) -> latencyd::daemon::state::TimerlatState {
+    use latencyd::instruments::event::{Context, TimerlatSample};
+    use latencyd::instruments::source::Status;
+    use latencyd::instruments::tally::Tally;
+    let status = Status {
+        enabled: true,
+        available: true,
+        cpus: vec![0, 2],
+        period_us: 1000,
+        user_threads: true,
+        instance: Some("latencyd-timerlat-42".to_string()),
+        neighbours: vec![("timerlat_hist".to_string(), "timerlat".to_string())],
+        disturbances: 1,
+        changed: vec!["osnoise/cpus: 0-3 -> 0,2".to_string()],
+        ..Status::default()
+    };
+    let mut state = latencyd::daemon::state::TimerlatState::new(
+        std::sync::Arc::new(std::sync::Mutex::new(status)),
+        config,
+    );
+    let mut tally = Tally::new(&[0, 2], 0, config.measure.spike_threshold_ns);
+    for seqnum in 1..=20u32 {
+        let at = NOW_NS - 1_000_000 + u64::from(seqnum) * 1000;
+        for (cpu, context, ns) in [
+            (0, Context::Irq, 1_500),
+            (0, Context::Thread, if seqnum == 7 { 30_000 } else { 4_000 }),
+            (0, Context::User, 5_000),
+            (2, Context::Irq, 900),
+            (2, Context::Thread, 3_000),
+        ] {
+            tally.record(
+                cpu,
+                TimerlatSample {
+                    seqnum,
+                    context,
+                    latency_ns: ns,
+                },
+                at,
+            );
+        }
+    }
+    state.absorb(&tally);
+    state
 }
 
 /// The observer on CPU 3 (outside the cpuset): an IRQ, a kworker and a
@@ -1465,6 +1513,7 @@ async fn every_route_answers_as_the_openapi_document_says() {
         ("/api/v1/latency/{cpu}", "/api/v1/latency/x", &app),
         ("/api/v1/latency/{cpu}", "/api/v1/latency/3", &app),
         ("/api/v1/spikes", "/api/v1/spikes", &app),
+        ("/api/v1/timerlat", "/api/v1/timerlat", &app),
         (
             "/api/v1/spikes/{id}",
             &format!("/api/v1/spikes/{SPIKE_ID}"),

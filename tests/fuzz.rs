@@ -159,6 +159,7 @@ fn router() -> axum::Router {
         pm_qos_held_us: None,
         fingerprint: common::synthetic_fingerprint(0),
         observe: latencyd::daemon::state::ObserveState::off(&config),
+        timerlat: latencyd::daemon::state::TimerlatState::off(&config),
         load: latencyd::daemon::state::LoadState::new(&config),
         gaps: Default::default(),
         config,

@@ -55,6 +55,7 @@ pub fn state(
     MonitorState {
         host,
         observe: ObserveState::off(&config),
+        timerlat: latencyd::daemon::state::TimerlatState::off(&config),
         load: LoadState::new(&config),
         gaps: Default::default(),
         started_ns: now_ns,

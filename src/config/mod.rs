@@ -17,6 +17,7 @@ mod measure;
 mod observe;
 mod realtime;
 mod record;
+mod timerlat;
 mod values;
 
 use std::collections::BTreeMap;
@@ -34,6 +35,7 @@ pub use measure::MeasureConfig;
 pub use observe::{ObserveConfig, ObserveCpus};
 pub use realtime::RealtimeConfig;
 pub use record::{RecordConfig, Switch as RecordSwitch};
+pub use timerlat::{TimerlatConfig, TimerlatCpus};
 use values::*;
 pub(crate) use values::{
     SectionReader, as_bool, as_cpu_selection, as_duration_list_ns, as_duration_ns, as_integer,
@@ -89,6 +91,7 @@ pub struct Config {
     pub record: RecordConfig,
     pub host: HostConfig,
     pub observe: ObserveConfig,
+    pub timerlat: TimerlatConfig,
     pub load: LoadConfig,
     /// Each key's effective value (as TOML) and where it came from.
     pub effective: BTreeMap<String, Effective>,
@@ -108,7 +111,7 @@ pub struct Sources {
     pub flags: Vec<(&'static str, String, &'static str)>,
 }
 
-const SECTIONS: [&str; 9] = [
+const SECTIONS: [&str; 10] = [
     "measure",
     "realtime",
     "export",
@@ -117,6 +120,7 @@ const SECTIONS: [&str; 9] = [
     "record",
     "host",
     "observe",
+    "timerlat",
     "load",
 ];
 
@@ -240,6 +244,7 @@ impl Config {
         let record = RecordConfig::read(&mut reader("record")?.with(&mut effective))?;
         let host = HostConfig::read(&mut reader("host")?.with(&mut effective))?;
         let observe = ObserveConfig::read(&mut reader("observe")?.with(&mut effective))?;
+        let timerlat = TimerlatConfig::read(&mut reader("timerlat")?.with(&mut effective))?;
         let load = LoadConfig::read(&mut reader("load")?.with(&mut effective))?;
         Ok(Config {
             measure,
@@ -250,6 +255,7 @@ impl Config {
             record,
             host,
             observe,
+            timerlat,
             load,
             effective,
         })

@@ -56,7 +56,12 @@ fn defaults_need_no_file() {
             .values()
             .all(|e| e.source == "built-in default")
     );
-    assert_eq!(config.effective.len(), 47, "every key is listed");
+    assert_eq!(config.effective.len(), 53, "every key is listed");
+    assert!(!config.timerlat.enabled);
+    assert_eq!(
+        (config.timerlat.period_us, config.timerlat.priority),
+        (1000, 95)
+    );
     assert_eq!(config.measure.stall_threshold_ns, 2 * NS_PER_SEC, "auto");
     assert!(config.measure.stall_threshold_auto);
     assert_eq!(config.record.enabled, super::record::Switch::Auto);
@@ -461,5 +466,17 @@ fn a_bare_port_listens_on_every_address() {
             err.contains(&format!("'{bad}'")) && err.contains("\":9479\""),
             "{err}"
         );
+    }
+}
+
+#[test]
+fn timerlat_settings_outside_the_kernels_bounds_are_refused_by_key() {
+    for (toml, says) in [
+        ("[timerlat]\nperiod = \"50us\"\n", "timerlat.period"),
+        ("[timerlat]\npriority = 0\n", "timerlat.priority"),
+        ("[timerlat]\ncpus = \"x\"\n", "timerlat.cpus"),
+    ] {
+        let err = load(Some(toml), &[], &[]).0.unwrap_err().to_string();
+        assert!(err.contains(says), "{toml}: {err}");
     }
 }

@@ -68,6 +68,8 @@ pub(super) struct Collector {
     pub(super) record: Option<(Accumulator, Keeper)>,
     /// The scheduled load windows, when `[load]` names a profile.
     pub(super) load: Option<LoadWindows>,
+    /// The kernel's timerlat (`[timerlat]`), whose intervals join the state.
+    pub(super) timerlat: crate::instruments::source::Source,
     /// The host's CPUs as sysfs and the cpuset say, read once a second.
     cpus: CpuWatch,
     /// Stalls and offline stretches going on.
@@ -90,6 +92,7 @@ impl Collector {
             observer,
             record,
             load: None,
+            timerlat: crate::instruments::source::Source::disabled(),
             cpus,
             gaps: GapWatch::default(),
             unix_ns,
@@ -142,6 +145,9 @@ impl Collector {
                 recorder.file(crate::observe::spike::capture(key, spike, now));
             }
         });
+        for interval in self.timerlat.drain() {
+            lock(state).timerlat.absorb(&interval);
+        }
         if let Some((accumulator, keeper)) = &mut self.record {
             // Filed under the host's facts in force as the interval ended,
             // not as the tick after it finds them (up to a period later).

@@ -21,6 +21,7 @@
 //! - `cpu_watch`: the sampled CPUs reconciled with sysfs once a second.
 //! - `gaps`: stalls and offline stretches, said, counted, recorded.
 //! - `observe`: starting the observer of CPUs without a sampler.
+//! - `timerlat`: starting the kernel's timerlat beside the samplers.
 //! - `load`: the scheduled load windows (`[load]`).
 //! - `reload`: SIGHUP; `check`: what a configuration passes before use.
 //! - `state`, `render`, `http`: what is known, how it is shown, how it is
@@ -42,6 +43,7 @@ mod parts;
 mod reload;
 mod shutdown;
 mod startup;
+mod timerlat;
 
 pub mod http;
 pub mod render;

@@ -15,6 +15,7 @@ use super::http::server;
 use super::http::webconfig::Security;
 use super::state::{
     CpuView, HostTrack, LoadState, MonitorState, ObserveState, ReloadRecord, SamplerView,
+    TimerlatState,
 };
 use crate::config::Config;
 use crate::cpulist::format_cpu_list;
@@ -169,6 +170,7 @@ pub(super) struct First<'a> {
     pub listen: Vec<SocketAddr>,
     pub recorder: &'a Recorder,
     pub observer: &'a Observer,
+    pub timerlat: &'a crate::instruments::source::Source,
     pub record: Option<&'a Keeper>,
     pub fingerprint: HostTrack,
 }
@@ -210,6 +212,7 @@ impl First<'_> {
                 .record
                 .map_or_else(|| Keeper::disabled().status(), Keeper::status),
             observe: ObserveState::new(self.observer.status(), &config),
+            timerlat: TimerlatState::new(self.timerlat.status(), &config),
             load: LoadState::new(&config),
             gaps: Default::default(),
             host,

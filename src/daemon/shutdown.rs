@@ -41,10 +41,19 @@ pub(super) async fn stop(
     let stopped_recorder = tokio::task::spawn_blocking(move || recorder.stop());
     let mut observer = collector.take_observer();
     let stopped_observer = tokio::task::spawn_blocking(move || observer.stop());
+    // Stopping timerlat joins its threads and sets osnoise/ back.
+    let mut timerlat = std::mem::replace(
+        &mut collector.timerlat,
+        crate::instruments::source::Source::disabled(),
+    );
+    let stopped_timerlat = tokio::task::spawn_blocking(move || timerlat.stop());
     collector.close_gaps();
     join_samplers(engine, collector.record.take(), state, interval_ns).await;
     if stopped_recorder.await.is_err() {
         error!("the forensics thread could not be stopped cleanly");
+    }
+    if stopped_timerlat.await.is_err() {
+        error!("the timerlat thread could not be stopped cleanly");
     }
     if !matches!(stopped_observer.await, Ok(true)) {
         error!("the observer thread could not be stopped cleanly");

@@ -132,6 +132,7 @@ async fn serve(
     // where the exporter does.
     let recorder = parts::start_forensics(&config, &engine);
     let observer = super::observe::start(&config, &host, &cpus);
+    let timerlat = super::timerlat::start(&config, &cpus);
     let record = parts::start_record(&config, &host);
     let record_dir = record.as_ref().map(|_| config.record.dir.clone());
     let first_facts = host_watch::FirstRead::take(&cpus, record_dir).await;
@@ -143,6 +144,7 @@ async fn serve(
         listen,
         recorder: &recorder,
         observer: &observer,
+        timerlat: &timerlat,
         record: record.as_ref().map(|(_, keeper)| keeper),
         fingerprint: first_facts.track(),
     };
@@ -176,6 +178,7 @@ async fn serve(
         let mut collector =
             super::collector::Collector::new(recorder, observer, record, cpu_watch, unix_now_ns);
         collector.load = super::load::LoadWindows::new(&s.config, &s.host);
+        collector.timerlat = timerlat;
         collector
     };
     let reload = super::reload::Reload {

@@ -300,6 +300,14 @@ pub(super) async fn observe(State(app): State<AppState>) -> Response {
     axum::Json(body).into_response()
 }
 
+/// What the kernel's timerlat measured. Encoded after the lock is
+/// released.
+pub(super) async fn timerlat(State(app): State<AppState>) -> Response {
+    let now = app.now_ns();
+    let body = render::timerlat::timerlat_json(&app.lock(), now);
+    axum::Json(body).into_response()
+}
+
 /// Recent spike captures, newest first, with their verdicts.
 pub(super) async fn spikes(State(app): State<AppState>) -> axum::Json<json::SpikesBody> {
     let journal = Arc::clone(&app.lock().forensics);

@@ -174,6 +174,7 @@ pub const ROUTES: &[&str] = &[
     "/api/v1/status",
     "/api/v1/host",
     "/api/v1/observe",
+    "/api/v1/timerlat",
     "/api/v1/latency",
     "/api/v1/latency/{cpu}",
     "/api/v1/spikes",
@@ -200,6 +201,7 @@ pub fn router(app: AppState) -> Router {
         .route("/api/v1/status", get(status))
         .route("/api/v1/host", get(host))
         .route("/api/v1/observe", get(observe))
+        .route("/api/v1/timerlat", get(timerlat))
         .route("/api/v1/latency", get(latency_all))
         .route("/api/v1/latency/{cpu}", get(latency_one))
         .route("/api/v1/spikes", get(spikes))

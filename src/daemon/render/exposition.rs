@@ -21,6 +21,7 @@ use super::metrics::{self, Clocks, LATENCY_HISTOGRAM, Now};
 use super::observe::TASK_HISTOGRAM;
 use super::proto::{histogram, label};
 use super::series::{self, Key, Natives, SeriesCopy};
+use super::timerlat::TIMERLAT_HISTOGRAM;
 use super::{openmetrics, protobuf};
 use crate::daemon::state::{self, MonitorState, NativeCounts};
 
@@ -147,22 +148,31 @@ fn family(name: &str, metrics: Vec<Metric>) -> Option<MetricFamily> {
 /// The protobuf exposition: native buckets and exemplars.
 pub fn protobuf(others: &Registry, state: &Mutex<MonitorState>, clocks: Clocks) -> Vec<u8> {
     let now = clocks.read();
-    let mut families = all_families(others, state, now, &[LATENCY_HISTOGRAM, TASK_HISTOGRAM]);
-    let (latency, tasks, examples) = {
+    let mut families = all_families(
+        others,
+        state,
+        now,
+        &[LATENCY_HISTOGRAM, TASK_HISTOGRAM, TIMERLAT_HISTOGRAM],
+    );
+    let (latency, tasks, timerlat, examples) = {
         let s = state::lock(state);
         (
             series::latency_series(&s),
             series::task_series(&s),
+            super::timerlat::timerlat_series(&s),
             exemplars_of(&s, now),
         )
     };
     let (histograms, latency_natives) = built(latency);
     let (task_histograms, task_natives) = built(tasks);
+    let (timerlat_histograms, timerlat_natives) = built(timerlat);
     families.extend(family(LATENCY_HISTOGRAM, histograms));
     families.extend(family(TASK_HISTOGRAM, task_histograms));
+    families.extend(family(TIMERLAT_HISTOGRAM, timerlat_histograms));
     let natives = [
         (LATENCY_HISTOGRAM, latency_natives),
         (TASK_HISTOGRAM, task_natives),
+        (TIMERLAT_HISTOGRAM, timerlat_natives),
     ]
     .into_iter()
     .collect();

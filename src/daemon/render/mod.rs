@@ -42,6 +42,7 @@ pub mod spikes;
 pub mod status;
 mod status_line;
 mod style;
+pub mod timerlat;
 mod wire;
 
 pub use status_line::status_line;

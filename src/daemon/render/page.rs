@@ -54,6 +54,8 @@ pub struct Snapshot {
     /// What the observer says of the CPUs it watches, one line each (or
     /// why it does not run), as text.
     pub observed: Vec<String>,
+    /// The kernel's timerlat on the measured CPUs (`[timerlat]`).
+    pub timerlat: Vec<String>,
     pub interval_ns: u64,
     pub max_window_ns: u64,
     /// The span the plot covers: `None` for the lifetime.
@@ -123,6 +125,7 @@ impl Snapshot {
             non_rt_reasons: s.non_rt_reasons.clone(),
             unmeasured: s.unmeasured.clone(),
             observed: super::observe::page_lines(s, now_ns),
+            timerlat: super::timerlat::page_lines(s, now_ns),
             interval_ns: s.config.measure.interval_ns,
             max_window_ns: s.config.export.max_window_ns,
             forensics_enabled: s.config.forensics.enabled,
@@ -315,6 +318,7 @@ pub fn render_page(snap: &Snapshot, plot_svg: Result<&str, &str>) -> String {
     render_head(&mut html, snap);
     render_cpus(&mut html, snap);
     render_unmeasured(&mut html, snap);
+    render_timerlat(&mut html, snap);
     render_gaps(&mut html, &snap.gaps);
     render_spikes(&mut html, snap);
     render_record(&mut html, &snap.record);
@@ -344,6 +348,19 @@ pub fn render_page(snap: &Snapshot, plot_svg: Result<&str, &str>) -> String {
         env!("CARGO_PKG_VERSION")
     );
     html
+}
+
+/// What the kernel's timerlat saw on the measured CPUs, or why it does
+/// not run.
+fn render_timerlat(html: &mut String, snap: &Snapshot) {
+    if snap.timerlat.is_empty() {
+        return;
+    }
+    let _ = writeln!(html, "<ul id=\"timerlat\" class=\"sub\">");
+    for line in &snap.timerlat {
+        let _ = writeln!(html, "<li>{}</li>", escape(line));
+    }
+    html.push_str("</ul>\n");
 }
 
 /// Online CPUs without a sampler, grouped by reason, so that a CPU left

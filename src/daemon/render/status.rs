@@ -34,6 +34,8 @@ pub struct StatusBody {
     record: RecordBody,
     /// The scheduled load windows (`[load]`).
     load: super::load::LoadBody,
+    /// The kernel's timerlat (`[timerlat]`; `/api/v1/timerlat` has it all).
+    timerlat: TimerlatBody,
     /// The identifier of the host's facts (`/api/v1/host` has them all).
     fingerprint: String,
     /// Every online CPU's package, core, node and SMT siblings.
@@ -47,6 +49,33 @@ fn join_addrs(addrs: &[std::net::SocketAddr]) -> String {
         .map(std::net::SocketAddr::to_string)
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// Whether timerlat runs, why not, and who shares it.
+#[derive(Serialize)]
+pub struct TimerlatBody {
+    enabled: bool,
+    available: bool,
+    reason: Option<String>,
+    /// Others running timerlat or osnoise now, by name:
+    /// "instance timerlat_hist (timerlat)".
+    neighbours: Vec<String>,
+}
+
+impl TimerlatBody {
+    fn of(s: &MonitorState) -> TimerlatBody {
+        let status = s.timerlat.status();
+        TimerlatBody {
+            enabled: status.enabled,
+            available: status.available,
+            reason: status.reason,
+            neighbours: (status.neighbours.iter())
+                .map(|user| {
+                    crate::instruments::timerlat::describe_users(std::slice::from_ref(user))
+                })
+                .collect(),
+        }
+    }
 }
 
 /// Whether the on-disk record is written, where, and how it goes.
@@ -303,6 +332,7 @@ pub fn status(s: &MonitorState, clock: super::clock::Now) -> StatusBody {
         forensics: ForensicsBody::of(s),
         record: RecordBody::of(s),
         load: super::load::LoadBody::of(s),
+        timerlat: TimerlatBody::of(s),
         fingerprint: s.fingerprint.id.clone(),
         topology: super::host::topology(&s.fingerprint.topology),
         samplers: s

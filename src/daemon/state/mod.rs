@@ -13,6 +13,7 @@ mod host;
 mod load;
 pub mod native;
 mod observe;
+mod timerlat;
 mod window_histogram;
 mod window_max;
 
@@ -22,6 +23,7 @@ pub use host::{ChangeSeen, HostChange, HostTrack, MAX_HISTORY};
 pub use load::LoadState;
 pub use native::NativeCounts;
 pub use observe::{ObserveState, ObservedCpu, TaskView};
+pub use timerlat::{ContextView, TimerlatState};
 pub use window_histogram::{MAX_HISTOGRAM_SLOTS, WindowHistogram};
 pub use window_max::WindowMax;
 
@@ -176,6 +178,8 @@ pub struct MonitorState {
     pub fingerprint: HostTrack,
     /// What the observer found on the CPUs it watches (`[observe]`).
     pub observe: ObserveState,
+    /// What the kernel's timerlat measured (`[timerlat]`).
+    pub timerlat: TimerlatState,
     /// The scheduled load windows (`[load]`).
     pub load: LoadState,
     /// The latest stretches without samples: stalls and offline CPUs.

@@ -1,0 +1,109 @@
+//! `[timerlat]`: the kernel's timerlat tracer beside the samplers (off by
+//! default): each wake-up of each measured CPU split into the timer's
+//! IRQ, the woken thread and its return to user space.
+
+use super::{
+    ConfigError, SectionReader, as_bool, as_duration_ns, as_integer, as_ring_buffer_kb, as_string,
+    quoted,
+};
+use crate::cpulist::{format_cpu_list, parse_cpu_list};
+use crate::units::{NS_PER_SEC, NS_PER_US, format_duration_ns};
+
+/// Which CPUs timerlat runs on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TimerlatCpus {
+    /// The CPUs that have a sampler.
+    Measured,
+    List(Vec<usize>),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TimerlatConfig {
+    pub enabled: bool,
+    pub cpus: TimerlatCpus,
+    pub period_us: u64,
+    pub priority: i32,
+    pub user_threads: bool,
+    pub buffer_size_kb: u64,
+}
+
+impl TimerlatConfig {
+    pub(super) fn read(r: &mut SectionReader<'_>) -> Result<TimerlatConfig, ConfigError> {
+        r.only(&[
+            "enabled",
+            "cpus",
+            "period",
+            "priority",
+            "user_threads",
+            "buffer_size_kb",
+        ])?;
+        let enabled = r.read("enabled", || false, as_bool, |b| b.to_string())?;
+        let cpus = r.read(
+            "cpus",
+            || TimerlatCpus::Measured,
+            |v| {
+                let text = as_string(v)?;
+                match text.trim() {
+                    "measured" => Ok(TimerlatCpus::Measured),
+                    list => parse_cpu_list(list)
+                        .map(TimerlatCpus::List)
+                        .map_err(|e| format!("{e} (or write \"measured\")")),
+                }
+            },
+            |cpus| match cpus {
+                TimerlatCpus::Measured => quoted("measured"),
+                TimerlatCpus::List(list) => quoted(&format_cpu_list(list)),
+            },
+        )?;
+        let period_us = r.read(
+            "period",
+            || 1000,
+            |v| {
+                let ns = as_duration_ns(v)?;
+                if !(100 * NS_PER_US..=NS_PER_SEC).contains(&ns) || ns % NS_PER_US != 0 {
+                    return Err(
+                        "must be whole microseconds from 100us to 1s (the kernel's bounds)"
+                            .to_string(),
+                    );
+                }
+                Ok(ns / NS_PER_US)
+            },
+            |us| quoted(&format_duration_ns(us * NS_PER_US)),
+        )?;
+        let priority = r.read(
+            "priority",
+            || 95,
+            |v| {
+                let n = as_integer(v)?;
+                if !(1..=99).contains(&n) {
+                    return Err("must be a SCHED_FIFO priority, 1 to 99".to_string());
+                }
+                Ok(n as i32)
+            },
+            |n| n.to_string(),
+        )?;
+        let user_threads = r.read("user_threads", || true, as_bool, |b| b.to_string())?;
+        let buffer_size_kb = r.read(
+            "buffer_size_kb",
+            || 1024,
+            as_ring_buffer_kb,
+            |n| n.to_string(),
+        )?;
+        Ok(TimerlatConfig {
+            enabled,
+            cpus,
+            period_us,
+            priority,
+            user_threads,
+            buffer_size_kb,
+        })
+    }
+
+    /// The CPUs to run timerlat on, given the CPUs that have a sampler.
+    pub fn cpu_list(&self, measured: &[usize]) -> Vec<usize> {
+        match &self.cpus {
+            TimerlatCpus::Measured => measured.to_vec(),
+            TimerlatCpus::List(cpus) => cpus.clone(),
+        }
+    }
+}

@@ -1,0 +1,160 @@
+//! `TimerlatState`: what the kernel's timerlat measured (`[timerlat]`),
+//! as the collector took it in — per CPU and context (`irq`, `thread`,
+//! `user`) the lifetime statistics, the window maximum by sample time, the
+//! Prometheus buckets and the native ones, exactly as for a sampler's CPU.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use super::{BucketCounts, NativeCounts, WindowMax};
+use crate::config::Config;
+use crate::instruments::event::Context;
+use crate::instruments::source::{Source, Status};
+use crate::instruments::tally::{Tally, restarted, span};
+use crate::stats::LatencyStats;
+
+/// One CPU's one context.
+#[derive(Debug, Clone)]
+pub struct ContextView {
+    pub lifetime: LatencyStats,
+    pub window: WindowMax,
+    pub buckets: BucketCounts,
+    pub native: NativeCounts,
+}
+
+#[derive(Debug, Clone)]
+pub struct TimerlatState {
+    /// The source's own status (locked on its own, briefly).
+    pub status: Arc<Mutex<Status>>,
+    /// By (CPU, context).
+    pub series: BTreeMap<(usize, Context), ContextView>,
+    /// By CPU: the first and last period numbers of the kernel's current
+    /// run, and the periods of earlier runs (the kernel counts from 1
+    /// again when latencyd's threads start again).
+    pub seqnums: BTreeMap<usize, (u32, u32, u64)>,
+    window_ns: u64,
+    spike_threshold_ns: u64,
+    buckets_ns: Vec<u64>,
+}
+
+impl TimerlatState {
+    /// `timerlat.enabled = false`, as the status says.
+    pub fn off(config: &Config) -> TimerlatState {
+        TimerlatState::new(Source::disabled().status(), config)
+    }
+
+    pub fn new(status: Arc<Mutex<Status>>, config: &Config) -> TimerlatState {
+        TimerlatState {
+            status,
+            series: BTreeMap::new(),
+            seqnums: BTreeMap::new(),
+            window_ns: config.export.max_window_ns,
+            spike_threshold_ns: config.measure.spike_threshold_ns,
+            buckets_ns: config.export.buckets_ns.clone(),
+        }
+    }
+
+    /// The periods the kernel ran on `cpu` while latencyd read.
+    pub fn periods(&self, cpu: usize) -> u64 {
+        self.seqnums
+            .get(&cpu)
+            .map_or(0, |&(first, last, earlier)| earlier + span(first, last))
+    }
+
+    /// A copy of the source's status.
+    pub fn status(&self) -> Status {
+        self.status
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Takes in one interval from the source.
+    pub fn absorb(&mut self, interval: &Tally) {
+        for cpu in &interval.cpus {
+            if cpu.periods() > 0 {
+                let (first, last, earlier) =
+                    self.seqnums.entry(cpu.cpu).or_insert((u32::MAX, 0, 0));
+                *earlier += cpu.earlier_periods;
+                if cpu.earlier_periods > 0 || restarted(cpu.first_seqnum, *last) {
+                    *earlier += span(*first, *last);
+                    (*first, *last) = (cpu.first_seqnum, cpu.last_seqnum);
+                }
+                *first = (*first).min(cpu.first_seqnum);
+                *last = (*last).max(cpu.last_seqnum);
+            }
+            for context in Context::ALL {
+                let stats = cpu.stats(context);
+                if stats.count == 0 {
+                    continue;
+                }
+                let view = self
+                    .series
+                    .entry((cpu.cpu, context))
+                    .or_insert_with(|| ContextView {
+                        lifetime: LatencyStats::new(self.spike_threshold_ns, None),
+                        window: WindowMax::new(self.window_ns),
+                        buckets: BucketCounts::new(&self.buckets_ns),
+                        native: NativeCounts::default(),
+                    });
+                // Same shape: both are plain HDR statistics.
+                let _ = view.lifetime.merge(stats);
+                if let Some(at) = stats.max_at_ns() {
+                    view.window.record(at, stats.max_ns);
+                }
+                view.buckets.add(stats);
+                view.native.add(stats);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::instruments::event::TimerlatSample;
+
+    #[test]
+    fn intervals_add_up_by_cpu_and_context() {
+        let config = Config::builtin();
+        let mut state = TimerlatState::off(&config);
+        for round in 1..=3u32 {
+            let mut interval = Tally::new(&[0, 1], 0, config.measure.spike_threshold_ns);
+            let sample = |context, latency_ns| TimerlatSample {
+                seqnum: round,
+                context,
+                latency_ns,
+            };
+            interval.record(
+                0,
+                sample(Context::Irq, 2_000 * u64::from(round)),
+                u64::from(round),
+            );
+            interval.record(0, sample(Context::Thread, 9_000), u64::from(round));
+            state.absorb(&interval);
+        }
+        let irq = &state.series[&(0, Context::Irq)];
+        assert_eq!((irq.lifetime.count, irq.lifetime.max_ns), (3, 6_000));
+        assert_eq!(irq.window.max(3), Some(6_000));
+        assert_eq!(state.series[&(0, Context::Thread)].lifetime.count, 3);
+        assert!(
+            !state.series.contains_key(&(1, Context::Irq)),
+            "no samples, no series"
+        );
+        assert_eq!(state.periods(0), 3);
+        // The threads started again: the kernel's periods count from 1.
+        let mut interval = Tally::new(&[0, 1], 0, config.measure.spike_threshold_ns);
+        for seqnum in 1..=2 {
+            let sample = TimerlatSample {
+                seqnum,
+                context: Context::Irq,
+                latency_ns: 1_000,
+            };
+            interval.record(0, sample, 10);
+        }
+        state.absorb(&interval);
+        assert_eq!(state.periods(0), 5);
+        assert_eq!(state.periods(1), 0);
+        assert!(!state.status().enabled);
+    }
+}
