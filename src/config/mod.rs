@@ -268,6 +268,7 @@ impl Config {
             .check_against(host, &self.realtime, &self.effective)?;
         self.export.check_against(host, &self.effective)?;
         self.observe.check_against(host, &self.effective)?;
+        self.timerlat.check_against(host, &self.effective)?;
         self.load.check_against(host, &self.effective)
     }
 

@@ -480,3 +480,29 @@ fn timerlat_settings_outside_the_kernels_bounds_are_refused_by_key() {
         assert!(err.contains(says), "{toml}: {err}");
     }
 }
+
+#[test]
+fn a_timerlat_cpu_that_is_not_online_is_refused_by_key() {
+    let (config, _file) = load(
+        Some("[timerlat]\nenabled = true\ncpus = \"1,3\"\n"),
+        &[],
+        &[],
+    );
+    let config = config.unwrap();
+    let host = crate::host::HostInfo {
+        usable_cpus: vec![0],
+        online_cpus: Some(vec![0, 1, 2]),
+        ..crate::host::HostInfo::detect()
+    };
+    let err = (config.timerlat)
+        .check_against(&host, &config.effective)
+        .unwrap_err();
+    assert_eq!(err.key, "timerlat.cpus");
+    assert!(err.reason.contains("CPU 3 is offline"), "{err}");
+    assert_eq!(config.timerlat.cpu_list(&[0]), vec![1, 3]);
+    let measured = super::TimerlatConfig {
+        cpus: super::TimerlatCpus::Measured,
+        ..config.timerlat
+    };
+    assert_eq!(measured.cpu_list(&[0, 2]), vec![0, 2]);
+}

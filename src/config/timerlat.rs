@@ -2,11 +2,14 @@
 //! default): each wake-up of each measured CPU split into the timer's
 //! IRQ, the woken thread and its return to user space.
 
+use std::collections::BTreeMap;
+
 use super::{
-    ConfigError, SectionReader, as_bool, as_duration_ns, as_integer, as_ring_buffer_kb, as_string,
-    quoted,
+    ConfigError, Effective, SectionReader, as_bool, as_duration_ns, as_integer, as_ring_buffer_kb,
+    as_string, key_error, quoted,
 };
 use crate::cpulist::{format_cpu_list, parse_cpu_list};
+use crate::host::HostInfo;
 use crate::units::{NS_PER_SEC, NS_PER_US, format_duration_ns};
 
 /// Which CPUs timerlat runs on.
@@ -97,6 +100,28 @@ impl TimerlatConfig {
             user_threads,
             buffer_size_kb,
         })
+    }
+
+    /// A listed CPU must be online.
+    pub(super) fn check_against(
+        &self,
+        host: &HostInfo,
+        effective: &BTreeMap<String, Effective>,
+    ) -> Result<(), ConfigError> {
+        let (TimerlatCpus::List(cpus), Some(online)) = (&self.cpus, &host.online_cpus) else {
+            return Ok(());
+        };
+        match cpus.iter().find(|cpu| !online.contains(cpu)) {
+            Some(bad) => Err(key_error(
+                effective,
+                "timerlat.cpus",
+                format!(
+                    "CPU {bad} is offline or absent; online CPUs are {}",
+                    format_cpu_list(online)
+                ),
+            )),
+            None => Ok(()),
+        }
     }
 
     /// The CPUs to run timerlat on, given the CPUs that have a sampler.

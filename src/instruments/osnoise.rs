@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 // One large read: the kernel answers `osnoise/cpus` with EINVAL when the
 // buffer is smaller than the list, and std's `read_to_string` starts with
 // a small one.
-use crate::observe::tracer::read as read_text;
+use crate::tracefs::read_text;
 
 /// The files latencyd reads and may write (`print_stack` and
 /// `timerlat_period_us` exist only where timerlat is built in).

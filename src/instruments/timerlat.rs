@@ -19,7 +19,6 @@
 
 use std::fs::{self, File};
 use std::io::{ErrorKind, Read};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -27,8 +26,7 @@ use super::event::{TimerlatLayout, TimerlatSample};
 use super::osnoise::{self, Guard};
 use super::workload::Workload;
 use crate::observe::ring::PageLayout;
-use crate::observe::tracer::read as read_text;
-use crate::tracefs::{self, Capability, Check, Instance, Role};
+use crate::tracefs::{self, Capability, Check, Instance, Role, read_text};
 
 /// How long after the kernel ended latencyd's timerlat threads they are
 /// started again (once nobody else runs timerlat or osnoise).
@@ -210,16 +208,7 @@ impl Session {
         // Readers after the tracer: the kernel refuses to change the tracer
         // of an instance whose buffers someone has open (EBUSY).
         let dir = instance.dir().to_path_buf();
-        let mut readers = Vec::new();
-        for &cpu in &spec.cpus {
-            let path = dir.join(format!("per_cpu/cpu{cpu}/trace_pipe_raw"));
-            let file = fs::OpenOptions::new()
-                .read(true)
-                .custom_flags(libc::O_NONBLOCK)
-                .open(&path)
-                .map_err(|err| format!("cannot open {}: {err}", path.display()))?;
-            readers.push((cpu, file));
-        }
+        let readers = tracefs::raw_readers(&dir, &spec.cpus)?;
         instance.write("tracing_on", "1")?;
         let mut session = Session {
             layout,
@@ -236,7 +225,7 @@ impl Session {
             user,
             notes,
         };
-        session.buf = vec![0u8; page_size(&dir)];
+        session.buf = vec![0u8; tracefs::page_size(&dir)];
         if user {
             session.workload = Some(Workload::start(
                 &spec.helper,
@@ -395,14 +384,6 @@ pub fn describe_users(users: &[(String, String)]) -> String {
         })
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-/// The size of one ring-buffer page of the instance in `dir`.
-fn page_size(dir: &Path) -> usize {
-    fs::read_to_string(dir.join("buffer_subbuf_size_kb"))
-        .ok()
-        .and_then(|kb| kb.trim().parse::<usize>().ok())
-        .map_or(4096, |kb| kb * 1024)
 }
 
 #[cfg(test)]

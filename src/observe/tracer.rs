@@ -7,11 +7,11 @@
 
 use std::fs::{self, File};
 use std::io::{ErrorKind, Read};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 use super::format::Decoder;
 use super::ring::PageLayout;
+use crate::tracefs::read_text as read;
 use crate::tracefs::{self, Capability, Check, Instance, Role};
 
 /// Events the accounting cannot do without.
@@ -71,31 +71,6 @@ pub struct Tracer {
 /// latencyd processes that died since are removed: 10 s.
 const SWEEP_CHECKS: u64 = 50;
 
-/// A tracefs text file. Read with one large buffer: `events/header_page`
-/// answers a small first read with its start and the next with nothing
-/// (std's `read_to_string` probes with 32 bytes when the size is 0).
-pub fn read(path: &Path) -> Result<String, String> {
-    let fail = |err: std::io::Error| format!("cannot read {}: {err}", path.display());
-    let mut file = File::open(path).map_err(fail)?;
-    let mut bytes = vec![0u8; 64 * 1024];
-    let mut len = 0;
-    loop {
-        match file.read(&mut bytes[len..]) {
-            Ok(0) => break,
-            Ok(n) => {
-                len += n;
-                if len == bytes.len() {
-                    bytes.resize(len * 2, 0);
-                }
-            }
-            Err(err) if err.kind() == ErrorKind::Interrupted => {}
-            Err(err) => return Err(fail(err)),
-        }
-    }
-    bytes.truncate(len);
-    String::from_utf8(bytes).map_err(|err| format!("{} is not text: {err}", path.display()))
-}
-
 impl Tracer {
     /// Sets the instance up under `tracefs` for `cpus` and starts it.
     pub fn open(tracefs_dir: &Path, buffer_size_kb: u64, cpus: &[usize]) -> Result<Tracer, String> {
@@ -136,20 +111,8 @@ impl Tracer {
             ..
         } = events;
         let layout = PageLayout::parse(&read(&root.join("events/header_page"))?)?;
-        let page_size = read(&dir.join("buffer_subbuf_size_kb"))
-            .ok()
-            .and_then(|kb| kb.trim().parse::<usize>().ok())
-            .map_or(4096, |kb| kb * 1024);
-        let mut readers = Vec::new();
-        for &cpu in cpus {
-            let path = dir.join(format!("per_cpu/cpu{cpu}/trace_pipe_raw"));
-            let file = fs::OpenOptions::new()
-                .read(true)
-                .custom_flags(libc::O_NONBLOCK)
-                .open(&path)
-                .map_err(|err| format!("cannot open {}: {err}", path.display()))?;
-            readers.push((cpu, file));
-        }
+        let page_size = tracefs::page_size(&dir);
+        let readers = tracefs::raw_readers(&dir, cpus)?;
         instance.write("tracing_on", "1")?;
         Ok(Tracer {
             stats_dir: dir.join("per_cpu"),

@@ -10,8 +10,9 @@
 
 pub mod instance;
 
-use std::fs;
-use std::io::ErrorKind;
+use std::fs::{self, File};
+use std::io::{ErrorKind, Read};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
@@ -97,6 +98,56 @@ pub fn tracer_users(root: &Path, tracers: &[&str], except: Option<&str>) -> Vec<
         }
     }
     users
+}
+
+/// A tracefs text file. Read with one large buffer: `events/header_page`
+/// answers a small first read with its start and the next with nothing
+/// (std's `read_to_string` probes with 32 bytes when the size is 0).
+pub fn read_text(path: &Path) -> Result<String, String> {
+    let fail = |err: std::io::Error| format!("cannot read {}: {err}", path.display());
+    let mut file = File::open(path).map_err(fail)?;
+    let mut bytes = vec![0u8; 64 * 1024];
+    let mut len = 0;
+    loop {
+        match file.read(&mut bytes[len..]) {
+            Ok(0) => break,
+            Ok(n) => {
+                len += n;
+                if len == bytes.len() {
+                    bytes.resize(len * 2, 0);
+                }
+            }
+            Err(err) if err.kind() == ErrorKind::Interrupted => {}
+            Err(err) => return Err(fail(err)),
+        }
+    }
+    bytes.truncate(len);
+    String::from_utf8(bytes).map_err(|err| format!("{} is not text: {err}", path.display()))
+}
+
+/// The size of one ring-buffer page of the instance in `dir` (4 KiB
+/// where the kernel does not say: before `buffer_subbuf_size_kb`).
+pub fn page_size(dir: &Path) -> usize {
+    read_text(&dir.join("buffer_subbuf_size_kb"))
+        .ok()
+        .and_then(|kb| kb.trim().parse::<usize>().ok())
+        .map_or(4096, |kb| kb * 1024)
+}
+
+/// Each of `cpus`' `per_cpu/cpuN/trace_pipe_raw` in the instance `dir`,
+/// opened non-blocking: binary pages, consumed as they are read.
+pub fn raw_readers(dir: &Path, cpus: &[usize]) -> Result<Vec<(usize, File)>, String> {
+    cpus.iter()
+        .map(|&cpu| {
+            let path = dir.join(format!("per_cpu/cpu{cpu}/trace_pipe_raw"));
+            fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_NONBLOCK)
+                .open(&path)
+                .map(|file| (cpu, file))
+                .map_err(|err| format!("cannot open {}: {err}", path.display()))
+        })
+        .collect()
 }
 
 /// `tracing_cpumask` for `cpus`: hexadecimal, 32 bits a group, groups

@@ -7,7 +7,7 @@ use prometheus::proto::Metric;
 use serde::Serialize;
 
 use super::families::Scrape;
-use super::proto::{counter, gauge, histogram, label};
+use super::proto::{availability, counter, gauge, histogram, label};
 use crate::daemon::state::{MonitorState, ObservedCpu};
 use crate::forensics::Capability;
 use crate::forensics::verdict::human;
@@ -117,10 +117,7 @@ pub fn cpu_interference_window_max_seconds(s: &Scrape) -> Vec<Metric> {
 /// Absent when the observer is off.
 pub fn observe_available(s: &Scrape) -> Vec<Metric> {
     let status = s.state.observe.status();
-    if !status.enabled {
-        return vec![];
-    }
-    vec![gauge(vec![], f64::from(u8::from(status.available)))]
+    availability(status.enabled, status.available)
 }
 
 /// Absent while the observer does not trace.

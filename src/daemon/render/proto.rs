@@ -25,6 +25,15 @@ pub fn gauge(labels: Vec<LabelPair>, value: f64) -> Metric {
     m
 }
 
+/// A part's `_available` gauge: 1 running, 0 enabled but unavailable,
+/// absent when disabled.
+pub fn availability(enabled: bool, available: bool) -> Vec<Metric> {
+    if !enabled {
+        return vec![];
+    }
+    vec![gauge(vec![], f64::from(u8::from(available)))]
+}
+
 pub fn counter(labels: Vec<LabelPair>, value: f64) -> Metric {
     let mut c = Counter::default();
     c.set_value(value);

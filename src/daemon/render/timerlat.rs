@@ -7,7 +7,7 @@ use prometheus::proto::Metric;
 use serde::Serialize;
 
 use super::families::Scrape;
-use super::proto::{counter, gauge, histogram, label};
+use super::proto::{availability, counter, gauge, histogram, label};
 use super::series::SeriesCopy;
 use crate::daemon::state::MonitorState;
 use crate::forensics::verdict::human;
@@ -89,10 +89,7 @@ pub fn timerlat_periods_total(s: &Scrape) -> Vec<Metric> {
 /// Absent when timerlat is off.
 pub fn timerlat_available(s: &Scrape) -> Vec<Metric> {
     let status = s.state.timerlat.status();
-    if !status.enabled {
-        return vec![];
-    }
-    vec![gauge(vec![], f64::from(u8::from(status.available)))]
+    availability(status.enabled, status.available)
 }
 
 /// One series per other user of timerlat or osnoise, while it runs.
