@@ -255,3 +255,106 @@ fn the_workload_process_takes_the_kernels_kill_and_stops_when_asked() {
         feeder.join().unwrap();
     }
 }
+
+/// `[timerlat]` on a kernel without the tracer (this machine's) or a user
+/// without tracefs: the daemon runs and measures as without it, says why
+/// at warn, and the API, the status and the availability gauge say so.
+#[test]
+fn the_daemon_runs_without_the_tracer_and_says_why() {
+    if kernel_has_timerlat() == Some(true) {
+        report_skip(
+            "the_daemon_runs_without_the_tracer_and_says_why",
+            "this kernel has timerlat; the kernel matrix checks the daemon's timerlat",
+        );
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = Daemon::start(latencyd().args(["run", "--config"]).arg(daemon_config(
+        dir.path(),
+        "",
+        "",
+        "[timerlat]\nenabled = true\n",
+    )));
+    let (code, body) = daemon.get("/api/v1/timerlat");
+    assert_eq!(code, 200);
+    let doc: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        (doc["enabled"].as_bool(), doc["available"].as_bool()),
+        (Some(true), Some(false))
+    );
+    let reason = doc["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("timerlat") || reason.contains("tracefs"),
+        "{reason}"
+    );
+    let (_, status) = daemon.get("/api/v1/status");
+    let status: serde_json::Value = serde_json::from_str(&status).unwrap();
+    assert_eq!(status["timerlat"]["reason"], doc["reason"], "{status}");
+    let (_, metrics) = daemon.get("/metrics");
+    assert_eq!(
+        metric_value(&metrics, "latencyd_timerlat_available"),
+        Some(0.0)
+    );
+    assert!(
+        !metrics.contains("latencyd_timerlat_latency_seconds"),
+        "no series without samples"
+    );
+    assert_eq!(
+        daemon.get("/healthz").0,
+        200,
+        "the samplers run as without it"
+    );
+    assert!(
+        daemon
+            .log_text()
+            .contains("timerlat is enabled but unavailable"),
+        "{}",
+        daemon.log_text()
+    );
+}
+
+#[test]
+fn hwlat_knobs_are_checked_and_a_kernel_without_it_is_told_why() {
+    for (args, says) in [
+        (
+            vec!["--hwlat-width", "1s", "--hwlat-window", "1s"],
+            "--hwlat-width",
+        ),
+        (vec!["--hwlat-threshold", "0"], "--hwlat-threshold"),
+        (vec!["--timerlat"], "--hwlat"),
+    ] {
+        let output = latencyd()
+            .args(["measure", "--hwlat", "-D", "1"])
+            .args(&args)
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(2), "{args:?}");
+        assert!(
+            stderr_of(&output).contains(says),
+            "{args:?}: {}",
+            stderr_of(&output)
+        );
+    }
+    let has = std::fs::read_to_string("/sys/kernel/tracing/available_tracers")
+        .ok()
+        .map(|t| t.split_whitespace().any(|name| name == "hwlat"));
+    if has == Some(true) {
+        report_skip(
+            "hwlat_knobs_are_checked_and_a_kernel_without_it_is_told_why",
+            "this kernel has hwlat: the kernel matrix runs it",
+        );
+        return;
+    }
+    let output = latencyd()
+        .args(["measure", "--hwlat", "-D", "1"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1), "{}", stderr_of(&output));
+    let err = stderr_of(&output);
+    let why = if has == Some(false) {
+        "no hwlat tracer"
+    } else {
+        "tracefs"
+    };
+    assert!(err.contains("--hwlat:") && err.contains(why), "{err}");
+}

@@ -270,6 +270,27 @@ pub struct MeasureArgs {
     #[arg(long = "timerlat-kernel-threads")]
     pub timerlat_kernel_threads: bool,
 
+    /// Measure hardware noise instead of wake-up latency, as rt-tests'
+    /// hwlatdetect does: the kernel's hwlat tracer spins the measured CPUs
+    /// (-a; in turn) with interrupts off for --hwlat-width of every
+    /// --hwlat-window and reports each gap over --hwlat-threshold, for -D
+    /// (or until Ctrl-C). The CPU it spins on does nothing else meanwhile.
+    /// Needs root or write access to tracefs and a kernel with the tracer.
+    #[arg(long)]
+    pub hwlat: bool,
+
+    /// --hwlat: report gaps over this (a bare number is microseconds).
+    #[arg(long = "hwlat-threshold", value_name = "TIME", default_value = "10us")]
+    pub hwlat_threshold: String,
+
+    /// --hwlat: spin this long in every window.
+    #[arg(long = "hwlat-width", value_name = "TIME", default_value = "500ms")]
+    pub hwlat_width: String,
+
+    /// --hwlat: the window.
+    #[arg(long = "hwlat-window", value_name = "TIME", default_value = "1s")]
+    pub hwlat_window: String,
+
     /// Also write every CPU's histogram of every --log-interval to FILE in
     /// HdrHistogram's interval log format (.hlog), as the daemon's record
     /// does; `latencyd report` and `latencyd plot` read it.

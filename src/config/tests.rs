@@ -7,7 +7,7 @@ use crate::units::{NS_PER_MS, NS_PER_SEC, NS_PER_US};
 
 /// Loads `toml` (if any) as a file, with `env` as the whole environment
 /// and `flags` as command-line overrides.
-fn load(
+pub(super) fn load(
     toml: Option<&str>,
     env: &[(&str, &str)],
     flags: &[(&'static str, &str, &'static str)],
@@ -467,42 +467,4 @@ fn a_bare_port_listens_on_every_address() {
             "{err}"
         );
     }
-}
-
-#[test]
-fn timerlat_settings_outside_the_kernels_bounds_are_refused_by_key() {
-    for (toml, says) in [
-        ("[timerlat]\nperiod = \"50us\"\n", "timerlat.period"),
-        ("[timerlat]\npriority = 0\n", "timerlat.priority"),
-        ("[timerlat]\ncpus = \"x\"\n", "timerlat.cpus"),
-    ] {
-        let err = load(Some(toml), &[], &[]).0.unwrap_err().to_string();
-        assert!(err.contains(says), "{toml}: {err}");
-    }
-}
-
-#[test]
-fn a_timerlat_cpu_that_is_not_online_is_refused_by_key() {
-    let (config, _file) = load(
-        Some("[timerlat]\nenabled = true\ncpus = \"1,3\"\n"),
-        &[],
-        &[],
-    );
-    let config = config.unwrap();
-    let host = crate::host::HostInfo {
-        usable_cpus: vec![0],
-        online_cpus: Some(vec![0, 1, 2]),
-        ..crate::host::HostInfo::detect()
-    };
-    let err = (config.timerlat)
-        .check_against(&host, &config.effective)
-        .unwrap_err();
-    assert_eq!(err.key, "timerlat.cpus");
-    assert!(err.reason.contains("CPU 3 is offline"), "{err}");
-    assert_eq!(config.timerlat.cpu_list(&[0]), vec![1, 3]);
-    let measured = super::TimerlatConfig {
-        cpus: super::TimerlatCpus::Measured,
-        ..config.timerlat
-    };
-    assert_eq!(measured.cpu_list(&[0, 2]), vec![0, 2]);
 }

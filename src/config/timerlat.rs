@@ -132,3 +132,49 @@ impl TimerlatConfig {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timerlat_settings_outside_the_kernels_bounds_are_refused_by_key() {
+        for (toml, says) in [
+            ("[timerlat]\nperiod = \"50us\"\n", "timerlat.period"),
+            ("[timerlat]\npriority = 0\n", "timerlat.priority"),
+            ("[timerlat]\ncpus = \"x\"\n", "timerlat.cpus"),
+        ] {
+            let err = super::super::tests::load(Some(toml), &[], &[])
+                .0
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(says), "{toml}: {err}");
+        }
+    }
+
+    #[test]
+    fn a_timerlat_cpu_that_is_not_online_is_refused_by_key() {
+        let (config, _file) = super::super::tests::load(
+            Some("[timerlat]\nenabled = true\ncpus = \"1,3\"\n"),
+            &[],
+            &[],
+        );
+        let config = config.unwrap();
+        let host = crate::host::HostInfo {
+            usable_cpus: vec![0],
+            online_cpus: Some(vec![0, 1, 2]),
+            ..crate::host::HostInfo::detect()
+        };
+        let err = (config.timerlat)
+            .check_against(&host, &config.effective)
+            .unwrap_err();
+        assert_eq!(err.key, "timerlat.cpus");
+        assert!(err.reason.contains("CPU 3 is offline"), "{err}");
+        assert_eq!(config.timerlat.cpu_list(&[0]), vec![1, 3]);
+        let measured = TimerlatConfig {
+            cpus: TimerlatCpus::Measured,
+            ..config.timerlat
+        };
+        assert_eq!(measured.cpu_list(&[0, 2]), vec![0, 2]);
+    }
+}

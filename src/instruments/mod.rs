@@ -8,6 +8,7 @@
 //! set back, and never taken from another user.
 
 pub mod event;
+pub mod hwlat;
 pub mod osnoise;
 pub mod source;
 pub mod tally;

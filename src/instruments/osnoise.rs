@@ -37,8 +37,13 @@ impl Settings {
     /// Reads every file of `FILES` that `dir` (an `osnoise/` directory)
     /// has; those it lacks or cannot read are left out.
     pub fn read(dir: &Path) -> Settings {
+        Settings::read_files(dir, &FILES)
+    }
+
+    /// Reads each of `files` that `dir` has.
+    pub fn read_files(dir: &Path, files: &[&str]) -> Settings {
         Settings(
-            FILES
+            files
                 .iter()
                 .filter_map(|name| {
                     let text = read_text(&dir.join(name)).ok()?;
@@ -83,6 +88,8 @@ struct Change {
 #[derive(Debug)]
 pub struct Guard {
     dir: PathBuf,
+    prefix: String,
+    files: Vec<String>,
     /// As read when the guard was taken.
     pub before: Settings,
     changes: Vec<Change>,
@@ -91,12 +98,26 @@ pub struct Guard {
 
 impl Guard {
     pub fn take(dir: &Path) -> Guard {
+        Guard::take_files(dir, &FILES, "osnoise/")
+    }
+
+    /// A guard over `files` of `dir`, named `prefix` + file in what it
+    /// says (the hwlat tracer's settings are in `hwlat_detector/` and the
+    /// top-level `tracing_thresh`).
+    pub fn take_files(dir: &Path, files: &[&str], prefix: &str) -> Guard {
         Guard {
             dir: dir.to_path_buf(),
-            before: Settings::read(dir),
+            prefix: prefix.to_string(),
+            files: files.iter().map(ToString::to_string).collect(),
+            before: Settings::read_files(dir, files),
             changes: Vec::new(),
             restored: false,
         }
+    }
+
+    fn now(&self) -> Settings {
+        let files: Vec<&str> = self.files.iter().map(String::as_str).collect();
+        Settings::read_files(&self.dir, &files)
     }
 
     fn read(&self, file: &str) -> Option<String> {
@@ -145,7 +166,7 @@ impl Guard {
 
     /// Sets the flag `name` of `options` on or off, unless it is already.
     pub fn set_option(&mut self, name: &str, on: bool) -> Result<(), String> {
-        let now = Settings::read(&self.dir);
+        let now = self.now();
         let Some(state) = now.option(name) else {
             return Err(format!(
                 "{} has no flag {name}: this kernel's timerlat cannot be set up so",
@@ -169,7 +190,7 @@ impl Guard {
     /// What someone else changed among the settings latencyd needs, as
     /// "file: now X, latencyd set Y". Empty while all hold.
     pub fn changed_behind(&self) -> Vec<String> {
-        let now = Settings::read(&self.dir);
+        let now = self.now();
         self.changes
             .iter()
             .filter_map(|c| {
@@ -188,7 +209,7 @@ impl Guard {
         self.changes
             .iter()
             .filter(|c| c.wrote)
-            .map(|c| format!("osnoise/{}: {} -> {}", c.file, c.before, c.ours))
+            .map(|c| format!("{}: {} -> {}", self.name(&c.file), c.before, c.ours))
             .collect()
     }
 
@@ -214,6 +235,14 @@ impl Guard {
             }
         }
         notes
+    }
+}
+
+impl Guard {
+    /// `file` as the notes name it: `osnoise/cpus`, `hwlat_detector/width`,
+    /// `tracing_thresh`.
+    fn name(&self, file: &str) -> String {
+        format!("{}{file}", self.prefix)
     }
 }
 

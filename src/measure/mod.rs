@@ -11,6 +11,7 @@
 mod background;
 mod breaks;
 mod drain;
+mod hwlat;
 mod json;
 mod live;
 mod log;

@@ -40,6 +40,10 @@ const STOP_SIGNALS: [i32; 3] = [
 
 pub fn run(options: &MeasureOptions, host: &HostInfo, cmdline: String) -> anyhow::Result<ExitCode> {
     let signals = Signals::install()?;
+    if let Some(knobs) = options.hwlat {
+        // No sampler: the tracer spins the CPUs with interrupts off.
+        return super::hwlat::run(options, knobs, &signals.stop, &mut io::stdout().lock());
+    }
     Background::check(options)?;
     let timerlat = TimerlatRun::start(options).map_err(anyhow::Error::msg)?;
     let mut stdout = io::stdout().lock();

@@ -122,11 +122,21 @@ pub struct MeasureOptions {
     pub log: Option<(PathBuf, u64)>,
     /// `--timerlat`: the kernel's timerlat beside the samplers.
     pub timerlat: Option<TimerlatOption>,
+    /// `--hwlat`: the kernel's hwlat tracer instead of the samplers.
+    pub hwlat: Option<HwlatOption>,
     pub plot: Option<PathBuf>,
     /// `--load PROFILE` on `--load-cpus`.
     pub load: Option<(Profile, Vec<usize>)>,
     /// What was accepted but not exactly as typed, or means nothing here.
     pub notes: Vec<Note>,
+}
+
+/// `--hwlat`'s knobs, as hwlatdetect's, in µs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HwlatOption {
+    pub threshold_us: u64,
+    pub width_us: u64,
+    pub window_us: u64,
 }
 
 /// `--timerlat`'s settings.
@@ -196,6 +206,7 @@ impl MeasureOptions {
             forensics_ns: triggers.forensics_ns,
             log: triggers.log,
             timerlat: read::timerlat(args)?,
+            hwlat: read::hwlat(args)?,
             plot: args.plot.clone(),
             load,
             notes: notes.0,

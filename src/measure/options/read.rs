@@ -10,8 +10,8 @@ use std::path::PathBuf;
 use super::threads::{Placement, Spacing, place, plan_threads, policy_and_priority};
 use super::values::{Notes, UsageError, duration, integer, integer_in, signed_duration, usage};
 use super::{
-    Alignment, DEFAULT_SPIKE_NODES, HistogramOption, MAX_HISTOGRAM_BINS, MAX_INTERVAL_NS,
-    SpikeList, ThreadPlan, TimerlatOption,
+    Alignment, DEFAULT_SPIKE_NODES, HistogramOption, HwlatOption, MAX_HISTOGRAM_BINS,
+    MAX_INTERVAL_NS, SpikeList, ThreadPlan, TimerlatOption,
 };
 use crate::cli::MeasureArgs;
 use crate::cpulist::parse_cpu_list;
@@ -154,6 +154,40 @@ pub(super) fn timerlat(args: &MeasureArgs) -> Result<Option<TimerlatOption>, Usa
         period_us: period_ns / NS_PER_US,
         priority: args.timerlat_priority,
         user_threads: !args.timerlat_kernel_threads,
+    }))
+}
+
+/// `--hwlat` and its knobs.
+pub(super) fn hwlat(args: &MeasureArgs) -> Result<Option<HwlatOption>, UsageError> {
+    if !args.hwlat {
+        return Ok(None);
+    }
+    if args.timerlat {
+        return Err(usage(
+            "--hwlat",
+            "runs alone: it spins the CPUs with interrupts off, which --timerlat would measure",
+        ));
+    }
+    let micros = |option: &'static str, text: &str| -> Result<u64, UsageError> {
+        let ns = duration(option, text, NS_PER_US)?;
+        if ns == 0 || ns % NS_PER_US != 0 {
+            return Err(usage(option, "must be whole microseconds, more than 0"));
+        }
+        Ok(ns / NS_PER_US)
+    };
+    let threshold_us = micros("--hwlat-threshold", &args.hwlat_threshold)?;
+    let width_us = micros("--hwlat-width", &args.hwlat_width)?;
+    let window_us = micros("--hwlat-window", &args.hwlat_window)?;
+    if width_us >= window_us {
+        return Err(usage(
+            "--hwlat-width",
+            format!("must be less than --hwlat-window ({window_us}us)"),
+        ));
+    }
+    Ok(Some(HwlatOption {
+        threshold_us,
+        width_us,
+        window_us,
     }))
 }
 
