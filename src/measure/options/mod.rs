@@ -171,6 +171,11 @@ impl MeasureOptions {
                 JsonTarget::File(path.clone())
             }
         });
+        let hwlat = read::hwlat(args)?;
+        if hwlat.is_some() {
+            // No sampler runs: how many and where is not said.
+            notes.0.retain(|note| note.option != "-t");
+        }
         if let Some(path) = &args.plot {
             crate::plot::Format::of(path).map_err(|e| usage("--plot", e.to_string()))?;
         }
@@ -206,7 +211,7 @@ impl MeasureOptions {
             forensics_ns: triggers.forensics_ns,
             log: triggers.log,
             timerlat: read::timerlat(args)?,
-            hwlat: read::hwlat(args)?,
+            hwlat,
             plot: args.plot.clone(),
             load,
             notes: notes.0,
