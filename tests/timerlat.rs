@@ -216,9 +216,16 @@ fn the_workload_process_takes_the_kernels_kill_and_stops_when_asked() {
         "{err}"
     );
     if !privileged() {
+        // The file opens; the policy is refused, and said.
+        let stop = Arc::new(AtomicBool::new(false));
+        let (dir, feeder) = fake_timerlat_fd(Arc::clone(&stop));
+        let err = Workload::start(bin, dir.path(), &[0], 1).err().unwrap();
+        assert!(err.contains("SCHED_FIFO"), "{err}");
+        stop.store(true, Ordering::Relaxed);
+        feeder.join().unwrap();
         report_skip(
             "the_workload_process_takes_the_kernels_kill_and_stops_when_asked",
-            "SCHED_FIFO needs root: only the missing-file refusal was checked",
+            "SCHED_FIFO needs root: the refusals were checked, not the kill and the stop",
         );
         return;
     }

@@ -240,13 +240,17 @@ fn thread(
     stop: &AtomicBool,
     ready: &mpsc::Sender<Result<(), String>>,
 ) -> Result<(), String> {
+    // Pinned before the open (the kernel lets only a thread on that one
+    // CPU open it), the policy after.
     let setup = || -> Result<File, String> {
         sys::pin_current_thread(cpu)
             .map_err(|err| format!("cannot pin the timerlat thread to CPU {cpu}: {err}"))?;
+        let file =
+            File::open(path).map_err(|err| format!("cannot open {}: {err}", path.display()))?;
         sys::set_current_thread_policy(Policy::Fifo, priority).map_err(|err| {
             format!("cannot make the timerlat thread of CPU {cpu} SCHED_FIFO {priority}: {err}")
         })?;
-        File::open(path).map_err(|err| format!("cannot open {}: {err}", path.display()))
+        Ok(file)
     };
     let mut file = match setup() {
         Ok(file) => {

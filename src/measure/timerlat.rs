@@ -25,7 +25,9 @@ const CHECK_EVERY: u32 = 10;
 /// timerlat running beside the samplers.
 pub(super) struct TimerlatRun {
     stop: Arc<AtomicBool>,
-    handle: JoinHandle<TimerlatReport>,
+    /// Taken by `finish`; a run dropped without it (the measurement
+    /// failed) is still stopped and its settings set back.
+    handle: Option<JoinHandle<TimerlatReport>>,
 }
 
 impl TimerlatRun {
@@ -46,7 +48,10 @@ impl TimerlatRun {
             .spawn(move || read_until_stopped(&spec, bins, threshold_ns, &flag, &started_tx))
             .map_err(|err| format!("cannot start the timerlat reader: {err}"))?;
         match started_rx.recv() {
-            Ok(Ok(())) => Ok(Some(TimerlatRun { stop, handle })),
+            Ok(Ok(())) => Ok(Some(TimerlatRun {
+                stop,
+                handle: Some(handle),
+            })),
             Ok(Err(why)) => {
                 let _ = handle.join();
                 Err(why)
@@ -56,9 +61,18 @@ impl TimerlatRun {
     }
 
     /// Stops timerlat and returns what it measured.
-    pub(super) fn finish(self) -> Option<TimerlatReport> {
+    pub(super) fn finish(mut self) -> Option<TimerlatReport> {
         self.stop.store(true, Ordering::Relaxed);
-        self.handle.join().ok()
+        self.handle.take()?.join().ok()
+    }
+}
+
+impl Drop for TimerlatRun {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(handle) = self.handle.take() {
+            let _ = handle.join();
+        }
     }
 }
 
