@@ -67,6 +67,8 @@ impl HwlatSession {
                 root.display()
             ));
         }
+        // A killed latencyd's instance still runs hwlat: gone first.
+        let swept = tracefs::instance::sweep_role(&root, Role::Hwnoise);
         let users = tracefs::tracer_users(&root, &["hwlat"], None);
         if !users.is_empty() {
             return Err(format!(
@@ -78,6 +80,7 @@ impl HwlatSession {
         let layout = HwlatLayout::parse(&read_text(&root.join("events/ftrace/hwlat/format"))?)?;
         let page = PageLayout::parse(&read_text(&root.join("events/header_page"))?)?;
         let (instance, mut notes) = Instance::create(&root, Role::Hwnoise)?;
+        notes.splice(0..0, swept.into_iter().filter(|n| n.starts_with("removed")));
         let mut detector = Guard::take_files(
             &root.join("hwlat_detector"),
             &["width", "window"],

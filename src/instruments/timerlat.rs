@@ -159,6 +159,8 @@ impl Session {
         if !caps[0].available {
             return Err(caps[0].detail.clone());
         }
+        // A killed latencyd's instance still runs timerlat: gone first.
+        let swept = tracefs::instance::sweep_role(&root, Role::Timerlat);
         let users = tracefs::tracer_users(&root, &SHARED_TRACERS, None);
         if !users.is_empty() {
             return Err(format!(
@@ -171,6 +173,7 @@ impl Session {
             TimerlatLayout::parse(&read_text(&root.join("events/ftrace/timerlat/format"))?)?;
         let page = PageLayout::parse(&read_text(&root.join("events/header_page"))?)?;
         let (instance, mut notes) = Instance::create(&root, Role::Timerlat)?;
+        notes.splice(0..0, swept.into_iter().filter(|n| n.starts_with("removed")));
         let user = spec.user_threads && caps[1].available;
         let mut osnoise = Guard::take(&root.join("osnoise"));
         let cpus = crate::cpulist::format_cpu_list(&spec.cpus);

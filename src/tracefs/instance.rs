@@ -389,6 +389,14 @@ impl Drop for Instance {
     }
 }
 
+/// Removes the instances of `role` under the tracefs mount `root` whose
+/// owners are gone, before anything looks at who uses a tracer: a killed
+/// latencyd's instance keeps its tracer running until it is removed.
+/// Says what it removed and what it left because its owner runs.
+pub fn sweep_role(root: &Path, role: Role) -> Vec<String> {
+    sweep(&root.join("instances"), role)
+}
+
 /// Removes every instance of `role` under `instances` that the kernel
 /// lets go (those whose owner is gone); says what it removed and what it
 /// left because its owner runs.
