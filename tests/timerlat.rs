@@ -229,6 +229,33 @@ fn the_workload_process_takes_the_kernels_kill_and_stops_when_asked() {
         );
         return;
     }
+    // A read that fails (here a directory in the file's place; on a host,
+    // the CPU gone offline) ends the child, and latencyd hears why.
+    let gone = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(gone.path().join("osnoise/per_cpu/cpu0/timerlat_fd")).unwrap();
+    // It may end before it says it is ready: then the start says why.
+    let said = match Workload::start(bin, gone.path(), &[0], 1) {
+        Err(why) => why,
+        Ok(mut workload) => {
+            let mut said = String::new();
+            wait_until(
+                "the child to end on its failed read",
+                std::time::Duration::from_millis(20),
+                std::time::Duration::from_secs(5),
+                || {
+                    workload.ended().is_some_and(|why| {
+                        said = why;
+                        true
+                    })
+                },
+            );
+            said
+        }
+    };
+    assert!(
+        said.contains("could not read its CPU's timerlat_fd"),
+        "{said}"
+    );
     for kill in [true, false] {
         let stop = Arc::new(AtomicBool::new(false));
         let (dir, feeder) = fake_timerlat_fd(Arc::clone(&stop));

@@ -14,7 +14,7 @@
 
 use std::fs::File;
 use std::io::{ErrorKind, Read};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use super::event::{HwlatLayout, HwlatSample};
 use super::osnoise::{self, Guard};
@@ -222,19 +222,10 @@ impl HwlatTally {
     }
 }
 
-/// Whether `root` offers hwlat (for the capabilities): (available, why).
-pub fn available(root: &Path) -> (bool, String) {
-    let tracers = read_text(&root.join("available_tracers")).unwrap_or_default();
-    if tracers.split_whitespace().any(|t| t == "hwlat") {
-        (true, "the kernel's hwlat tracer".to_string())
-    } else {
-        (false, "no hwlat tracer (CONFIG_HWLAT_TRACER)".to_string())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::Path;
 
     fn spec(root: &Path) -> HwlatSpec {
         HwlatSpec {

@@ -95,11 +95,6 @@ impl Tally {
         tally.first_seqnum = tally.first_seqnum.min(sample.seqnum);
         tally.last_seqnum = tally.last_seqnum.max(sample.seqnum);
     }
-
-    /// Whether any CPU has samples of `context`.
-    pub fn has(&self, context: Context) -> bool {
-        self.cpus.iter().any(|t| t.stats(context).count > 0)
-    }
 }
 
 /// A finished timerlat run as plain data.
@@ -157,6 +152,6 @@ mod tests {
         tally.record(2, sample(1, Context::Irq, 900), 60);
         tally.record(2, sample(2, Context::Irq, 900), 70);
         assert_eq!(tally.cpus[1].periods(), 6, "4 to 7, then 1 to 2");
-        assert!(!tally.has(Context::User));
+        assert!(tally.cpus.iter().all(|c| c.stats(Context::User).count == 0));
     }
 }

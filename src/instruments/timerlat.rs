@@ -242,8 +242,8 @@ impl Session {
 
     /// Reads every page the CPUs' buffers hold now and hands each sample
     /// to `each` with its CPU and its time (`CLOCK_MONOTONIC` ns); returns
-    /// the pages read and whether the kernel flagged events lost before
-    /// one of them.
+    /// whether the kernel flagged events lost before one of them, and what
+    /// could not be read.
     pub fn drain(&mut self, mut each: impl FnMut(usize, TimerlatSample, u64)) -> Drained {
         let mut drained = Drained::default();
         for (cpu, file) in &mut self.readers {
@@ -251,7 +251,6 @@ impl Session {
                 match file.read(&mut self.buf) {
                     Ok(0) => break,
                     Ok(n) => {
-                        drained.pages += 1;
                         let layout = &self.layout;
                         let cpu = *cpu;
                         match self.page.records(&self.buf[..n], |at, record| {
@@ -372,7 +371,6 @@ impl Drop for Session {
 /// What one `drain` read.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Drained {
-    pub pages: u64,
     pub missed: bool,
     pub errors: Vec<String>,
 }

@@ -154,6 +154,10 @@ fn describe(status: std::process::ExitStatus) -> String {
                          workload that way"
             .to_string(),
         (_, Some(signal)) => format!("latencyd's timerlat threads were killed by signal {signal}"),
+        (Some(3), _) => "a timerlat thread could not read its CPU's timerlat_fd (the CPU went \
+                         offline, the thread was moved, or the tracer stopped); latencyd's \
+                         timerlat threads ended"
+            .to_string(),
         (Some(code), _) => format!("latencyd's timerlat threads exited with status {code}"),
         _ => "latencyd's timerlat threads ended".to_string(),
     }
@@ -267,7 +271,17 @@ fn thread(
         match file.read(&mut buf) {
             Ok(_) => {}
             Err(err) if err.kind() == ErrorKind::Interrupted => {}
-            Err(err) => return Err(format!("reading {} failed: {err}", path.display())),
+            Err(err) => {
+                // The CPU went offline, the thread was moved off it, or the
+                // tracer stopped: the whole child ends, so that latencyd
+                // sees it (`Workload::ended`), says it and starts the
+                // threads again, rather than one CPU going unmeasured.
+                eprintln!(
+                    "latencyd timerlat-workload: reading {} failed: {err}",
+                    path.display()
+                );
+                std::process::exit(3);
+            }
         }
     }
     Ok(())
