@@ -96,10 +96,12 @@ fn write_day(dir: &Path, cpus: usize) -> u64 {
                 stats: pool[(k as usize * 7 + cpu * 13) % pool.len()].clone(),
                 fingerprint: Some("0123456789ab".to_string()),
                 load: None,
+                hwnoise: false,
             })
             .collect();
         let batch = Batch {
             gaps: Vec::new(),
+            hwnoise: Vec::new(),
             entries,
             fingerprint: None,
         };

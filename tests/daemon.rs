@@ -700,7 +700,7 @@ fn docs_metrics_md_lists_every_family_the_daemon_can_serve_with_its_type_and_lab
     let mut problems = Vec::new();
     // Every family of the catalogue, also those that have no series yet
     // (forensics, the record, a PM QoS hold), as it declares them.
-    for family in latencyd::daemon::render::catalog::FAMILIES {
+    for family in latencyd::daemon::render::catalog::families() {
         let (name, labels) = (family.name, family.labels);
         let kind = format!("{:?}", family.kind).to_lowercase();
         match documented.get(name) {
@@ -776,9 +776,7 @@ fn docs_metrics_md_lists_every_family_the_daemon_can_serve_with_its_type_and_lab
     for name in documented.keys() {
         let known = name == "process_*"
             || served.contains(name)
-            || latencyd::daemon::render::catalog::FAMILIES
-                .iter()
-                .any(|f| f.name == name);
+            || latencyd::daemon::render::catalog::families().any(|f| f.name == name);
         if !known {
             problems.push(format!(
                 "docs/metrics.md documents {name}, which latencyd does not serve"

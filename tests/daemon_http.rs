@@ -110,9 +110,76 @@ fn state(per_cpu_histograms: bool) -> MonitorState {
         observe: observed(&config),
         timerlat: timerlat_measured(&config),
         load: latencyd::daemon::state::LoadState::new(&config),
+        hwnoise: hwnoise_windows(),
         gaps: Default::default(),
         config,
     }
+}
+
+/// `[hwnoise]` on CPUs 0-1: one window ran (CPU 1's largest gap 42 µs,
+/// SMIs not readable), one was skipped as busy, and CPU 1's sampler had
+/// 400 wake-ups kept apart.
+fn hwnoise_windows() -> latencyd::daemon::state::HwnoiseState {
+    use latencyd::instruments::hwlat::StartErrorKind;
+    use latencyd::instruments::hwnoise::{CpuNoise, CpuTotals, Outcome, Status, WindowReport};
+    let noise = CpuNoise {
+        samples: 3,
+        gaps: 5,
+        max_us: 42,
+        nmis: 1,
+    };
+    let ran = WindowReport {
+        start_unix_ns: NOW_UNIX_NS - 700 * S,
+        end_unix_ns: NOW_UNIX_NS - 100 * S,
+        cpus: vec![0, 1],
+        outcome: Outcome::Ran,
+        noise: [(1, noise)].into(),
+        smis: None,
+        notes: vec![],
+    };
+    let skipped = WindowReport {
+        outcome: Outcome::Skipped(
+            StartErrorKind::Busy,
+            "hwlat is in use by instance hwlat (hwlat)".to_string(),
+        ),
+        noise: Default::default(),
+        ..ran.clone()
+    };
+    let totals = CpuTotals {
+        samples: 3,
+        gaps: 5,
+        nmis: 1,
+        window_max_us: 42,
+        max_us: 42,
+    };
+    let status = Status {
+        enabled: true,
+        cpus: vec![0, 1],
+        threshold_us: 10,
+        width_us: 500_000,
+        window_us: 1_000_000,
+        next_start_unix_ns: Some(NOW_UNIX_NS + 3_600 * S),
+        windows_total: 1,
+        skipped: [("busy", 1)].into(),
+        last_skip: None,
+        per_cpu: [(1, totals)].into(),
+        smis_unread: Some("the CPU reports no model-specific registers".to_string()),
+        last_window: Some(ran),
+        finished: vec![skipped],
+        ..Status::default()
+    };
+    let mut state = latencyd::daemon::state::HwnoiseState::new(std::sync::Arc::new(
+        std::sync::Mutex::new(status),
+    ));
+    state.kept_apart.insert(
+        1,
+        latencyd::daemon::state::KeptApart {
+            wakeups: 400,
+            max_ns: 499_000_000,
+            timerlat_periods: 0,
+        },
+    );
+    state
 }
 
 /// The kernel's timerlat on CPUs 0 and 2, with latencyd's threads, and
@@ -158,7 +225,7 @@ fn timerlat_measured(config: &Config) -> latencyd::daemon::state::TimerlatState 
             );
         }
     }
-    state.absorb(&tally);
+    state.absorb(&tally, &Default::default());
     state
 }
 
@@ -312,11 +379,13 @@ fn state_with_record(dir: &std::path::Path) -> MonitorState {
                     stats,
                     fingerprint: None,
                     load: None,
+                    hwnoise: false,
                 }
             })
             .collect();
         let batch = Batch {
             gaps: Vec::new(),
+            hwnoise: Vec::new(),
             entries,
             fingerprint: None,
         };

@@ -161,6 +161,7 @@ fn router() -> axum::Router {
         observe: latencyd::daemon::state::ObserveState::off(&config),
         timerlat: latencyd::daemon::state::TimerlatState::off(&config),
         load: latencyd::daemon::state::LoadState::new(&config),
+        hwnoise: latencyd::daemon::state::HwnoiseState::off(),
         gaps: Default::default(),
         config,
     };

@@ -129,6 +129,7 @@ fn big_record(dir: &Path) -> u64 {
                 stats: stats.clone(),
                 fingerprint: None,
                 load: None,
+                hwnoise: false,
             };
             let mut lines = String::new();
             encode_entry(&entry, &mut lines);

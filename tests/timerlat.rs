@@ -392,3 +392,88 @@ fn hwlat_knobs_are_checked_and_a_kernel_without_it_is_told_why() {
     };
     assert!(err.contains("--hwlat:") && err.contains(why), "{err}");
 }
+
+/// `[hwnoise]` beside another program that runs hwlat (a stand-in
+/// tracefs whose instance `rtla` has it): every window is skipped as
+/// busy, counted, logged and filed in the record, nothing of latencyd's is
+/// made, and the samplers run on. Needs no privileges and no hwlat.
+#[test]
+fn a_hwnoise_window_beside_another_hwlat_user_is_skipped_counted_and_filed() {
+    let dir = tempfile::tempdir().unwrap();
+    let tracefs = dir.path().join("tracefs");
+    std::fs::create_dir_all(tracefs.join("instances/rtla")).unwrap();
+    std::fs::write(tracefs.join("available_tracers"), "hwlat nop\n").unwrap();
+    std::fs::write(tracefs.join("instances/rtla/current_tracer"), "hwlat\n").unwrap();
+    let record = dir.path().join("record");
+    let sections = format!(
+        "[forensics]\ntracefs = \"{}\"\n[record]\nenabled = true\ndir = \"{}\"\n\
+         interval = \"1s\"\n[hwnoise]\nenabled = true\nevery = \"2s\"\nat = \"0s\"\n\
+         duration = \"1s\"\nwidth = \"100ms\"\nwindow = \"200ms\"\n",
+        tracefs.display(),
+        record.display()
+    );
+    let mut daemon = Daemon::start(latencyd().args(["run", "--config"]).arg(daemon_config(
+        dir.path(),
+        "",
+        "",
+        &sections,
+    )));
+    let busy = "latencyd_hwnoise_windows_skipped_total{reason=\"busy\"}";
+    let began = std::time::Instant::now();
+    let mut metrics = String::new();
+    while began.elapsed() < std::time::Duration::from_secs(15) {
+        metrics = daemon.get("/metrics").1;
+        if metric_value(&metrics, busy).unwrap_or(0.0) >= 2.0 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    assert!(
+        metric_value(&metrics, busy).unwrap_or(0.0) >= 2.0,
+        "two windows in 15 s:\n{metrics}"
+    );
+    assert_eq!(
+        metric_value(&metrics, "latencyd_hwnoise_windows_total"),
+        Some(0.0)
+    );
+    assert_eq!(metric_value(&metrics, "latencyd_hwnoise_active"), Some(0.0));
+    assert!(
+        !metrics.contains("latencyd_hwnoise_kept_apart_total{"),
+        "{metrics}"
+    );
+    let (_, status) = daemon.get("/api/v1/status");
+    let status: serde_json::Value = serde_json::from_str(&status).unwrap();
+    let last = &status["hwnoise"]["last_window"];
+    assert_eq!(last["outcome"], "skipped", "{status}");
+    assert_eq!(last["reason"], "busy");
+    assert!(
+        last["why"]
+            .as_str()
+            .unwrap()
+            .contains("instance rtla (hwlat)"),
+        "{last}"
+    );
+    assert_eq!(daemon.get("/healthz").0, 200, "the samplers run on");
+    let instances: Vec<_> = std::fs::read_dir(tracefs.join("instances"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(instances, vec!["rtla"], "latencyd made nothing");
+    daemon.signal(libc::SIGTERM);
+    let (exit, log) = daemon.wait_with_log();
+    assert!(exit.success(), "{exit}: {log:?}");
+    assert!(
+        log.iter()
+            .any(|l| l.contains("hwnoise window skipped (busy)")),
+        "{log:?}"
+    );
+    let mut filed = 0;
+    for file in std::fs::read_dir(&record).unwrap() {
+        let text = std::fs::read_to_string(file.unwrap().path()).unwrap();
+        filed += text
+            .lines()
+            .filter(|l| l.starts_with("#[latencyd hwnoise ") && l.ends_with("reason=busy]"))
+            .count();
+    }
+    assert!(filed >= 2, "the record files each skipped window");
+}

@@ -4,7 +4,8 @@
 
 use latencyd::config::Config;
 use latencyd::daemon::state::{
-    CpuView, HostTrack, LoadState, MonitorState, ObserveState, ReloadRecord, SamplerView,
+    CpuView, HostTrack, HwnoiseState, LoadState, MonitorState, ObserveState, ReloadRecord,
+    SamplerView,
 };
 use latencyd::host::{CpuTopology, Fingerprint, HostInfo};
 use latencyd::rt::sys::Policy;
@@ -57,6 +58,7 @@ pub fn state(
         observe: ObserveState::off(&config),
         timerlat: latencyd::daemon::state::TimerlatState::off(&config),
         load: LoadState::new(&config),
+        hwnoise: HwnoiseState::off(),
         gaps: Default::default(),
         started_ns: now_ns,
         cpus,

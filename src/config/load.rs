@@ -22,7 +22,7 @@ pub struct LoadConfig {
 }
 
 /// `load.at`: `"HH:MM"`, `"HH:MM:SS"` (into a day) or a duration.
-fn as_offset(value: &config::Value) -> Result<Duration, String> {
+pub(super) fn as_offset(value: &config::Value) -> Result<Duration, String> {
     let text = as_string(value)?;
     let parts: Vec<&str> = text.trim().split(':').collect();
     if parts.len() == 2 || parts.len() == 3 {
@@ -51,7 +51,7 @@ fn as_offset(value: &config::Value) -> Result<Duration, String> {
 
 /// An offset as it is usually written: "HH:MM" for a whole minute of the
 /// day, else a duration.
-fn show_offset(d: Duration) -> String {
+pub(super) fn show_offset(d: Duration) -> String {
     let secs = d.as_secs();
     if d.subsec_nanos() == 0 && secs.is_multiple_of(60) && secs < 24 * 3600 {
         format!("{:02}:{:02}", secs / 3600, secs / 60 % 60)
@@ -130,6 +130,6 @@ impl LoadConfig {
     }
 }
 
-fn show(d: Duration) -> String {
+pub(super) fn show(d: Duration) -> String {
     format_duration_ns(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
 }

@@ -11,6 +11,7 @@
 mod export;
 mod forensics;
 mod host;
+mod hwnoise;
 mod load;
 mod log;
 mod measure;
@@ -29,6 +30,7 @@ use config::{Environment, File, FileFormat, Map, Source, Value, ValueKind};
 pub use export::{ExportConfig, check_telemetry_path};
 pub use forensics::ForensicsConfig;
 pub use host::HostConfig;
+pub use hwnoise::HwnoiseConfig;
 pub use load::LoadConfig;
 pub use log::{LogConfig, LogFormat, LogLevel};
 pub use measure::MeasureConfig;
@@ -93,6 +95,7 @@ pub struct Config {
     pub observe: ObserveConfig,
     pub timerlat: TimerlatConfig,
     pub load: LoadConfig,
+    pub hwnoise: HwnoiseConfig,
     /// Each key's effective value (as TOML) and where it came from.
     pub effective: BTreeMap<String, Effective>,
 }
@@ -111,7 +114,7 @@ pub struct Sources {
     pub flags: Vec<(&'static str, String, &'static str)>,
 }
 
-const SECTIONS: [&str; 10] = [
+const SECTIONS: [&str; 11] = [
     "measure",
     "realtime",
     "export",
@@ -122,6 +125,7 @@ const SECTIONS: [&str; 10] = [
     "observe",
     "timerlat",
     "load",
+    "hwnoise",
 ];
 
 impl Config {
@@ -246,6 +250,7 @@ impl Config {
         let observe = ObserveConfig::read(&mut reader("observe")?.with(&mut effective))?;
         let timerlat = TimerlatConfig::read(&mut reader("timerlat")?.with(&mut effective))?;
         let load = LoadConfig::read(&mut reader("load")?.with(&mut effective))?;
+        let hwnoise = HwnoiseConfig::read(&mut reader("hwnoise")?.with(&mut effective))?;
         Ok(Config {
             measure,
             realtime,
@@ -257,6 +262,7 @@ impl Config {
             observe,
             timerlat,
             load,
+            hwnoise,
             effective,
         })
     }
@@ -269,7 +275,8 @@ impl Config {
         self.export.check_against(host, &self.effective)?;
         self.observe.check_against(host, &self.effective)?;
         self.timerlat.check_against(host, &self.effective)?;
-        self.load.check_against(host, &self.effective)
+        self.load.check_against(host, &self.effective)?;
+        self.hwnoise.check_against(host, &self.effective)
     }
 
     /// The effective configuration as TOML, each key commented with where

@@ -56,7 +56,7 @@ fn defaults_need_no_file() {
             .values()
             .all(|e| e.source == "built-in default")
     );
-    assert_eq!(config.effective.len(), 53, "every key is listed");
+    assert_eq!(config.effective.len(), 61, "every key is listed");
     assert!(!config.timerlat.enabled);
     assert_eq!(
         (config.timerlat.period_us, config.timerlat.priority),

@@ -8,6 +8,7 @@
 //! the blocking pool; the tick only looks at the result when it is ready,
 //! and the engine checks the new sampler without waiting for it.
 
+use std::collections::BTreeSet;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -70,6 +71,8 @@ pub(super) struct Collector {
     pub(super) load: Option<LoadWindows>,
     /// The kernel's timerlat (`[timerlat]`), whose intervals join the state.
     pub(super) timerlat: crate::instruments::source::Source,
+    /// The hwlat windows (`[hwnoise]`).
+    pub(super) hwnoise: crate::instruments::hwnoise::Windows,
     /// The host's CPUs as sysfs and the cpuset say, read once a second.
     cpus: CpuWatch,
     /// Stalls and offline stretches going on.
@@ -93,6 +96,7 @@ impl Collector {
             record,
             load: None,
             timerlat: crate::instruments::source::Source::disabled(),
+            hwnoise: crate::instruments::hwnoise::Windows::disabled(),
             cpus,
             gaps: GapWatch::default(),
             unix_ns,
@@ -114,11 +118,13 @@ impl Collector {
         engine: &mut Engine,
         state: &Mutex<MonitorState>,
     ) -> Result<Collected, Box<dyn std::error::Error>> {
+        let spun = self.hwnoise_step(state);
         let (offline, handed_over) = absorb(
             engine,
             state,
             &self.recorder,
             self.record.as_mut().map(|r| &mut r.0),
+            &spun,
         )?;
         let mut found = Collected {
             offline,
@@ -146,7 +152,14 @@ impl Collector {
             }
         });
         for interval in self.timerlat.drain() {
-            lock(state).timerlat.absorb(&interval);
+            let mut s = lock(state);
+            for (cpu, periods) in s.timerlat.absorb(&interval, &spun) {
+                s.hwnoise
+                    .kept_apart
+                    .entry(cpu)
+                    .or_default()
+                    .timerlat_periods += periods;
+            }
         }
         if let Some((accumulator, keeper)) = &mut self.record {
             // Filed under the host's facts in force as the interval ended,
@@ -199,6 +212,33 @@ impl Collector {
             }
         }
         Ok(found)
+    }
+
+    /// The CPUs a hwnoise window spins: their intervals from here on are
+    /// filed apart (the record's interval cut where that changes), and
+    /// the windows that ended, into the record.
+    fn hwnoise_step(&mut self, state: &Mutex<MonitorState>) -> BTreeSet<usize> {
+        let (spun, windows_ended) = super::hwnoise::step(state, crate::rt::sys::monotonic_now_ns());
+        if let Some((accumulator, keeper)) = &mut self.record {
+            for batch in accumulator.set_spun(spun.iter().copied().collect(), (self.unix_ns)()) {
+                keeper.submit(batch);
+            }
+            for window in windows_ended {
+                accumulator.add_hwnoise(window);
+            }
+        }
+        spun
+    }
+
+    /// At shutdown, once the hwnoise thread stopped: the windows it
+    /// finished since the last tick, into the record.
+    pub(super) fn file_hwnoise_windows(&mut self, state: &Mutex<MonitorState>) {
+        let (_, ended) = super::hwnoise::step(state, crate::rt::sys::monotonic_now_ns());
+        if let Some((accumulator, _)) = &mut self.record {
+            for window in ended {
+                accumulator.add_hwnoise(window);
+            }
+        }
     }
 
     /// At shutdown: the stalls and offline stretches still going on end
@@ -294,12 +334,15 @@ impl Collector {
 /// (after the lock is released; it never waits), and with
 /// `forensics.capture_new_max` one whose maximum is a new maximum of its
 /// CPU's window. Every interval also goes into the record's interval in
-/// progress.
+/// progress. The intervals of CPUs a hwnoise window spins (`spun`) go to
+/// the record only: counted apart, never in the CPU's figures, never a
+/// capture (latencyd's own spinner delayed them).
 fn absorb(
     engine: &mut Engine,
     state: &Mutex<MonitorState>,
     recorder: &Recorder,
     mut record: Option<&mut Accumulator>,
+    spun: &BTreeSet<usize>,
 ) -> Result<(Vec<usize>, Vec<bool>), Box<dyn std::error::Error>> {
     let threshold = recorder.threshold_ns();
     let mut handed_over = vec![false; engine.slots.len()];
@@ -310,6 +353,10 @@ fn absorb(
         handed_over[idx] = true;
         if let Some(accumulator) = record.as_deref_mut() {
             accumulator.add(cpus[idx], interval);
+        }
+        if spun.contains(&cpus[idx]) {
+            s.hwnoise.keep_apart(cpus[idx], interval);
+            return Ok(());
         }
         if let (Some(threshold), Some(at)) = (threshold, interval.max_at_ns())
             && interval.count > 0

@@ -22,6 +22,7 @@
 //! - `gaps`: stalls and offline stretches, said, counted, recorded.
 //! - `observe`: starting the observer of CPUs without a sampler.
 //! - `timerlat`: starting the kernel's timerlat beside the samplers.
+//! - `hwnoise`: the hwlat windows, and which CPUs they spin.
 //! - `load`: the scheduled load windows (`[load]`).
 //! - `reload`: SIGHUP; `check`: what a configuration passes before use.
 //! - `state`, `render`, `http`: what is known, how it is shown, how it is
@@ -34,6 +35,7 @@ mod error;
 mod event_loop;
 mod gaps;
 mod host_watch;
+mod hwnoise;
 mod listen;
 mod load;
 mod logging;

@@ -14,8 +14,8 @@ use super::error::StartupError;
 use super::http::server;
 use super::http::webconfig::Security;
 use super::state::{
-    CpuView, HostTrack, LoadState, MonitorState, ObserveState, ReloadRecord, SamplerView,
-    TimerlatState,
+    CpuView, HostTrack, HwnoiseState, LoadState, MonitorState, ObserveState, ReloadRecord,
+    SamplerView, TimerlatState,
 };
 use crate::config::Config;
 use crate::cpulist::format_cpu_list;
@@ -171,6 +171,7 @@ pub(super) struct First<'a> {
     pub recorder: &'a Recorder,
     pub observer: &'a Observer,
     pub timerlat: &'a crate::instruments::source::Source,
+    pub hwnoise: &'a crate::instruments::hwnoise::Windows,
     pub record: Option<&'a Keeper>,
     pub fingerprint: HostTrack,
 }
@@ -214,6 +215,7 @@ impl First<'_> {
             observe: ObserveState::new(self.observer.status(), &config),
             timerlat: TimerlatState::new(self.timerlat.status(), &config),
             load: LoadState::new(&config),
+            hwnoise: HwnoiseState::new(self.hwnoise.status()),
             gaps: Default::default(),
             host,
             config,

@@ -47,6 +47,20 @@ pub(super) async fn stop(
         crate::instruments::source::Source::disabled(),
     );
     let stopped_timerlat = tokio::task::spawn_blocking(move || timerlat.stop());
+    // A running hwlat window ends, its settings set back.
+    let mut hwnoise = std::mem::replace(
+        &mut collector.hwnoise,
+        crate::instruments::hwnoise::Windows::disabled(),
+    );
+    // Awaited first, so that the window it ended is in the record's last
+    // interval.
+    if tokio::task::spawn_blocking(move || hwnoise.stop())
+        .await
+        .is_err()
+    {
+        error!("the hwnoise thread could not be stopped cleanly");
+    }
+    collector.file_hwnoise_windows(state);
     collector.close_gaps();
     join_samplers(engine, collector.record.take(), state, interval_ns).await;
     if stopped_recorder.await.is_err() {
@@ -55,6 +69,7 @@ pub(super) async fn stop(
     if stopped_timerlat.await.is_err() {
         error!("the timerlat thread could not be stopped cleanly");
     }
+
     if !matches!(stopped_observer.await, Ok(true)) {
         error!("the observer thread could not be stopped cleanly");
     }

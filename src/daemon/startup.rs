@@ -133,6 +133,7 @@ async fn serve(
     let recorder = parts::start_forensics(&config, &engine);
     let observer = super::observe::start(&config, &host, &cpus);
     let timerlat = super::timerlat::start(&config, &cpus);
+    let hwnoise = super::hwnoise::start(&config, &host);
     let record = parts::start_record(&config, &host);
     let record_dir = record.as_ref().map(|_| config.record.dir.clone());
     let first_facts = host_watch::FirstRead::take(&cpus, record_dir).await;
@@ -145,6 +146,7 @@ async fn serve(
         recorder: &recorder,
         observer: &observer,
         timerlat: &timerlat,
+        hwnoise: &hwnoise,
         record: record.as_ref().map(|(_, keeper)| keeper),
         fingerprint: first_facts.track(),
     };
@@ -179,6 +181,7 @@ async fn serve(
             super::collector::Collector::new(recorder, observer, record, cpu_watch, unix_now_ns);
         collector.load = super::load::LoadWindows::new(&s.config, &s.host);
         collector.timerlat = timerlat;
+        collector.hwnoise = hwnoise;
         collector
     };
     let reload = super::reload::Reload {

@@ -14,7 +14,7 @@
 
 use std::fs::File;
 use std::io::{ErrorKind, Read};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use super::event::{HwlatLayout, HwlatSample};
 use super::osnoise::{self, Guard};
@@ -31,6 +31,47 @@ pub struct HwlatSpec {
     /// Spin this long with interrupts off, µs, in every `window_us`.
     pub width_us: u64,
     pub window_us: u64,
+}
+
+/// Why hwlat did not start: the kind, for counting skipped windows by
+/// reason, and the words for a person.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StartError {
+    pub kind: StartErrorKind,
+    pub why: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum StartErrorKind {
+    /// Another program runs hwlat: never taken from it.
+    Busy,
+    /// No tracefs, or a kernel without the hwlat tracer.
+    Unavailable,
+    /// Bad settings, or a write the kernel refused.
+    Failed,
+}
+
+impl StartErrorKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            StartErrorKind::Busy => "busy",
+            StartErrorKind::Unavailable => "unavailable",
+            StartErrorKind::Failed => "failed",
+        }
+    }
+}
+
+impl std::fmt::Display for StartError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.why)
+    }
+}
+
+fn failed(why: String) -> StartError {
+    StartError {
+        kind: StartErrorKind::Failed,
+        why,
+    }
 }
 
 /// A running hwlat tracer.
@@ -51,42 +92,55 @@ pub struct HwlatSession {
 impl HwlatSession {
     /// Starts hwlat as `spec` says; the error names what is missing or
     /// who holds the tracer.
-    pub fn start(spec: &HwlatSpec) -> Result<HwlatSession, String> {
+    pub fn start(spec: &HwlatSpec) -> Result<HwlatSession, StartError> {
         if spec.width_us == 0 || spec.width_us >= spec.window_us {
-            return Err(format!(
+            return Err(failed(format!(
                 "the width ({} us) must be more than 0 and less than the window ({} us)",
                 spec.width_us, spec.window_us
-            ));
+            )));
         }
-        let root = tracefs::locate_for(&spec.tracefs, "hwnoise")?;
+        let unavailable = |why| StartError {
+            kind: StartErrorKind::Unavailable,
+            why,
+        };
+        let root = tracefs::locate_for(&spec.tracefs, "hwnoise").map_err(unavailable)?;
         let tracers = read_text(&root.join("available_tracers")).unwrap_or_default();
         if !tracers.split_whitespace().any(|t| t == "hwlat") {
-            return Err(format!(
+            return Err(unavailable(format!(
                 "no hwlat tracer in {}/available_tracers (a kernel built without \
                  CONFIG_HWLAT_TRACER, as Debian's generic kernels are)",
                 root.display()
-            ));
+            )));
         }
         // A killed latencyd's instance still runs hwlat: gone first.
         let swept = tracefs::instance::sweep_role(&root, Role::Hwnoise);
         let users = tracefs::tracer_users(&root, &["hwlat"], None);
         if !users.is_empty() {
-            return Err(format!(
-                "hwlat is in use by {}: the kernel runs one at a time and latencyd does \
-                 not take it",
-                super::timerlat::describe_users(&users)
-            ));
+            return Err(StartError {
+                kind: StartErrorKind::Busy,
+                why: format!(
+                    "hwlat is in use by {}: the kernel runs one at a time and latencyd does \
+                     not take it",
+                    super::timerlat::describe_users(&users)
+                ),
+            });
         }
+        Self::take(spec, &root, swept).map_err(failed)
+    }
+
+    /// The instance made and the settings written, once nothing stands
+    /// in the way.
+    fn take(spec: &HwlatSpec, root: &Path, swept: Vec<String>) -> Result<HwlatSession, String> {
         let layout = HwlatLayout::parse(&read_text(&root.join("events/ftrace/hwlat/format"))?)?;
         let page = PageLayout::parse(&read_text(&root.join("events/header_page"))?)?;
-        let (instance, mut notes) = Instance::create(&root, Role::Hwnoise)?;
+        let (instance, mut notes) = Instance::create(root, Role::Hwnoise)?;
         notes.splice(0..0, swept.into_iter().filter(|n| n.starts_with("removed")));
         let mut detector = Guard::take_files(
             &root.join("hwlat_detector"),
             &["width", "window"],
             "hwlat_detector/",
         );
-        let mut thresh = Guard::take_files(&root, &["tracing_thresh"], "");
+        let mut thresh = Guard::take_files(root, &["tracing_thresh"], "");
         // The kernel keeps width below window at every write.
         let window_now = detector
             .before
@@ -243,7 +297,8 @@ mod tests {
         let mut bad = spec(dir.path());
         bad.width_us = bad.window_us;
         let err = HwlatSession::start(&bad).err().unwrap();
-        assert!(err.contains("less than the window"), "{err}");
+        assert_eq!(err.kind, StartErrorKind::Failed);
+        assert!(err.why.contains("less than the window"), "{err}");
     }
 
     #[test]
@@ -252,11 +307,16 @@ mod tests {
         std::fs::create_dir_all(dir.path().join("instances/other")).unwrap();
         std::fs::write(dir.path().join("available_tracers"), "function nop\n").unwrap();
         let err = HwlatSession::start(&spec(dir.path())).err().unwrap();
-        assert!(err.contains("no hwlat tracer"), "{err}");
+        assert_eq!(err.kind, StartErrorKind::Unavailable);
+        assert!(err.why.contains("no hwlat tracer"), "{err}");
         std::fs::write(dir.path().join("available_tracers"), "hwlat nop\n").unwrap();
         std::fs::write(dir.path().join("instances/other/current_tracer"), "hwlat\n").unwrap();
         let err = HwlatSession::start(&spec(dir.path())).err().unwrap();
-        assert!(err.contains("in use by instance other (hwlat)"), "{err}");
+        assert_eq!(err.kind, StartErrorKind::Busy);
+        assert!(
+            err.why.contains("in use by instance other (hwlat)"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -9,6 +9,7 @@
 
 pub mod event;
 pub mod hwlat;
+pub mod hwnoise;
 pub mod osnoise;
 pub mod source;
 pub mod tally;

@@ -22,30 +22,42 @@ pub struct Window {
 }
 
 impl Schedule {
-    /// Checks the three values together; each error names the setting
-    /// and says what would be accepted.
+    /// Checks the three values of `[load]` together.
     pub fn new(every: Duration, at: Duration, duration: Duration) -> Result<Schedule, String> {
+        Schedule::of_section("load", every, at, duration)
+    }
+
+    /// Checks the three values together; each error names the setting
+    /// (in `[section]`) and says what would be accepted.
+    pub fn of_section(
+        section: &str,
+        every: Duration,
+        at: Duration,
+        duration: Duration,
+    ) -> Result<Schedule, String> {
         if every < Duration::from_secs(2) {
             return Err(format!(
-                "load.every = {}: choose at least 2s (a day is \"1d\")",
+                "{section}.every = {}: choose at least 2s (a day is \"1d\")",
                 show(every)
             ));
         }
         if duration.is_zero() {
-            return Err("load.duration must be more than 0 (for example \"1h\")".to_string());
+            return Err(format!(
+                "{section}.duration must be more than 0 (for example \"1h\")"
+            ));
         }
         if duration >= every {
             return Err(format!(
-                "load.duration = {} is not shorter than load.every = {}: a window must end \
-                 before the next one starts; shorten the window or lengthen the period",
+                "{section}.duration = {} is not shorter than {section}.every = {}: a window \
+                 must end before the next one starts; shorten the window or lengthen the period",
                 show(duration),
                 show(every)
             ));
         }
         if at >= every {
             return Err(format!(
-                "load.at = {} is not within the period load.every = {}; choose an offset \
-                 below it (\"02:00\" into a day)",
+                "{section}.at = {} is not within the period {section}.every = {}; choose an \
+                 offset below it (\"02:00\" into a day)",
                 show(at),
                 show(every)
             ));

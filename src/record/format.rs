@@ -27,6 +27,7 @@ use base64::engine::general_purpose::STANDARD;
 use hdrhistogram::serialization::{Serializer, V2DeflateSerializer};
 
 pub use super::gap::{Gap, GapReason};
+pub use super::hwnoise::{HwnoiseLine, HwnoiseOutcome};
 use super::seconds::{decimal_ns, seconds};
 use crate::calendar::format_rfc3339_ms;
 use crate::host::Fingerprint;
@@ -138,6 +139,9 @@ pub struct Entry {
     /// The load running while it was measured (a profile's name, from the
     /// daemon's `[load]` windows or `measure --load`); None: no load.
     pub load: Option<String>,
+    /// Measured while a `[hwnoise]` window spun the CPU with interrupts
+    /// off: latencyd's own disturbance, kept out of reports.
+    pub hwnoise: bool,
 }
 
 impl Entry {
@@ -162,9 +166,10 @@ pub fn encode_entry(entry: &Entry, out: &mut String) {
         .load
         .as_ref()
         .map_or(String::new(), |name| format!(" load={name}"));
+    let hwnoise = if entry.hwnoise { " hwnoise" } else { "" };
     out.push_str(&format!(
         "#[latencyd cpu{} count={} sum={} min={} max={} missed={} overflows={} spikes={} \
-         threshold={}{fingerprint}{load}]\n",
+         threshold={}{fingerprint}{load}{hwnoise}]\n",
         entry.cpu,
         e.count,
         e.sum_ns,
@@ -231,6 +236,8 @@ pub enum Line {
     Host(Box<HostFacts>),
     /// A stretch without samples on one CPU.
     Gap(Gap),
+    /// A `[hwnoise]` window.
+    Hwnoise(Box<HwnoiseLine>),
     /// A header, comment, legend or blank line, or an entry of another
     /// tag than `cpuN`.
     Other,
@@ -253,6 +260,7 @@ struct Pending {
     threshold: u64,
     fingerprint: Option<String>,
     load: Option<String>,
+    hwnoise: bool,
 }
 
 impl LineParser {
@@ -271,6 +279,12 @@ impl LineParser {
             return Gap::parse(rest).map_or_else(
                 || Line::Corrupt("a gap line that cannot be read".to_string()),
                 Line::Gap,
+            );
+        }
+        if let Some(rest) = line.strip_prefix("#[latencyd hwnoise ") {
+            return HwnoiseLine::parse(rest).map_or_else(
+                || Line::Corrupt("a hwnoise line that cannot be read".to_string()),
+                |h| Line::Hwnoise(Box::new(h)),
             );
         }
         if let Some(rest) = line.strip_prefix("#[latencyd cpu") {
@@ -330,6 +344,7 @@ fn parse_exact(rest: &str) -> Option<Pending> {
     };
     let fingerprint = word("fingerprint=");
     let load = word("load=");
+    let hwnoise = rest.contains(&"hwnoise");
     let exact = Exact {
         count,
         sum_ns,
@@ -345,6 +360,7 @@ fn parse_exact(rest: &str) -> Option<Pending> {
         threshold,
         fingerprint,
         load,
+        hwnoise,
     })
 }
 
@@ -362,6 +378,7 @@ fn parse_entry(cpu: usize, rest: &str, pending: Option<Pending>) -> Result<Entry
     let pending = pending.filter(|p| p.cpu == cpu);
     let fingerprint = pending.as_ref().and_then(|p| p.fingerprint.clone());
     let load = pending.as_ref().and_then(|p| p.load.clone());
+    let hwnoise = pending.as_ref().is_some_and(|p| p.hwnoise);
     let stats = match pending {
         Some(Pending {
             exact, threshold, ..
@@ -389,6 +406,7 @@ fn parse_entry(cpu: usize, rest: &str, pending: Option<Pending>) -> Result<Entry
         stats,
         fingerprint,
         load,
+        hwnoise,
     })
 }
 
@@ -450,6 +468,7 @@ mod tests {
             stats,
             fingerprint: Some("0123456789ab".to_string()),
             load: Some("rteval".to_string()),
+            hwnoise: false,
         }
     }
 
@@ -490,7 +509,11 @@ mod tests {
             .lines()
             .filter_map(|l| match parser.line(l) {
                 Line::Entry(e) => Some(*e),
-                Line::Other | Line::Context(_) | Line::Host(_) | Line::Gap(_) => None,
+                Line::Other
+                | Line::Context(_)
+                | Line::Host(_)
+                | Line::Gap(_)
+                | Line::Hwnoise(_) => None,
                 Line::Corrupt(why) => panic!("{why}: {l}"),
             })
             .collect();
@@ -526,6 +549,25 @@ mod tests {
             })
             .collect();
         assert_eq!(loads, vec![Some("rteval".to_string()), None]);
+    }
+
+    #[test]
+    fn an_interval_measured_in_a_hwnoise_window_says_so() {
+        let mut entry = sample_entry();
+        let mut text = String::new();
+        encode_entry(&entry, &mut text);
+        entry.hwnoise = true;
+        encode_entry(&entry, &mut text);
+        assert!(text.contains(" load=rteval hwnoise]\n"), "{text}");
+        let mut parser = LineParser::default();
+        let spun: Vec<bool> = text
+            .lines()
+            .filter_map(|l| match parser.line(l) {
+                Line::Entry(e) => Some(e.hwnoise),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(spun, vec![false, true]);
     }
 
     #[test]

@@ -11,6 +11,7 @@
 
 pub mod format;
 pub mod gap;
+pub mod hwnoise;
 pub mod keeper;
 mod payload;
 pub mod reader;
@@ -20,7 +21,7 @@ pub mod writer;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-pub use format::{Context, Entry, Gap, GapReason, HostFacts};
+pub use format::{Context, Entry, Gap, GapReason, HostFacts, HwnoiseLine, HwnoiseOutcome};
 pub use keeper::{Keeper, Status};
 pub use reader::{Range, ReadReport, Summary, summarize, summarize_while};
 pub use writer::{Batch, LogWriter, Settings, Target};
@@ -43,8 +44,13 @@ pub struct Accumulator {
     fingerprint: Option<Arc<Fingerprint>>,
     /// The load running now; intervals are cut where it starts or ends.
     load: Option<String>,
+    /// The CPUs a `[hwnoise]` window spins now; intervals are cut where
+    /// the set changes.
+    spun: Vec<usize>,
     /// Stretches without samples that ended in this interval.
     gaps: Vec<Gap>,
+    /// `[hwnoise]` windows that ended in this interval.
+    hwnoise: Vec<HwnoiseLine>,
 }
 
 impl Accumulator {
@@ -56,8 +62,28 @@ impl Accumulator {
             cpus: BTreeMap::new(),
             fingerprint: None,
             load: None,
+            spun: Vec::new(),
             gaps: Vec::new(),
+            hwnoise: Vec::new(),
         }
+    }
+
+    /// Files a finished `[hwnoise]` window (written with the interval in
+    /// progress).
+    pub fn add_hwnoise(&mut self, window: HwnoiseLine) {
+        self.hwnoise.push(window);
+    }
+
+    /// The CPUs a hwnoise window spins from `now_ns` on (empty: none).
+    /// When they change, the interval in progress ends here, as for a
+    /// load, so that no interval mixes spun and undisturbed time.
+    pub fn set_spun(&mut self, cpus: Vec<usize>, now_ns: u64) -> Vec<Batch> {
+        if cpus == self.spun {
+            return Vec::new();
+        }
+        let batches = [self.take(now_ns, false), self.take(now_ns, true)];
+        self.spun = cpus;
+        batches.into_iter().flatten().collect()
     }
 
     /// Files a stretch without samples (written with the interval in
@@ -124,12 +150,15 @@ impl Accumulator {
                 stats,
                 fingerprint: self.fingerprint.as_ref().map(|f| f.id()),
                 load: self.load.clone(),
+                hwnoise: self.spun.contains(&cpu),
             })
             .collect();
         let gaps = std::mem::take(&mut self.gaps);
-        (!entries.is_empty() || !gaps.is_empty()).then(|| Batch {
+        let hwnoise = std::mem::take(&mut self.hwnoise);
+        (!entries.is_empty() || !gaps.is_empty() || !hwnoise.is_empty()).then(|| Batch {
             entries,
             gaps,
+            hwnoise,
             fingerprint: self.fingerprint.clone(),
         })
     }

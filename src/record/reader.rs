@@ -54,6 +54,11 @@ pub struct ReadReport {
     /// rest).
     pub gaps: Vec<Gap>,
     pub gaps_left_out: u64,
+    /// The `[hwnoise]` windows that overlap the range (at most
+    /// `MAX_GAPS`), and the intervals measured while one spun their CPU:
+    /// latencyd's own disturbance, counted here and not given to `visit`.
+    pub hwnoise: Vec<super::HwnoiseLine>,
+    pub hwnoise_entries: u64,
 }
 
 /// Gaps a read keeps: a CPU going offline and back every minute for a
@@ -183,12 +188,25 @@ fn read_file(
         }
         let line = String::from_utf8_lossy(&buf);
         match parser.line(&line) {
+            Line::Entry(entry) if entry.hwnoise => {
+                if range.overlaps(&entry) {
+                    report.hwnoise_entries += 1;
+                }
+            }
             Line::Entry(entry) => {
                 if range.overlaps(&entry) {
                     report.entries += 1;
                     visit(*entry);
                 }
             }
+            Line::Hwnoise(window)
+                if window.start_ns < range.to_ns
+                    && window.end_ns >= range.from_ns
+                    && report.hwnoise.len() < MAX_GAPS =>
+            {
+                report.hwnoise.push(*window);
+            }
+            Line::Hwnoise(_) => {}
             Line::Other => {}
             Line::Gap(gap) if gap.start_ns < range.to_ns && gap.end_ns > range.from_ns => {
                 if report.gaps.len() < MAX_GAPS {
@@ -456,11 +474,13 @@ mod tests {
                         stats,
                         fingerprint: None,
                         load: None,
+                        hwnoise: false,
                     }
                 })
                 .collect();
             let batch = Batch {
                 gaps: Vec::new(),
+                hwnoise: Vec::new(),
                 entries,
                 fingerprint: None,
             };
@@ -475,6 +495,60 @@ mod tests {
             .into_iter()
             .map(|f| f.0)
             .collect()
+    }
+
+    #[test]
+    fn intervals_of_a_spun_cpu_are_left_out_and_the_window_is_listed() {
+        use crate::record::{HwnoiseLine, HwnoiseOutcome};
+        let dir = tempfile::tempdir().unwrap();
+        let t0 = 1_795_315_538;
+        let total = write_record(dir.path(), t0..t0 + 3);
+        let mut writer = LogWriter::new(Target::Dir(Settings {
+            dir: dir.path().to_path_buf(),
+            interval_ns: NS_PER_SEC,
+            retention_ns: 1 << 62,
+            max_bytes: 1 << 40,
+        }));
+        let mut spun = LatencyStats::new(100_000, None);
+        spun.record(480_000_000, 0);
+        let window = HwnoiseLine {
+            start_ns: (t0 + 3) * NS_PER_SEC,
+            end_ns: (t0 + 4) * NS_PER_SEC,
+            cpus: vec![1],
+            threshold_us: 10,
+            width_us: 500_000,
+            window_us: 1_000_000,
+            outcome: HwnoiseOutcome::Ran {
+                samples: 1,
+                gaps: 1,
+                max_us: 12,
+                nmis: 0,
+                smis: None,
+            },
+        };
+        let batch = Batch {
+            entries: vec![Entry {
+                cpu: 1,
+                start_ns: (t0 + 3) * NS_PER_SEC,
+                length_ns: NS_PER_SEC,
+                stats: spun,
+                fingerprint: None,
+                load: None,
+                hwnoise: true,
+            }],
+            gaps: Vec::new(),
+            hwnoise: vec![window.clone()],
+            fingerprint: None,
+        };
+        writer.write(&batch, (t0 + 3) * NS_PER_SEC).unwrap();
+        let (all, report) = summarize(&files(dir.path()), Range::ALL, None).unwrap();
+        assert_eq!(all.cpus.values().map(|s| s.count).sum::<u64>(), total);
+        assert!(
+            all.cpus.values().all(|s| s.max_ns < 1_000_000),
+            "the spin is not a latency"
+        );
+        assert_eq!((report.entries, report.hwnoise_entries), (6, 1));
+        assert_eq!(report.hwnoise, vec![window]);
     }
 
     #[test]

@@ -38,6 +38,8 @@ pub struct Batch {
     pub entries: Vec<Entry>,
     /// Stretches without samples that ended in the interval.
     pub gaps: Vec<Gap>,
+    /// `[hwnoise]` windows that ended in the interval.
+    pub hwnoise: Vec<super::HwnoiseLine>,
     /// The host's facts the interval was measured under: written whole at
     /// the top of each file and whenever they differ from the last ones
     /// written.
@@ -50,6 +52,7 @@ impl Batch {
             .first()
             .map(|e| e.start_ns)
             .or_else(|| self.gaps.first().map(|g| g.end_ns))
+            .or_else(|| self.hwnoise.first().map(|h| h.end_ns))
             .unwrap_or(0)
     }
 }
@@ -184,6 +187,9 @@ impl LogWriter {
         for gap in &batch.gaps {
             text.push_str(&gap.line());
         }
+        for window in &batch.hwnoise {
+            text.push_str(&window.line());
+        }
         for entry in &batch.entries {
             encode_entry(entry, &mut text);
         }
@@ -306,6 +312,7 @@ mod tests {
     fn batch(start_s: u64, cpus: usize) -> Batch {
         Batch {
             gaps: Vec::new(),
+            hwnoise: Vec::new(),
             entries: (0..cpus)
                 .map(|cpu| {
                     let mut stats = LatencyStats::new(100_000, None);
@@ -319,6 +326,7 @@ mod tests {
                         stats,
                         fingerprint: None,
                         load: None,
+                        hwnoise: false,
                     }
                 })
                 .collect(),

@@ -494,11 +494,13 @@ mod tests {
                         stats,
                         fingerprint: Some(fp.id()),
                         load: None,
+                        hwnoise: false,
                     }
                 })
                 .collect();
             let batch = Batch {
                 gaps: Vec::new(),
+                hwnoise: Vec::new(),
                 entries,
                 fingerprint: Some(Arc::clone(fp)),
             };

@@ -246,6 +246,17 @@ pub fn text(summary: &Summary, report: &ReadReport, nsecs: bool) -> String {
     if report.gaps_left_out > 0 {
         let _ = writeln!(out, "# Gap: {} more not listed", report.gaps_left_out);
     }
+    for window in &report.hwnoise {
+        let _ = writeln!(out, "# Hwnoise: {}", window.describe());
+    }
+    if report.hwnoise_entries > 0 {
+        let _ = writeln!(
+            out,
+            "# Hwnoise: {} CPU interval(s) measured while a window spun the CPU are left out \
+             of the figures above",
+            report.hwnoise_entries
+        );
+    }
     if let Some(warning) = report.warning() {
         let _ = writeln!(out, "# Skipped: {warning}");
     }
@@ -301,6 +312,59 @@ struct JsonLatencyd {
     unit: &'static str,
     /// Stretches without samples the record names, oldest first.
     gaps: Vec<JsonGap>,
+    /// The `[hwnoise]` windows in the range, oldest first.
+    hwnoise: Vec<JsonHwnoise>,
+    /// CPU intervals measured while a window spun the CPU: not in the
+    /// figures.
+    hwnoise_intervals_left_out: u64,
+}
+
+#[derive(Serialize)]
+struct JsonHwnoise {
+    start: String,
+    end: String,
+    cpus: String,
+    threshold_us: u64,
+    width_us: u64,
+    window_us: u64,
+    /// `ran` or `skipped`.
+    outcome: &'static str,
+    /// Why it was skipped: `busy`, `unavailable` or `failed`.
+    reason: Option<String>,
+    samples: u64,
+    max_gap_us: u64,
+    nmis: u64,
+    smis: Option<u64>,
+}
+
+impl JsonHwnoise {
+    fn of(w: &crate::record::HwnoiseLine) -> JsonHwnoise {
+        use crate::record::HwnoiseOutcome;
+        let (outcome, reason, samples, max_gap_us, nmis, smis) = match &w.outcome {
+            HwnoiseOutcome::Ran {
+                samples,
+                max_us,
+                nmis,
+                smis,
+                ..
+            } => ("ran", None, *samples, *max_us, *nmis, *smis),
+            HwnoiseOutcome::Skipped(reason) => ("skipped", Some(reason.clone()), 0, 0, 0, None),
+        };
+        JsonHwnoise {
+            start: format_rfc3339_ms(w.start_ns),
+            end: format_rfc3339_ms(w.end_ns),
+            cpus: crate::cpulist::format_cpu_list(&w.cpus),
+            threshold_us: w.threshold_us,
+            width_us: w.width_us,
+            window_us: w.window_us,
+            outcome,
+            reason,
+            samples,
+            max_gap_us,
+            nmis,
+            smis,
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -381,9 +445,59 @@ pub fn json(summary: &Summary, report: &ReadReport, nsecs: bool) -> String {
                     duration_ns: g.end_ns - g.start_ns,
                 })
                 .collect(),
+            hwnoise: report.hwnoise.iter().map(JsonHwnoise::of).collect(),
+            hwnoise_intervals_left_out: report.hwnoise_entries,
         },
     };
     let mut text = serde_json::to_string_pretty(&doc).expect("the JSON DTOs always serialize");
     text.push('\n');
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::{HwnoiseLine, HwnoiseOutcome};
+
+    #[test]
+    fn hwnoise_windows_and_the_intervals_left_out_are_said() {
+        let report = ReadReport {
+            hwnoise: vec![HwnoiseLine {
+                start_ns: 1_795_315_538_000_000_000,
+                end_ns: 1_795_316_138_000_000_000,
+                cpus: vec![1],
+                threshold_us: 10,
+                width_us: 500_000,
+                window_us: 1_000_000,
+                outcome: HwnoiseOutcome::Ran {
+                    samples: 1,
+                    gaps: 1,
+                    max_us: 12,
+                    nmis: 0,
+                    smis: None,
+                },
+            }],
+            hwnoise_entries: 3,
+            ..ReadReport::default()
+        };
+        let summary = Summary::default();
+        let out = text(&summary, &report, false);
+        assert!(
+            out.contains("# Hwnoise: 2026-11-22T02:45:38.000Z to "),
+            "{out}"
+        );
+        assert!(
+            out.contains("1 sample(s) over 10 us, largest gap 12 us"),
+            "{out}"
+        );
+        assert!(
+            out.contains("# Hwnoise: 3 CPU interval(s) measured while"),
+            "{out}"
+        );
+        let doc: serde_json::Value = serde_json::from_str(&json(&summary, &report, false)).unwrap();
+        let l = &doc["latencyd"];
+        assert_eq!(l["hwnoise_intervals_left_out"], 3);
+        assert_eq!(l["hwnoise"][0]["max_gap_us"], 12);
+        assert_eq!(l["hwnoise"][0]["outcome"], "ran");
+    }
 }

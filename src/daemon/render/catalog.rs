@@ -1,24 +1,26 @@
 //! The catalogue of `/metrics`: every family latencyd exports, with its
 //! help text, type, label names and the function that builds it
-//! (`families.rs`, `observe.rs`), in the order they are served;
+//! (`families.rs`, `observe.rs`), in the order they are served (the
+//! kernel's instruments' in `catalog_instruments.rs`);
 //! docs/metrics.md is checked against what a running daemon serves.
 
 use prometheus::proto::MetricType;
 
-use super::families::{self, Build};
-use super::{observe, timerlat};
+use super::families;
+pub use super::families::Family;
+use super::{load, observe};
 
-/// A family latencyd exports: its description and its builder.
-pub struct Family {
-    pub name: &'static str,
-    pub help: &'static str,
-    pub kind: MetricType,
-    pub labels: &'static [&'static str],
-    pub build: Build,
+/// Every family latencyd exports, in the order they are served: the
+/// samplers' and the daemon's, then the kernel's instruments'
+/// (`catalog_instruments.rs`).
+pub fn families() -> impl Iterator<Item = &'static Family> {
+    FAMILIES
+        .iter()
+        .chain(super::catalog_instruments::INSTRUMENT_FAMILIES)
 }
 
-/// The metrics latencyd exports.
-pub const FAMILIES: &[Family] = &[
+/// The samplers' and the daemon's families.
+const FAMILIES: &[Family] = &[
     Family {
         name: "latencyd_wakeup_latency_seconds",
         help: "Wake-up latency of the samplers: how late each woke after its deadline. Buckets round up: a sample counts in the first bucket whose le is at or above the upper edge of its HDR bucket (at most 0.78 % above the sample), so no bucket holds a sample above its le.",
@@ -258,62 +260,6 @@ pub const FAMILIES: &[Family] = &[
         build: observe::observe_unseen_wakeups_total,
     },
     Family {
-        name: "latencyd_timerlat_latency_seconds",
-        help: "The kernel's timerlat tracer ([timerlat]) per CPU and context: irq, how late the timer's interrupt handler ran; thread, how late the thread it woke ran; user, how late that thread, a user-space one, came back for its next period (kernels with timerlat_fd). Buckets round up as for latencyd_wakeup_latency_seconds.",
-        kind: MetricType::HISTOGRAM,
-        labels: &["context", "cpu"],
-        build: timerlat::timerlat_latency_seconds,
-    },
-    Family {
-        name: "latencyd_timerlat_latency_max_seconds",
-        help: "Exact maximum timerlat latency per CPU and context since the daemon started.",
-        kind: MetricType::GAUGE,
-        labels: &["context", "cpu"],
-        build: timerlat::timerlat_latency_max_seconds,
-    },
-    Family {
-        name: "latencyd_timerlat_latency_window_max_seconds",
-        help: "Exact maximum timerlat latency per CPU and context in the trailing window (export.max_window), filed by when the kernel took it. Absent while the window holds none.",
-        kind: MetricType::GAUGE,
-        labels: &["context", "cpu"],
-        build: timerlat::timerlat_latency_window_max_seconds,
-    },
-    Family {
-        name: "latencyd_timerlat_periods_total",
-        help: "Timer periods the kernel's timerlat ran on a CPU while latencyd read it (by its period numbers): the IRQ and thread counts of latencyd_timerlat_latency_seconds should equal it; fewer means lost events.",
-        kind: MetricType::COUNTER,
-        labels: &["cpu"],
-        build: timerlat::timerlat_periods_total,
-    },
-    Family {
-        name: "latencyd_timerlat_available",
-        help: "1 when [timerlat] is enabled and the tracer runs, 0 when enabled but unavailable (no tracer in this kernel, no tracefs, another program running timerlat or osnoise at start; the reason is in /api/v1/timerlat); absent when disabled.",
-        kind: MetricType::GAUGE,
-        labels: &[],
-        build: timerlat::timerlat_available,
-    },
-    Family {
-        name: "latencyd_timerlat_neighbour_info",
-        help: "1 for each other program running timerlat or osnoise beside latencyd's timerlat, by tracefs instance (top: the top-level buffer; rtla names its instance after its tool) and tracer: they share the host-wide osnoise/ settings. Logged at warn when one appears.",
-        kind: MetricType::GAUGE,
-        labels: &["instance", "tracer"],
-        build: timerlat::timerlat_neighbour_info,
-    },
-    Family {
-        name: "latencyd_timerlat_disturbances_total",
-        help: "Times another program started timerlat or osnoise beside latencyd's, or changed an osnoise/ setting latencyd set; each is logged at warn and latencyd does not set it back. Absent unless timerlat runs.",
-        kind: MetricType::COUNTER,
-        labels: &[],
-        build: timerlat::timerlat_disturbances_total,
-    },
-    Family {
-        name: "latencyd_timerlat_lost_pages_total",
-        help: "Ring-buffer pages of timerlat that the kernel flagged with events lost before them, and reads that failed: samples missing from latencyd_timerlat_latency_seconds. Absent unless timerlat runs.",
-        kind: MetricType::COUNTER,
-        labels: &[],
-        build: timerlat::timerlat_lost_pages_total,
-    },
-    Family {
         name: "latencyd_tracefs_instance_repairs_total",
         help: "Times latencyd found its tracefs instance (user forensics or observe) changed or broken behind its back by another program and set it back or made it again; each is logged at warn. A series exists while that user is enabled.",
         kind: MetricType::COUNTER,
@@ -353,42 +299,42 @@ pub const FAMILIES: &[Family] = &[
         help: "1 while a scheduled load window's generators run ([load]), else 0; exported when [load] names a profile.",
         kind: MetricType::GAUGE,
         labels: &["profile"],
-        build: families::load_active,
+        build: load::load_active,
     },
     Family {
         name: "latencyd_load_window_end_timestamp_seconds",
         help: "When the load window running now ends (Unix time); absent between windows.",
         kind: MetricType::GAUGE,
         labels: &["profile"],
-        build: families::load_window_end_timestamp_seconds,
+        build: load::load_window_end_timestamp_seconds,
     },
     Family {
         name: "latencyd_load_next_window_start_timestamp_seconds",
         help: "When the next load window starts (Unix time).",
         kind: MetricType::GAUGE,
         labels: &["profile"],
-        build: families::load_next_window_start_timestamp_seconds,
+        build: load::load_next_window_start_timestamp_seconds,
     },
     Family {
         name: "latencyd_load_windows_total",
         help: "Load windows whose load started.",
         kind: MetricType::COUNTER,
         labels: &["profile"],
-        build: families::load_windows_total,
+        build: load::load_windows_total,
     },
     Family {
         name: "latencyd_load_throughput",
         help: "What a load generator achieved per second of its running time, in the window running now or else the last one: stress-ng's bogo-ops/s per stressor (its --metrics), hackbench's messages/s over its completed runs.",
         kind: MetricType::GAUGE,
         labels: &["profile", "generator", "what", "unit"],
-        build: families::load_throughput,
+        build: load::load_throughput,
     },
     Family {
         name: "latencyd_load_failures_total",
         help: "Load generators that could not start, exited before the window ended or had to be killed at its end (generator=\"load\": a window whose load could not start at all); logged with why.",
         kind: MetricType::COUNTER,
         labels: &["profile", "generator"],
-        build: families::load_failures_total,
+        build: load::load_failures_total,
     },
     Family {
         name: "latencyd_host_info",

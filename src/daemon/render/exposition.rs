@@ -15,7 +15,7 @@ use std::sync::Mutex;
 use prometheus::Registry;
 use prometheus::proto::{Metric, MetricFamily};
 
-use super::catalog::FAMILIES;
+use super::catalog::families;
 use super::exemplars::{self, Exemplars};
 use super::metrics::{self, Clocks, LATENCY_HISTOGRAM, Now};
 use super::observe::TASK_HISTOGRAM;
@@ -134,7 +134,7 @@ fn all_families(
 
 /// A histogram family of the catalog with `metrics`, or none without.
 fn family(name: &str, metrics: Vec<Metric>) -> Option<MetricFamily> {
-    let described = FAMILIES.iter().find(|f| f.name == name)?;
+    let described = families().find(|f| f.name == name)?;
     (!metrics.is_empty()).then(|| {
         let mut family = MetricFamily::default();
         family.set_name(name.to_string());

@@ -68,6 +68,16 @@ pub struct Scrape<'a> {
 /// served).
 pub type Build = fn(&Scrape) -> Vec<Metric>;
 
+/// A family latencyd exports: its description and its builder (listed in
+/// `catalog.rs` and `catalog_instruments.rs`).
+pub struct Family {
+    pub name: &'static str,
+    pub help: &'static str,
+    pub kind: prometheus::proto::MetricType,
+    pub labels: &'static [&'static str],
+    pub build: Build,
+}
+
 fn cpu_label(cpu: usize) -> Vec<LabelPair> {
     vec![label("cpu", &cpu.to_string())]
 }
@@ -316,93 +326,6 @@ pub fn record_bytes(s: &Scrape) -> Vec<Metric> {
     vec![gauge(vec![], s.record.bytes as f64)]
 }
 
-pub fn load_active(s: &Scrape) -> Vec<Metric> {
-    s.state
-        .load
-        .profile
-        .map(|p| {
-            gauge(
-                vec![label("profile", p.name())],
-                f64::from(u8::from(s.state.load.active.is_some())),
-            )
-        })
-        .into_iter()
-        .collect()
-}
-
-pub fn load_window_end_timestamp_seconds(s: &Scrape) -> Vec<Metric> {
-    s.state
-        .load
-        .profile
-        .zip(s.state.load.active)
-        .map(|(p, w)| gauge(vec![label("profile", p.name())], unix_seconds(w.end)))
-        .into_iter()
-        .collect()
-}
-
-pub fn load_next_window_start_timestamp_seconds(s: &Scrape) -> Vec<Metric> {
-    s.state
-        .load
-        .profile
-        .zip(s.state.load.next)
-        .map(|(p, w)| gauge(vec![label("profile", p.name())], unix_seconds(w.start)))
-        .into_iter()
-        .collect()
-}
-
-pub fn load_windows_total(s: &Scrape) -> Vec<Metric> {
-    s.state
-        .load
-        .profile
-        .map(|p| {
-            counter(
-                vec![label("profile", p.name())],
-                s.state.load.windows_total as f64,
-            )
-        })
-        .into_iter()
-        .collect()
-}
-
-pub fn load_throughput(s: &Scrape) -> Vec<Metric> {
-    s.state
-        .load
-        .report
-        .iter()
-        .flat_map(|r| {
-            r.generators.iter().flat_map(move |g| {
-                g.throughput.iter().map(move |t| {
-                    gauge(
-                        vec![
-                            label("generator", &g.name),
-                            label("profile", r.profile.name()),
-                            label("unit", t.unit),
-                            label("what", &t.what),
-                        ],
-                        t.rate(),
-                    )
-                })
-            })
-        })
-        .collect()
-}
-
-pub fn load_failures_total(s: &Scrape) -> Vec<Metric> {
-    s.state
-        .load
-        .profile
-        .iter()
-        .flat_map(|p| {
-            s.state.load.failures.iter().map(move |(g, n)| {
-                counter(
-                    vec![label("generator", g), label("profile", p.name())],
-                    *n as f64,
-                )
-            })
-        })
-        .collect()
-}
-
 pub fn host_info(s: &Scrape) -> Vec<Metric> {
     vec![gauge(
         vec![
@@ -489,10 +412,4 @@ pub fn build_info(_: &Scrape) -> Vec<Metric> {
         ],
         1.0,
     )]
-}
-
-/// A wall-clock time as Unix seconds.
-fn unix_seconds(t: std::time::SystemTime) -> f64 {
-    t.duration_since(std::time::UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64())
 }

@@ -1,8 +1,12 @@
-//! The scheduled load windows (`[load]`) as `/api/v1/status` and the
-//! status page show them.
+//! The scheduled load windows (`[load]`) as the `latencyd_load_*`
+//! families, `/api/v1/status` and the status page show them.
 
 use serde::Serialize;
 
+use prometheus::proto::Metric;
+
+use super::families::Scrape;
+use super::proto::{counter, gauge, label};
 use crate::calendar::format_rfc3339_ms;
 use crate::daemon::state::MonitorState;
 
@@ -92,4 +96,97 @@ pub(super) fn page_line(s: &MonitorState) -> Option<(String, bool)> {
         ));
     }
     Some((line, l.active.is_some()))
+}
+
+pub fn load_active(s: &Scrape) -> Vec<Metric> {
+    s.state
+        .load
+        .profile
+        .map(|p| {
+            gauge(
+                vec![label("profile", p.name())],
+                f64::from(u8::from(s.state.load.active.is_some())),
+            )
+        })
+        .into_iter()
+        .collect()
+}
+
+pub fn load_window_end_timestamp_seconds(s: &Scrape) -> Vec<Metric> {
+    s.state
+        .load
+        .profile
+        .zip(s.state.load.active)
+        .map(|(p, w)| gauge(vec![label("profile", p.name())], unix_seconds(w.end)))
+        .into_iter()
+        .collect()
+}
+
+pub fn load_next_window_start_timestamp_seconds(s: &Scrape) -> Vec<Metric> {
+    s.state
+        .load
+        .profile
+        .zip(s.state.load.next)
+        .map(|(p, w)| gauge(vec![label("profile", p.name())], unix_seconds(w.start)))
+        .into_iter()
+        .collect()
+}
+
+pub fn load_windows_total(s: &Scrape) -> Vec<Metric> {
+    s.state
+        .load
+        .profile
+        .map(|p| {
+            counter(
+                vec![label("profile", p.name())],
+                s.state.load.windows_total as f64,
+            )
+        })
+        .into_iter()
+        .collect()
+}
+
+pub fn load_throughput(s: &Scrape) -> Vec<Metric> {
+    s.state
+        .load
+        .report
+        .iter()
+        .flat_map(|r| {
+            r.generators.iter().flat_map(move |g| {
+                g.throughput.iter().map(move |t| {
+                    gauge(
+                        vec![
+                            label("generator", &g.name),
+                            label("profile", r.profile.name()),
+                            label("unit", t.unit),
+                            label("what", &t.what),
+                        ],
+                        t.rate(),
+                    )
+                })
+            })
+        })
+        .collect()
+}
+
+pub fn load_failures_total(s: &Scrape) -> Vec<Metric> {
+    s.state
+        .load
+        .profile
+        .iter()
+        .flat_map(|p| {
+            s.state.load.failures.iter().map(move |(g, n)| {
+                counter(
+                    vec![label("generator", g), label("profile", p.name())],
+                    *n as f64,
+                )
+            })
+        })
+        .collect()
+}
+
+/// A wall-clock time as Unix seconds.
+fn unix_seconds(t: std::time::SystemTime) -> f64 {
+    t.duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
 }

@@ -9,7 +9,7 @@ use prometheus::core::{Collector, Desc};
 use prometheus::proto::MetricFamily;
 use prometheus::{Encoder, Registry, TextEncoder};
 
-use super::catalog::FAMILIES;
+use super::catalog;
 pub use super::clock::{Clock, Clocks, Now, SYSTEM_CLOCKS};
 use super::families::Scrape;
 pub use super::families::{LATENCY_HISTOGRAM, REVISION, latency_histograms};
@@ -24,8 +24,7 @@ pub struct StateCollector {
 
 impl StateCollector {
     pub fn new(state: Arc<Mutex<MonitorState>>, clocks: Clocks) -> StateCollector {
-        let descs = FAMILIES
-            .iter()
+        let descs = catalog::families()
             .map(|family| {
                 Desc::new(
                     family.name.to_string(),
@@ -78,8 +77,8 @@ pub fn families_but(state: &MonitorState, now: Now, skip: &[&str]) -> Vec<Metric
         forensics: &forensics,
         record: &record,
     };
-    let mut out = Vec::with_capacity(FAMILIES.len());
-    for family in FAMILIES.iter().filter(|f| !skip.contains(&f.name)) {
+    let mut out = Vec::new();
+    for family in catalog::families().filter(|f| !skip.contains(&f.name)) {
         let metrics = (family.build)(&scrape);
         if metrics.is_empty() {
             continue;

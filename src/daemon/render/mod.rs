@@ -22,11 +22,13 @@
 //! - `clock`: the monotonic and wall clocks every answer reads, injected.
 
 pub mod catalog;
+mod catalog_instruments;
 pub mod clock;
 pub mod exemplars;
 pub mod exposition;
 pub mod families;
 pub mod host;
+pub mod hwnoise;
 pub mod json;
 pub mod load;
 pub mod metrics;

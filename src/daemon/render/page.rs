@@ -80,6 +80,8 @@ pub struct Snapshot {
     /// The scheduled load windows, one line (None: none configured), and
     /// whether a window's load runs now.
     pub load: Option<(String, bool)>,
+    /// The hwlat windows, likewise (`[hwnoise]`).
+    pub hwnoise: Option<(String, bool)>,
     /// The latest stretches without samples, one line each, and whether
     /// each is still going on.
     pub gaps: Vec<(String, bool)>,
@@ -142,6 +144,7 @@ impl Snapshot {
             }),
             plot_window_ns,
             load: super::load::page_line(s),
+            hwnoise: super::hwnoise::page_line(s),
             gaps: s
                 .gaps
                 .seen
@@ -229,17 +232,16 @@ fn render_head(html: &mut String, snap: &Snapshot) {
             format!("<span class=\"bad\">no</span> — {}", reasons.join("; "))
         },
     );
-    if let Some((line, active)) = &snap.load {
-        let _ = writeln!(
-            html,
-            "<p id=\"load\">{}{}</p>",
-            if *active {
-                "<span class=\"bad\">Under load</span>: "
-            } else {
-                ""
-            },
-            escape(line)
-        );
+    let windows = [
+        ("load", &snap.load, "Under load"),
+        ("hwnoise", &snap.hwnoise, "Hardware noise window"),
+    ];
+    for (id, line, running) in windows {
+        if let Some((line, active)) = line {
+            let running = format!("<span class=\"bad\">{running}</span>: ");
+            let running = if *active { running.as_str() } else { "" };
+            let _ = writeln!(html, "<p id=\"{id}\">{running}{}</p>", escape(line));
+        }
     }
 }
 

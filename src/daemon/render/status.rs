@@ -36,6 +36,8 @@ pub struct StatusBody {
     load: super::load::LoadBody,
     /// The kernel's timerlat (`[timerlat]`; `/api/v1/timerlat` has it all).
     timerlat: TimerlatBody,
+    /// The hwlat windows (`[hwnoise]`).
+    hwnoise: super::hwnoise::HwnoiseBody,
     /// The identifier of the host's facts (`/api/v1/host` has them all).
     fingerprint: String,
     /// Every online CPU's package, core, node and SMT siblings.
@@ -333,6 +335,7 @@ pub fn status(s: &MonitorState, clock: super::clock::Now) -> StatusBody {
         record: RecordBody::of(s),
         load: super::load::LoadBody::of(s),
         timerlat: TimerlatBody::of(s),
+        hwnoise: super::hwnoise::HwnoiseBody::of(s),
         fingerprint: s.fingerprint.id.clone(),
         topology: super::host::topology(&s.fingerprint.topology),
         samplers: s

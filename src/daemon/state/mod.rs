@@ -10,6 +10,7 @@
 mod buckets;
 mod gaps;
 mod host;
+mod hwnoise;
 mod load;
 pub mod native;
 mod observe;
@@ -20,6 +21,7 @@ mod window_max;
 pub use buckets::BucketCounts;
 pub use gaps::{GapLog, GapSeen, MAX_GAPS_SEEN};
 pub use host::{ChangeSeen, HostChange, HostTrack, MAX_HISTORY};
+pub use hwnoise::{HwnoiseState, KeptApart};
 pub use load::LoadState;
 pub use native::NativeCounts;
 pub use observe::{ObserveState, ObservedCpu, TaskView};
@@ -182,6 +184,8 @@ pub struct MonitorState {
     pub timerlat: TimerlatState,
     /// The scheduled load windows (`[load]`).
     pub load: LoadState,
+    /// The hardware-noise windows (`[hwnoise]`).
+    pub hwnoise: HwnoiseState,
     /// The latest stretches without samples: stalls and offline CPUs.
     pub gaps: GapLog,
 }

@@ -3,7 +3,7 @@
 //! `user`) the lifetime statistics, the window maximum by sample time, the
 //! Prometheus buckets and the native ones, exactly as for a sampler's CPU.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
 use super::{BucketCounts, NativeCounts, WindowMax};
@@ -32,6 +32,8 @@ pub struct TimerlatState {
     /// run, and the periods of earlier runs (the kernel counts from 1
     /// again when latencyd's threads start again).
     pub seqnums: BTreeMap<usize, (u32, u32, u64)>,
+    /// By CPU: periods while a hwnoise window spun it, not counted.
+    pub kept_apart: BTreeMap<usize, u64>,
     window_ns: u64,
     spike_threshold_ns: u64,
     buckets_ns: Vec<u64>,
@@ -48,6 +50,7 @@ impl TimerlatState {
             status,
             series: BTreeMap::new(),
             seqnums: BTreeMap::new(),
+            kept_apart: BTreeMap::new(),
             window_ns: config.export.max_window_ns,
             spike_threshold_ns: config.measure.spike_threshold_ns,
             buckets_ns: config.export.buckets_ns.clone(),
@@ -59,6 +62,7 @@ impl TimerlatState {
         self.seqnums
             .get(&cpu)
             .map_or(0, |&(first, last, earlier)| earlier + span(first, last))
+            .saturating_sub(self.kept_apart.get(&cpu).copied().unwrap_or(0))
     }
 
     /// A copy of the source's status.
@@ -70,7 +74,12 @@ impl TimerlatState {
     }
 
     /// Takes in one interval from the source.
-    pub fn absorb(&mut self, interval: &Tally) {
+    ///
+    /// The CPUs a hwnoise window spins (`spun`) keep their period count
+    /// in step, their samples out of the figures and periods; returns
+    /// those periods per CPU.
+    pub fn absorb(&mut self, interval: &Tally, spun: &BTreeSet<usize>) -> Vec<(usize, u64)> {
+        let mut kept_apart = Vec::new();
         for cpu in &interval.cpus {
             if cpu.periods() > 0 {
                 let (first, last, earlier) =
@@ -82,6 +91,11 @@ impl TimerlatState {
                 }
                 *first = (*first).min(cpu.first_seqnum);
                 *last = (*last).max(cpu.last_seqnum);
+            }
+            if spun.contains(&cpu.cpu) {
+                *self.kept_apart.entry(cpu.cpu).or_default() += cpu.periods();
+                kept_apart.push((cpu.cpu, cpu.periods()));
+                continue;
             }
             for context in Context::ALL {
                 let stats = cpu.stats(context);
@@ -106,6 +120,7 @@ impl TimerlatState {
                 view.native.add(stats);
             }
         }
+        kept_apart
     }
 }
 
@@ -131,7 +146,7 @@ mod tests {
                 u64::from(round),
             );
             interval.record(0, sample(Context::Thread, 9_000), u64::from(round));
-            state.absorb(&interval);
+            state.absorb(&interval, &BTreeSet::new());
         }
         let irq = &state.series[&(0, Context::Irq)];
         assert_eq!((irq.lifetime.count, irq.lifetime.max_ns), (3, 6_000));
@@ -152,9 +167,24 @@ mod tests {
             };
             interval.record(0, sample, 10);
         }
-        state.absorb(&interval);
+        state.absorb(&interval, &BTreeSet::new());
         assert_eq!(state.periods(0), 5);
         assert_eq!(state.periods(1), 0);
         assert!(!state.status().enabled);
+        // A hwnoise window spins CPU 0: its periods and samples stay out.
+        let mut interval = Tally::new(&[0, 1], 0, config.measure.spike_threshold_ns);
+        for seqnum in 3..=4 {
+            let sample = TimerlatSample {
+                seqnum,
+                context: Context::Irq,
+                latency_ns: 400_000_000,
+            };
+            interval.record(0, sample, 20);
+        }
+        let kept = state.absorb(&interval, &BTreeSet::from([0]));
+        assert_eq!(kept, vec![(0, 2)]);
+        assert_eq!(state.periods(0), 5, "counts and periods stay equal");
+        assert_eq!(state.series[&(0, Context::Irq)].lifetime.count, 5);
+        assert_eq!(state.series[&(0, Context::Irq)].lifetime.max_ns, 6_000);
     }
 }

@@ -1,0 +1,201 @@
+//! `[hwnoise]`: windows of the kernel's hwlat tracer, scheduled as
+//! `[load]`'s are (off by default: a window spins its CPUs with
+//! interrupts off, for lab and canary hosts).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use super::load::{as_offset, show, show_offset};
+use super::{
+    ConfigError, Effective, SectionReader, as_bool, as_cpu_selection, as_duration_ns, key_error,
+    quoted,
+};
+use crate::host::HostInfo;
+use crate::load::Schedule;
+use crate::sampling::CpuSelection;
+use crate::units::{NS_PER_US, format_duration_ns};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HwnoiseConfig {
+    pub enabled: bool,
+    pub cpus: CpuSelection,
+    pub schedule: Schedule,
+    /// Gaps over this are counted, µs.
+    pub threshold_us: u64,
+    /// The CPU spins with interrupts off for `width_us` of every `window_us`.
+    pub width_us: u64,
+    pub window_us: u64,
+}
+
+/// A duration in whole microseconds, at least 1 µs.
+fn as_micros(value: &config::Value) -> Result<u64, String> {
+    let ns = as_duration_ns(value)?;
+    if ns == 0 || ns % NS_PER_US != 0 {
+        return Err("must be whole microseconds, at least 1us (the kernel's unit)".to_string());
+    }
+    Ok(ns / NS_PER_US)
+}
+
+fn show_micros(us: &u64) -> String {
+    quoted(&format_duration_ns(us * NS_PER_US))
+}
+
+impl HwnoiseConfig {
+    pub(super) fn read(r: &mut SectionReader<'_>) -> Result<HwnoiseConfig, ConfigError> {
+        r.only(&[
+            "enabled",
+            "cpus",
+            "every",
+            "at",
+            "duration",
+            "threshold",
+            "width",
+            "window",
+        ])?;
+        let enabled = r.read("enabled", || false, as_bool, |b| b.to_string())?;
+        let cpus = r.read(
+            "cpus",
+            || CpuSelection::All,
+            as_cpu_selection,
+            |c| quoted(&c.to_string()),
+        )?;
+        let duration_of = |v: &config::Value| as_duration_ns(v).map(Duration::from_nanos);
+        let every = r.read(
+            "every",
+            || Duration::from_secs(86_400),
+            duration_of,
+            |d| quoted(&show(*d)),
+        )?;
+        let at = r.read(
+            "at",
+            || Duration::from_secs(3 * 3600),
+            as_offset,
+            |d| quoted(&show_offset(*d)),
+        )?;
+        let duration = r.read(
+            "duration",
+            || Duration::from_secs(600),
+            duration_of,
+            |d| quoted(&show(*d)),
+        )?;
+        let threshold_us = r.read("threshold", || 10, as_micros, show_micros)?;
+        let width_us = r.read("width", || 500_000, as_micros, show_micros)?;
+        let window_us = r.read("window", || 1_000_000, as_micros, show_micros)?;
+        let error = |key: &str, reason: String| ConfigError {
+            source: "the configuration".to_string(),
+            key: key.to_string(),
+            value: None,
+            reason,
+        };
+        let schedule = Schedule::of_section("hwnoise", every, at, duration)
+            .map_err(|reason| error("hwnoise", reason))?;
+        if width_us >= window_us {
+            return Err(error(
+                "hwnoise.width",
+                format!(
+                    "the width ({}) must be less than the window ({}): hwlat spins for \
+                     width out of every window",
+                    format_duration_ns(width_us * NS_PER_US),
+                    format_duration_ns(window_us * NS_PER_US)
+                ),
+            ));
+        }
+        if duration < Duration::from_micros(window_us) {
+            return Err(error(
+                "hwnoise.duration",
+                format!(
+                    "a window of {} holds no hwlat window of {}: lengthen hwnoise.duration \
+                     or shorten hwnoise.window",
+                    show(duration),
+                    format_duration_ns(window_us * NS_PER_US)
+                ),
+            ));
+        }
+        Ok(HwnoiseConfig {
+            enabled,
+            cpus,
+            schedule,
+            threshold_us,
+            width_us,
+            window_us,
+        })
+    }
+
+    /// The CPUs exist and may be used.
+    pub(super) fn check_against(
+        &self,
+        host: &HostInfo,
+        effective: &BTreeMap<String, Effective>,
+    ) -> Result<(), ConfigError> {
+        if !self.enabled {
+            return Ok(());
+        }
+        self.cpus
+            .resolve(host)
+            .map(|_| ())
+            .map_err(|e| key_error(effective, "hwnoise.cpus", e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::load;
+
+    #[test]
+    fn hwnoise_windows_are_off_by_default_with_hwlatdetects_knobs() {
+        let config = load(None, &[], &[]).0.unwrap();
+        let h = &config.hwnoise;
+        assert!(!h.enabled);
+        assert_eq!(
+            (h.threshold_us, h.width_us, h.window_us),
+            (10, 500_000, 1_000_000)
+        );
+        assert_eq!(h.schedule.duration.as_secs(), 600);
+        assert_eq!(h.schedule.at.as_secs(), 3 * 3600);
+        let config = load(
+            Some(
+                "[hwnoise]\nenabled = true\nevery = \"10s\"\nat = \"0s\"\nduration = \"5s\"\n\
+                 threshold = \"20us\"\nwidth = \"100ms\"\nwindow = \"200ms\"\ncpus = \"0\"\n",
+            ),
+            &[],
+            &[],
+        )
+        .0
+        .unwrap();
+        let h = &config.hwnoise;
+        assert!(h.enabled);
+        assert_eq!(
+            (h.threshold_us, h.width_us, h.window_us),
+            (20, 100_000, 200_000)
+        );
+        assert_eq!(h.schedule.every.as_secs(), 10);
+    }
+
+    #[test]
+    fn bad_hwnoise_settings_name_the_key_and_what_is_accepted() {
+        for (text, key, says) in [
+            ("width = \"1s\"\n", "hwnoise.width", "less than the window"),
+            (
+                "threshold = \"1500ns\"\n",
+                "hwnoise.threshold",
+                "whole microseconds",
+            ),
+            (
+                "duration = \"500ms\"\n",
+                "hwnoise.duration",
+                "holds no hwlat window",
+            ),
+            (
+                "every = \"1h\"\nduration = \"2h\"\n",
+                "hwnoise",
+                "hwnoise.duration",
+            ),
+        ] {
+            let err = load(Some(&format!("[hwnoise]\n{text}")), &[], &[])
+                .0
+                .unwrap_err();
+            assert_eq!(err.key, key, "{text}: {err}");
+            assert!(err.to_string().contains(says), "{text}: {err}");
+        }
+    }
+}

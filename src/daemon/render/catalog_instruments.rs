@@ -1,0 +1,131 @@
+//! The kernel's instruments in the catalogue of `/metrics`: timerlat
+//! (`[timerlat]`, built in `timerlat.rs`) and the hwlat windows
+//! (`[hwnoise]`, built in `hwnoise.rs`).
+
+use prometheus::proto::MetricType;
+
+use super::families::Family;
+use super::{hwnoise, timerlat};
+
+/// Served after the samplers' and the daemon's families.
+pub const INSTRUMENT_FAMILIES: &[Family] = &[
+    Family {
+        name: "latencyd_timerlat_latency_seconds",
+        help: "The kernel's timerlat tracer ([timerlat]) per CPU and context: irq, how late the timer's interrupt handler ran; thread, how late the thread it woke ran; user, how late that thread, a user-space one, came back for its next period (kernels with timerlat_fd). Buckets round up as for latencyd_wakeup_latency_seconds.",
+        kind: MetricType::HISTOGRAM,
+        labels: &["context", "cpu"],
+        build: timerlat::timerlat_latency_seconds,
+    },
+    Family {
+        name: "latencyd_timerlat_latency_max_seconds",
+        help: "Exact maximum timerlat latency per CPU and context since the daemon started.",
+        kind: MetricType::GAUGE,
+        labels: &["context", "cpu"],
+        build: timerlat::timerlat_latency_max_seconds,
+    },
+    Family {
+        name: "latencyd_timerlat_latency_window_max_seconds",
+        help: "Exact maximum timerlat latency per CPU and context in the trailing window (export.max_window), filed by when the kernel took it. Absent while the window holds none.",
+        kind: MetricType::GAUGE,
+        labels: &["context", "cpu"],
+        build: timerlat::timerlat_latency_window_max_seconds,
+    },
+    Family {
+        name: "latencyd_timerlat_periods_total",
+        help: "Timer periods the kernel's timerlat ran on a CPU while latencyd read it (by its period numbers): the IRQ and thread counts of latencyd_timerlat_latency_seconds should equal it; fewer means lost events.",
+        kind: MetricType::COUNTER,
+        labels: &["cpu"],
+        build: timerlat::timerlat_periods_total,
+    },
+    Family {
+        name: "latencyd_timerlat_available",
+        help: "1 when [timerlat] is enabled and the tracer runs, 0 when enabled but unavailable (no tracer in this kernel, no tracefs, another program running timerlat or osnoise at start; the reason is in /api/v1/timerlat); absent when disabled.",
+        kind: MetricType::GAUGE,
+        labels: &[],
+        build: timerlat::timerlat_available,
+    },
+    Family {
+        name: "latencyd_timerlat_neighbour_info",
+        help: "1 for each other program running timerlat or osnoise beside latencyd's timerlat, by tracefs instance (top: the top-level buffer; rtla names its instance after its tool) and tracer: they share the host-wide osnoise/ settings. Logged at warn when one appears.",
+        kind: MetricType::GAUGE,
+        labels: &["instance", "tracer"],
+        build: timerlat::timerlat_neighbour_info,
+    },
+    Family {
+        name: "latencyd_timerlat_disturbances_total",
+        help: "Times another program started timerlat or osnoise beside latencyd's, or changed an osnoise/ setting latencyd set; each is logged at warn and latencyd does not set it back. Absent unless timerlat runs.",
+        kind: MetricType::COUNTER,
+        labels: &[],
+        build: timerlat::timerlat_disturbances_total,
+    },
+    Family {
+        name: "latencyd_timerlat_lost_pages_total",
+        help: "Ring-buffer pages of timerlat that the kernel flagged with events lost before them, and reads that failed: samples missing from latencyd_timerlat_latency_seconds. Absent unless timerlat runs.",
+        kind: MetricType::COUNTER,
+        labels: &[],
+        build: timerlat::timerlat_lost_pages_total,
+    },
+    Family {
+        name: "latencyd_hwnoise_active",
+        help: "1 while a [hwnoise] window's hwlat tracer spins its CPUs with interrupts off, else 0; exported when [hwnoise] is enabled. The samplers' and timerlat's wake-ups on those CPUs meanwhile are kept out of their families (latencyd_hwnoise_kept_apart_total).",
+        kind: MetricType::GAUGE,
+        labels: &[],
+        build: hwnoise::active,
+    },
+    Family {
+        name: "latencyd_hwnoise_windows_total",
+        help: "[hwnoise] windows whose hwlat tracer ran.",
+        kind: MetricType::COUNTER,
+        labels: &[],
+        build: hwnoise::windows_total,
+    },
+    Family {
+        name: "latencyd_hwnoise_windows_skipped_total",
+        help: "[hwnoise] windows that did not run, by reason: busy (another program runs hwlat; latencyd never takes it), unavailable (no tracefs, or a kernel without hwlat), failed (a setting the kernel refused); logged with why.",
+        kind: MetricType::COUNTER,
+        labels: &["reason"],
+        build: hwnoise::windows_skipped_total,
+    },
+    Family {
+        name: "latencyd_hwnoise_next_window_start_timestamp_seconds",
+        help: "When the next [hwnoise] window starts (Unix time).",
+        kind: MetricType::GAUGE,
+        labels: &[],
+        build: hwnoise::next_window_start_timestamp_seconds,
+    },
+    Family {
+        name: "latencyd_hwnoise_gap_max_seconds",
+        help: "The largest gap hwlat saw on a CPU (time the hardware, firmware or hypervisor took with interrupts off) in the running [hwnoise] window, else in the last one that ran; 0 when none passed the threshold.",
+        kind: MetricType::GAUGE,
+        labels: &["cpu"],
+        build: hwnoise::gap_max_seconds,
+    },
+    Family {
+        name: "latencyd_hwnoise_samples_total",
+        help: "hwlat samples with a gap over hwnoise.threshold, per CPU, over all windows.",
+        kind: MetricType::COUNTER,
+        labels: &["cpu"],
+        build: hwnoise::samples_total,
+    },
+    Family {
+        name: "latencyd_hwnoise_nmis_total",
+        help: "NMIs the hwlat tracer counted inside its samples, per CPU.",
+        kind: MetricType::COUNTER,
+        labels: &["cpu"],
+        build: hwnoise::nmis_total,
+    },
+    Family {
+        name: "latencyd_hwnoise_smis_total",
+        help: "SMIs on the windows' CPUs during [hwnoise] windows, from MSR 0x34 (Intel); absent where it cannot be read (/api/v1/status says why).",
+        kind: MetricType::COUNTER,
+        labels: &[],
+        build: hwnoise::smis_total,
+    },
+    Family {
+        name: "latencyd_hwnoise_kept_apart_total",
+        help: "What was measured on a CPU while a [hwnoise] window spun it, kept out of the latency families and filed apart in the record: source=sampler counts wake-ups, source=timerlat periods.",
+        kind: MetricType::COUNTER,
+        labels: &["cpu", "source"],
+        build: hwnoise::kept_apart_total,
+    },
+];

@@ -1,0 +1,239 @@
+//! The hardware-noise windows (`[hwnoise]`) rendered: the
+//! `latencyd_hwnoise_*` families, the `hwnoise` object of
+//! `/api/v1/status` and the status page's line. Every family is absent
+//! when `[hwnoise]` is off.
+
+use std::collections::BTreeMap;
+
+use prometheus::proto::Metric;
+use serde::Serialize;
+
+use super::families::Scrape;
+use super::proto::{counter, gauge, label};
+use crate::calendar::format_rfc3339_ms;
+use crate::cpulist::format_cpu_list;
+use crate::daemon::state::MonitorState;
+use crate::instruments::hwnoise::{Outcome, Status};
+use crate::units::NS_PER_SEC;
+
+/// The windows' status, when `[hwnoise]` is on.
+fn on(s: &Scrape) -> Option<Status> {
+    let status = s.state.hwnoise.status();
+    status.enabled.then_some(status)
+}
+
+fn cpu(cpu: usize) -> Vec<prometheus::proto::LabelPair> {
+    vec![label("cpu", &cpu.to_string())]
+}
+
+pub fn active(s: &Scrape) -> Vec<Metric> {
+    on(s)
+        .map(|st| gauge(vec![], f64::from(u8::from(st.active.is_some()))))
+        .into_iter()
+        .collect()
+}
+
+pub fn windows_total(s: &Scrape) -> Vec<Metric> {
+    on(s)
+        .map(|st| counter(vec![], st.windows_total as f64))
+        .into_iter()
+        .collect()
+}
+
+/// Every reason, 0 until it happens, so that `increase()` sees the first.
+pub fn windows_skipped_total(s: &Scrape) -> Vec<Metric> {
+    let Some(st) = on(s) else {
+        return vec![];
+    };
+    ["busy", "unavailable", "failed"]
+        .into_iter()
+        .map(|reason| {
+            let n = st.skipped.get(reason).copied().unwrap_or(0);
+            counter(vec![label("reason", reason)], n as f64)
+        })
+        .collect()
+}
+
+pub fn next_window_start_timestamp_seconds(s: &Scrape) -> Vec<Metric> {
+    on(s)
+        .and_then(|st| st.next_start_unix_ns)
+        .map(|ns| gauge(vec![], ns as f64 / NS_PER_SEC as f64))
+        .into_iter()
+        .collect()
+}
+
+/// Per CPU of the windows, once one ran.
+pub fn gap_max_seconds(s: &Scrape) -> Vec<Metric> {
+    let Some(st) = on(s).filter(|st| st.windows_total > 0 || st.active.is_some()) else {
+        return vec![];
+    };
+    (st.cpus.iter())
+        .map(|&c| {
+            let us = st.per_cpu.get(&c).map_or(0, |t| t.window_max_us);
+            gauge(cpu(c), us as f64 / 1e6)
+        })
+        .collect()
+}
+
+fn per_cpu(
+    s: &Scrape,
+    value: impl Fn(&crate::instruments::hwnoise::CpuTotals) -> u64,
+) -> Vec<Metric> {
+    let Some(st) = on(s) else {
+        return vec![];
+    };
+    (st.cpus.iter())
+        .map(|&c| {
+            let n = st.per_cpu.get(&c).map_or(0, &value);
+            counter(cpu(c), n as f64)
+        })
+        .collect()
+}
+
+pub fn samples_total(s: &Scrape) -> Vec<Metric> {
+    per_cpu(s, |t| t.samples)
+}
+
+pub fn nmis_total(s: &Scrape) -> Vec<Metric> {
+    per_cpu(s, |t| t.nmis)
+}
+
+pub fn smis_total(s: &Scrape) -> Vec<Metric> {
+    on(s)
+        .and_then(|st| st.smis_total)
+        .map(|n| counter(vec![], n as f64))
+        .into_iter()
+        .collect()
+}
+
+pub fn kept_apart_total(s: &Scrape) -> Vec<Metric> {
+    if on(s).is_none() {
+        return vec![];
+    }
+    let mut out = Vec::new();
+    for (&c, k) in &s.state.hwnoise.kept_apart {
+        for (source, n) in [("sampler", k.wakeups), ("timerlat", k.timerlat_periods)] {
+            let labels = vec![label("cpu", &c.to_string()), label("source", source)];
+            out.push(counter(labels, n as f64));
+        }
+    }
+    out
+}
+
+/// A window as `/api/v1/status` shows it.
+#[derive(Serialize)]
+pub struct WindowBody {
+    start: String,
+    end: String,
+    cpus: String,
+    /// `ran`, or `skipped`.
+    outcome: &'static str,
+    /// Why it was skipped: busy, unavailable or failed, and the words.
+    reason: Option<String>,
+    why: Option<String>,
+    samples: u64,
+    max_gap_ns: u64,
+    nmis: u64,
+    /// null: SMIs could not be counted.
+    smis: Option<u64>,
+}
+
+/// The `hwnoise` object of `/api/v1/status`.
+#[derive(Serialize)]
+pub struct HwnoiseBody {
+    enabled: bool,
+    cpus: String,
+    threshold_ns: u64,
+    width_ns: u64,
+    window_ns: u64,
+    /// A window spins its CPUs now.
+    active: bool,
+    next_start: Option<String>,
+    windows_total: u64,
+    skipped: BTreeMap<&'static str, u64>,
+    last_window: Option<WindowBody>,
+    /// Why SMIs are not counted (null when they are, or before a window).
+    smis_unread: Option<String>,
+    /// Per CPU: sampler wake-ups and timerlat periods kept apart.
+    kept_apart: BTreeMap<usize, [u64; 2]>,
+}
+
+impl HwnoiseBody {
+    pub(super) fn of(s: &MonitorState) -> HwnoiseBody {
+        let st = s.hwnoise.status();
+        let last_window = st.last_window.as_ref().map(|w| {
+            let (reason, why) = match &w.outcome {
+                Outcome::Ran => (None, None),
+                Outcome::Skipped(kind, why) => (Some(kind.name().to_string()), Some(why.clone())),
+            };
+            WindowBody {
+                start: format_rfc3339_ms(w.start_unix_ns),
+                end: format_rfc3339_ms(w.end_unix_ns),
+                cpus: format_cpu_list(&w.cpus),
+                outcome: if reason.is_some() { "skipped" } else { "ran" },
+                reason,
+                why,
+                samples: w.samples(),
+                max_gap_ns: w.max_us() * 1_000,
+                nmis: w.nmis(),
+                smis: w.smis,
+            }
+        });
+        HwnoiseBody {
+            enabled: st.enabled,
+            cpus: format_cpu_list(&st.cpus),
+            threshold_ns: st.threshold_us * 1_000,
+            width_ns: st.width_us * 1_000,
+            window_ns: st.window_us * 1_000,
+            active: st.active.is_some(),
+            next_start: st.next_start_unix_ns.map(format_rfc3339_ms),
+            windows_total: st.windows_total,
+            skipped: st.skipped.clone(),
+            last_window,
+            smis_unread: st.smis_unread.clone(),
+            kept_apart: (s.hwnoise.kept_apart.iter())
+                .map(|(&c, k)| (c, [k.wakeups, k.timerlat_periods]))
+                .collect(),
+        }
+    }
+}
+
+/// The `[hwnoise]` line: the window spinning now and until when, else
+/// the last window's result and the next one (None when off).
+pub(super) fn page_line(s: &MonitorState) -> Option<(String, bool)> {
+    let st = s.hwnoise.status();
+    if !st.enabled {
+        return None;
+    }
+    if let Some(active) = &st.active {
+        return Some((
+            format!(
+                "hwlat spins CPUs {} with interrupts off until {}; their wake-ups meanwhile \
+                 are kept out of the figures below.",
+                format_cpu_list(&active.cpus),
+                format_rfc3339_ms(active.end_unix_ns)
+            ),
+            true,
+        ));
+    }
+    let last = st.last_window.as_ref().map_or_else(
+        || "none has run yet".to_string(),
+        |w| match &w.outcome {
+            Outcome::Ran => format!(
+                "the last, to {}, saw a largest gap of {} us",
+                format_rfc3339_ms(w.end_unix_ns),
+                w.max_us()
+            ),
+            Outcome::Skipped(kind, why) => format!("the last was skipped ({}: {why})", kind.name()),
+        },
+    );
+    Some((
+        format!(
+            "Hardware noise windows on CPUs {}: {last}; next from {}.",
+            format_cpu_list(&st.cpus),
+            st.next_start_unix_ns
+                .map_or_else(|| "-".to_string(), format_rfc3339_ms)
+        ),
+        false,
+    ))
+}
