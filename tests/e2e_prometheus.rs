@@ -180,6 +180,9 @@ fn every_dashboard_query_and_rule_works_against_a_real_prometheus() {
             // This machine's kernel has no timerlat: tests/timerlat.rs runs
             // the timerlat panel on a PREEMPT_RT guest's metrics.
             let timerlat = expr.contains("latencyd_timerlat_");
+            // Nor hwlat: tests/timerlat.rs runs the hwnoise panel on a
+            // guest's metrics too.
+            let hwnoise = expr.contains("latencyd_hwnoise_");
             // Captures need forensics (root, tracefs): tests/exemplars.rs
             // makes one and follows the table's links.
             let captured = expr.contains("latencyd_forensics_latest_capture_info");
@@ -188,6 +191,7 @@ fn every_dashboard_query_and_rule_works_against_a_real_prometheus() {
                 && (observing || !observed)
                 && !captured
                 && !timerlat
+                && !hwnoise
             {
                 assert!(
                     !series.is_empty(),

@@ -173,6 +173,91 @@ fn the_timerlat_panel_and_alert_run_on_a_guests_metrics() {
     assert_eq!(alert["health"], "ok", "{alert}");
 }
 
+/// The host dashboard's hardware-noise panel and the hwnoise alerts, in a
+/// real Prometheus, on the `/metrics` a daemon with `[hwnoise]` served in
+/// the kernel matrix's 6.12 PREEMPT_RT guest after two windows (each
+/// CPU's largest gap in the last one, emulated: 1.5 and 3.3 ms).
+#[test]
+#[ignore = "full tier: Debian's prometheus"]
+fn the_hwnoise_panel_and_alert_run_on_a_guests_metrics() {
+    use common::prometheus::Prometheus;
+    use std::time::Duration;
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let path = root.join("tests/data/kernels/6.12-rt-amd64/metrics.hwnoise");
+    let metrics = std::fs::read_to_string(path).unwrap();
+    assert!(metrics.contains("latencyd_hwnoise_windows_total 2"));
+    let dir = tempfile::tempdir().unwrap();
+    let prometheus = Prometheus::start(dir.path(), "latencyd", serve_metrics(metrics));
+    let firing = |name: &str| {
+        let rules = prometheus.api("/api/v1/rules");
+        (rules["data"]["groups"].as_array().unwrap().iter())
+            .flat_map(|g| g["rules"].as_array().unwrap().clone())
+            .find(|r| r["name"] == name)
+            .map(|r| {
+                (
+                    r["health"] == "ok",
+                    r["alerts"].as_array().cloned().unwrap_or_default(),
+                )
+            })
+    };
+    wait_until(
+        "the guest's metrics scraped and LatencydHwnoiseGapHigh evaluated",
+        Duration::from_millis(250),
+        Duration::from_secs(60),
+        || firing("LatencydHwnoiseGapHigh").is_some_and(|(ok, alerts)| ok && alerts.len() == 2),
+    );
+    let (_, alerts) = firing("LatencydHwnoiseGapHigh").unwrap();
+    let mut cpus: Vec<&str> = (alerts.iter())
+        .filter_map(|a| a["labels"]["cpu"].as_str())
+        .collect();
+    cpus.sort_unstable();
+    assert_eq!(cpus, ["0", "1"], "{alerts:?}");
+    let (ok, skipped) = firing("LatencydHwnoiseWindowSkipped").unwrap();
+    assert!(
+        ok && skipped.is_empty(),
+        "no window was skipped: {skipped:?}"
+    );
+    let text = std::fs::read_to_string(root.join("grafana/dashboards/latencyd-host.json")).unwrap();
+    let dashboard: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let panel = (dashboard["panels"].as_array().unwrap().iter())
+        .find(|p| {
+            p["title"]
+                .as_str()
+                .unwrap_or_default()
+                .starts_with("Hardware noise")
+        })
+        .unwrap();
+    let expr = panel["targets"][0]["expr"].as_str().unwrap();
+    let expr = expr.replace("$__interval", "5s").replace("$instance", ".*");
+    let series = prometheus.query(&expr);
+    let mut gaps: Vec<(String, String)> = (series.iter())
+        .map(|s| {
+            let cpu = s["metric"]["cpu"].as_str().unwrap().to_string();
+            (cpu, s["value"][1].as_str().unwrap().to_string())
+        })
+        .collect();
+    gaps.sort();
+    assert_eq!(
+        gaps,
+        [
+            ("0".into(), "0.001456".into()),
+            ("1".into(), "0.003277".into())
+        ],
+        "{series:?}"
+    );
+    let shade = &dashboard["annotations"]["list"];
+    let hwnoise = (shade.as_array().unwrap().iter())
+        .find(|a| a["name"] == "hwnoise windows")
+        .unwrap();
+    let expr = hwnoise["expr"].as_str().unwrap().replace("$instance", ".*");
+    assert!(
+        prometheus.query(&expr).is_empty(),
+        "no window runs in the capture: nothing shaded now"
+    );
+    let up = prometheus.query(&expr.replace(" == 1", " == 0"));
+    assert_eq!(up.len(), 1, "the shading's series exists: {up:?}");
+}
+
 /// A stand-in for tracefs whose `timerlat_fd` of CPU 0 is a FIFO that a
 /// thread here feeds one byte every 10 ms, as the kernel's file returns
 /// once a period; the thread stops when `stop` is set.

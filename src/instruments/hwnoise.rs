@@ -73,7 +73,7 @@ pub struct WindowReport {
     pub noise: BTreeMap<usize, CpuNoise>,
     /// SMIs on the window's CPUs, where MSR 0x34 can be read.
     pub smis: Option<u64>,
-    /// Settings changed and set back, and what went wrong on the way.
+    /// What went wrong on the way, and settings changed behind latencyd.
     pub notes: Vec<String>,
 }
 
@@ -271,7 +271,10 @@ fn run_window(
             return (report, false);
         }
     };
-    report.notes = std::mem::take(&mut session.notes);
+    // What latencyd changed, said as the window starts.
+    for note in std::mem::take(&mut session.notes) {
+        info!("hwnoise window: {note} (set back at its end)");
+    }
     {
         let mut s = lock(status);
         s.active = Some(Active {

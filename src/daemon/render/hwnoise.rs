@@ -138,6 +138,15 @@ pub struct WindowBody {
     smis: Option<u64>,
 }
 
+/// What one CPU measured while a window spun it.
+#[derive(Serialize)]
+pub struct KeptApartBody {
+    /// Sampler wake-ups, and the largest of their latencies.
+    wakeups: u64,
+    max_ns: u64,
+    timerlat_periods: u64,
+}
+
 /// The `hwnoise` object of `/api/v1/status`.
 #[derive(Serialize)]
 pub struct HwnoiseBody {
@@ -154,8 +163,8 @@ pub struct HwnoiseBody {
     last_window: Option<WindowBody>,
     /// Why SMIs are not counted (null when they are, or before a window).
     smis_unread: Option<String>,
-    /// Per CPU: sampler wake-ups and timerlat periods kept apart.
-    kept_apart: BTreeMap<usize, [u64; 2]>,
+    /// Per CPU: what was measured while a window spun it, kept apart.
+    kept_apart: BTreeMap<usize, KeptApartBody>,
 }
 
 impl HwnoiseBody {
@@ -192,7 +201,14 @@ impl HwnoiseBody {
             last_window,
             smis_unread: st.smis_unread.clone(),
             kept_apart: (s.hwnoise.kept_apart.iter())
-                .map(|(&c, k)| (c, [k.wakeups, k.timerlat_periods]))
+                .map(|(&c, k)| {
+                    let body = KeptApartBody {
+                        wakeups: k.wakeups,
+                        max_ns: k.max_ns,
+                        timerlat_periods: k.timerlat_periods,
+                    };
+                    (c, body)
+                })
                 .collect(),
         }
     }
