@@ -97,6 +97,7 @@ fn write_day(dir: &Path, cpus: usize) -> u64 {
                 fingerprint: Some("0123456789ab".to_string()),
                 load: None,
                 hwnoise: false,
+                timerlat: None,
             })
             .collect();
         let batch = Batch {

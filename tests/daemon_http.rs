@@ -380,6 +380,7 @@ fn state_with_record(dir: &std::path::Path) -> MonitorState {
                     fingerprint: None,
                     load: None,
                     hwnoise: false,
+                    timerlat: None,
                 }
             })
             .collect();

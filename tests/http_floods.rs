@@ -130,6 +130,7 @@ fn big_record(dir: &Path) -> u64 {
                 fingerprint: None,
                 load: None,
                 hwnoise: false,
+                timerlat: None,
             };
             let mut lines = String::new();
             encode_entry(&entry, &mut lines);

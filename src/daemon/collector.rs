@@ -151,16 +151,7 @@ impl Collector {
                 recorder.file(crate::observe::spike::capture(key, spike, now));
             }
         });
-        for interval in self.timerlat.drain() {
-            let mut s = lock(state);
-            for (cpu, periods) in s.timerlat.absorb(&interval, &spun) {
-                s.hwnoise
-                    .kept_apart
-                    .entry(cpu)
-                    .or_default()
-                    .timerlat_periods += periods;
-            }
-        }
+        self.absorb_timerlat(state, &spun);
         if let Some((accumulator, keeper)) = &mut self.record {
             // Filed under the host's facts in force as the interval ended,
             // not as the tick after it finds them (up to a period later).
@@ -212,6 +203,31 @@ impl Collector {
             }
         }
         Ok(found)
+    }
+
+    /// timerlat's intervals: into the state (a spun CPU's kept apart) and
+    /// the record's interval in progress.
+    fn absorb_timerlat(&mut self, state: &Mutex<MonitorState>, spun: &BTreeSet<usize>) {
+        for interval in self.timerlat.drain() {
+            if let Some((accumulator, _)) = &mut self.record {
+                for cpu in &interval.cpus {
+                    for context in crate::instruments::event::Context::ALL {
+                        let stats = cpu.stats(context);
+                        if stats.count > 0 {
+                            accumulator.add_timerlat(cpu.cpu, context.name(), stats);
+                        }
+                    }
+                }
+            }
+            let mut s = lock(state);
+            for (cpu, periods) in s.timerlat.absorb(&interval, spun) {
+                s.hwnoise
+                    .kept_apart
+                    .entry(cpu)
+                    .or_default()
+                    .timerlat_periods += periods;
+            }
+        }
     }
 
     /// The CPUs a hwnoise window spins: their intervals from here on are

@@ -142,6 +142,9 @@ pub struct Entry {
     /// Measured while a `[hwnoise]` window spun the CPU with interrupts
     /// off: latencyd's own disturbance, kept out of reports.
     pub hwnoise: bool,
+    /// The kernel's timerlat rather than a sampler: its context (`irq`,
+    /// `thread`, `user`), tagged `timerlat-CONTEXT-cpuN`.
+    pub timerlat: Option<String>,
 }
 
 impl Entry {
@@ -167,9 +170,13 @@ pub fn encode_entry(entry: &Entry, out: &mut String) {
         .as_ref()
         .map_or(String::new(), |name| format!(" load={name}"));
     let hwnoise = if entry.hwnoise { " hwnoise" } else { "" };
+    let source = entry
+        .timerlat
+        .as_ref()
+        .map_or(String::new(), |context| format!("timerlat {context} "));
     out.push_str(&format!(
-        "#[latencyd cpu{} count={} sum={} min={} max={} missed={} overflows={} spikes={} \
-         threshold={}{fingerprint}{load}{hwnoise}]\n",
+        "#[latencyd {source}cpu{} count={} sum={} min={} max={} missed={} overflows={} \
+         spikes={} threshold={}{fingerprint}{load}{hwnoise}]\n",
         entry.cpu,
         e.count,
         e.sum_ns,
@@ -180,8 +187,12 @@ pub fn encode_entry(entry: &Entry, out: &mut String) {
         e.spikes,
         s.spike_threshold_ns()
     ));
+    let tag = entry
+        .timerlat
+        .as_ref()
+        .map_or(String::new(), |context| format!("timerlat-{context}-"));
     out.push_str(&format!(
-        "Tag=cpu{},{},{}.{:03},{}.{:06},{}\n",
+        "Tag={tag}cpu{},{},{}.{:03},{}.{:06},{}\n",
         entry.cpu,
         seconds(entry.start_ns),
         entry.length_ns / NS_PER_SEC,
@@ -261,6 +272,7 @@ struct Pending {
     fingerprint: Option<String>,
     load: Option<String>,
     hwnoise: bool,
+    timerlat: Option<String>,
 }
 
 impl LineParser {
@@ -287,6 +299,22 @@ impl LineParser {
                 |h| Line::Hwnoise(Box::new(h)),
             );
         }
+        if let Some(rest) = line.strip_prefix("#[latencyd timerlat ") {
+            let (context, rest) = rest.split_once(' ').unwrap_or_default();
+            self.pending = rest
+                .strip_prefix("cpu")
+                .filter(|_| timerlat_context(context))
+                .and_then(parse_exact)
+                .map(|p| Pending {
+                    timerlat: Some(context.to_string()),
+                    ..p
+                });
+            return if self.pending.is_some() {
+                Line::Other
+            } else {
+                Line::Corrupt("a latencyd timerlat comment line that cannot be read".to_string())
+            };
+        }
         if let Some(rest) = line.strip_prefix("#[latencyd cpu") {
             self.pending = parse_exact(rest);
             return if self.pending.is_some() {
@@ -300,18 +328,37 @@ impl LineParser {
             // Headers, comments, the legend; untagged entries are not ours.
             return Line::Other;
         };
-        let Some(cpu) = rest
+        // timerlat's entries: `Tag=timerlat-CONTEXT-cpuN`.
+        let (timerlat, tagged) = match rest.strip_prefix("timerlat-") {
+            Some(r) => match r.split_once('-') {
+                Some((context, r)) if timerlat_context(context) => (Some(context), r),
+                _ => return Line::Other,
+            },
+            None => (None, rest),
+        };
+        let Some(cpu) = tagged
             .strip_prefix("cpu")
             .and_then(|r| r.split(',').next())
             .and_then(|n| n.parse::<usize>().ok())
         else {
             return Line::Other;
         };
-        match parse_entry(cpu, rest, pending) {
+        // A comment line of the other source is not this entry's.
+        let pending = pending.filter(|p| p.timerlat.as_deref() == timerlat);
+        let parsed = parse_entry(cpu, rest, pending).map(|mut entry| {
+            entry.timerlat = timerlat.map(str::to_string);
+            entry
+        });
+        match parsed {
             Ok(entry) => Line::Entry(Box::new(entry)),
             Err(why) => Line::Corrupt(why),
         }
     }
+}
+
+/// The contexts of timerlat's entries.
+fn timerlat_context(word: &str) -> bool {
+    matches!(word, "irq" | "thread" | "user")
 }
 
 fn parse_exact(rest: &str) -> Option<Pending> {
@@ -361,6 +408,7 @@ fn parse_exact(rest: &str) -> Option<Pending> {
         fingerprint,
         load,
         hwnoise,
+        timerlat: None,
     })
 }
 
@@ -407,6 +455,7 @@ fn parse_entry(cpu: usize, rest: &str, pending: Option<Pending>) -> Result<Entry
         fingerprint,
         load,
         hwnoise,
+        timerlat: None,
     })
 }
 
@@ -469,6 +518,7 @@ mod tests {
             fingerprint: Some("0123456789ab".to_string()),
             load: Some("rteval".to_string()),
             hwnoise: false,
+            timerlat: None,
         }
     }
 
@@ -549,6 +599,53 @@ mod tests {
             })
             .collect();
         assert_eq!(loads, vec![Some("rteval".to_string()), None]);
+    }
+
+    #[test]
+    fn a_timerlat_entry_reads_back_under_its_tag_and_context() {
+        let mut entry = sample_entry();
+        entry.timerlat = Some("thread".to_string());
+        let mut text = String::new();
+        encode_entry(&entry, &mut text);
+        assert!(
+            text.starts_with("#[latencyd timerlat thread cpu3 count=4 "),
+            "{text}"
+        );
+        assert!(text.contains("\nTag=timerlat-thread-cpu3,"), "{text}");
+        let mut parser = LineParser::default();
+        let read: Vec<Entry> = text
+            .lines()
+            .filter_map(|l| match parser.line(l) {
+                Line::Entry(e) => Some(*e),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(read.len(), 1);
+        assert_eq!(read[0].timerlat.as_deref(), Some("thread"));
+        assert_eq!(
+            read[0].stats.exact(),
+            entry.stats.exact(),
+            "the comment applies"
+        );
+        // A sampler's comment is not taken for a timerlat entry's, and an
+        // unknown context is not ours.
+        let sampler = text.replacen("#[latencyd timerlat thread cpu3", "#[latencyd cpu3", 1);
+        let read: Vec<Entry> = sampler
+            .lines()
+            .filter_map(|l| match parser.line(l) {
+                Line::Entry(e) => Some(*e),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(read[0].stats.exact().missed, 0, "histogram figures only");
+        assert!(matches!(
+            parser.line("Tag=timerlat-softirq-cpu3,1,1,0.1,x"),
+            Line::Other
+        ));
+        assert!(matches!(
+            parser.line("#[latencyd timerlat softirq cpu3 count=1]"),
+            Line::Corrupt(_)
+        ));
     }
 
     #[test]

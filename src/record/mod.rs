@@ -39,6 +39,8 @@ pub struct Accumulator {
     /// When the interval in progress began (wall time, ns since the epoch).
     start_ns: u64,
     cpus: BTreeMap<usize, LatencyStats>,
+    /// The kernel's timerlat, by CPU and context (`irq`, `thread`, `user`).
+    timerlat: BTreeMap<(usize, &'static str), LatencyStats>,
     /// The host's facts in force; a finished interval is filed under
     /// those in force when it ends.
     fingerprint: Option<Arc<Fingerprint>>,
@@ -60,6 +62,7 @@ impl Accumulator {
             spike_threshold_ns,
             start_ns: now_ns,
             cpus: BTreeMap::new(),
+            timerlat: BTreeMap::new(),
             fingerprint: None,
             load: None,
             spun: Vec::new(),
@@ -121,6 +124,17 @@ impl Accumulator {
         let _ = acc.merge(stats);
     }
 
+    /// Adds what timerlat measured on `cpu` in `context`.
+    pub fn add_timerlat(&mut self, cpu: usize, context: &'static str, stats: &LatencyStats) {
+        let threshold = self.spike_threshold_ns;
+        let acc = self
+            .timerlat
+            .entry((cpu, context))
+            .or_insert_with(|| LatencyStats::new(threshold, None));
+        // Plain HDR statistics on both sides.
+        let _ = acc.merge(stats);
+    }
+
     /// The next boundary: the first multiple of the interval after the
     /// interval's start.
     pub fn due_ns(&self) -> u64 {
@@ -140,10 +154,15 @@ impl Accumulator {
             due
         };
         let start = std::mem::replace(&mut self.start_ns, end);
-        let cpus = std::mem::take(&mut self.cpus);
-        let entries: Vec<Entry> = cpus
+        let samplers = std::mem::take(&mut self.cpus)
             .into_iter()
-            .map(|(cpu, stats)| Entry {
+            .map(|(cpu, s)| (cpu, None, s));
+        let timerlat = std::mem::take(&mut self.timerlat)
+            .into_iter()
+            .map(|((cpu, context), s)| (cpu, Some(context.to_string()), s));
+        let entries: Vec<Entry> = samplers
+            .chain(timerlat)
+            .map(|(cpu, timerlat, stats)| Entry {
                 cpu,
                 start_ns: start,
                 length_ns: end - start,
@@ -151,6 +170,7 @@ impl Accumulator {
                 fingerprint: self.fingerprint.as_ref().map(|f| f.id()),
                 load: self.load.clone(),
                 hwnoise: self.spun.contains(&cpu),
+                timerlat,
             })
             .collect();
         let gaps = std::mem::take(&mut self.gaps);
@@ -204,6 +224,26 @@ mod tests {
         assert_eq!(parts.len(), 1, "the part after the boundary had no samples");
         assert_eq!(parts[0].entries[0].start_ns, 1_025 * NS_PER_SEC);
         assert_eq!(parts[0].entries[0].load.as_deref(), Some("cpu"));
+    }
+
+    #[test]
+    fn timerlat_is_filed_beside_the_samplers_by_cpu_and_context() {
+        let t = 1_000 * NS_PER_SEC;
+        let mut acc = Accumulator::new(60 * NS_PER_SEC, 100_000, t);
+        let mut one = LatencyStats::new(100_000, None);
+        one.record(5_000, 0);
+        acc.add(0, &one);
+        acc.add_timerlat(0, "irq", &one);
+        acc.add_timerlat(0, "irq", &one);
+        acc.add_timerlat(0, "thread", &one);
+        let batch = acc.take(1_020 * NS_PER_SEC, false).unwrap();
+        let filed: Vec<(usize, Option<&str>, u64)> = (batch.entries.iter())
+            .map(|e| (e.cpu, e.timerlat.as_deref(), e.stats.count))
+            .collect();
+        assert_eq!(
+            filed,
+            vec![(0, None, 1), (0, Some("irq"), 2), (0, Some("thread"), 1)]
+        );
     }
 
     #[test]

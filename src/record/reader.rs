@@ -34,7 +34,7 @@ impl Range {
 }
 
 /// What reading found besides the entries.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default)]
 pub struct ReadReport {
     pub files: usize,
     pub entries: u64,
@@ -59,6 +59,9 @@ pub struct ReadReport {
     /// latencyd's own disturbance, counted here and not given to `visit`.
     pub hwnoise: Vec<super::HwnoiseLine>,
     pub hwnoise_entries: u64,
+    /// What the kernel's timerlat measured in the range, by CPU and
+    /// context (`[timerlat]`), merged over its entries.
+    pub timerlat: BTreeMap<(usize, String), LatencyStats>,
 }
 
 /// Gaps a read keeps: a CPU going offline and back every minute for a
@@ -191,6 +194,20 @@ fn read_file(
             Line::Entry(entry) if entry.hwnoise => {
                 if range.overlaps(&entry) {
                     report.hwnoise_entries += 1;
+                }
+            }
+            Line::Entry(entry) if entry.timerlat.is_some() => {
+                if range.overlaps(&entry) {
+                    let key = (entry.cpu, entry.timerlat.clone().unwrap_or_default());
+                    match report.timerlat.entry(key) {
+                        std::collections::btree_map::Entry::Vacant(v) => {
+                            v.insert(entry.stats);
+                        }
+                        std::collections::btree_map::Entry::Occupied(mut o) => {
+                            // Every entry's histogram has the record's range.
+                            let _ = o.get_mut().merge(&entry.stats);
+                        }
+                    }
                 }
             }
             Line::Entry(entry) => {
@@ -475,6 +492,7 @@ mod tests {
                         fingerprint: None,
                         load: None,
                         hwnoise: false,
+                        timerlat: None,
                     }
                 })
                 .collect();
@@ -498,7 +516,7 @@ mod tests {
     }
 
     #[test]
-    fn intervals_of_a_spun_cpu_are_left_out_and_the_window_is_listed() {
+    fn spun_and_timerlat_intervals_are_kept_apart_and_the_window_is_listed() {
         use crate::record::{HwnoiseLine, HwnoiseOutcome};
         let dir = tempfile::tempdir().unwrap();
         let t0 = 1_795_315_538;
@@ -535,13 +553,38 @@ mod tests {
                 fingerprint: None,
                 load: None,
                 hwnoise: true,
+                timerlat: None,
             }],
             gaps: Vec::new(),
             hwnoise: vec![window.clone()],
             fingerprint: None,
         };
         writer.write(&batch, (t0 + 3) * NS_PER_SEC).unwrap();
+        let mut timerlat = LatencyStats::new(100_000, None);
+        timerlat.record(7_000, 0);
+        let batch = Batch {
+            entries: vec![Entry {
+                cpu: 0,
+                start_ns: (t0 + 4) * NS_PER_SEC,
+                length_ns: NS_PER_SEC,
+                stats: timerlat,
+                fingerprint: None,
+                load: None,
+                hwnoise: false,
+                timerlat: Some("irq".to_string()),
+            }],
+            gaps: Vec::new(),
+            hwnoise: Vec::new(),
+            fingerprint: None,
+        };
+        writer.write(&batch, (t0 + 4) * NS_PER_SEC).unwrap();
         let (all, report) = summarize(&files(dir.path()), Range::ALL, None).unwrap();
+        let irq = &report.timerlat[&(0, "irq".to_string())];
+        assert_eq!(
+            (irq.count, irq.max_ns),
+            (1, 7_000),
+            "timerlat apart from the samplers"
+        );
         assert_eq!(all.cpus.values().map(|s| s.count).sum::<u64>(), total);
         assert!(
             all.cpus.values().all(|s| s.max_ns < 1_000_000),

@@ -327,6 +327,7 @@ mod tests {
                         fingerprint: None,
                         load: None,
                         hwnoise: false,
+                        timerlat: None,
                     }
                 })
                 .collect(),

@@ -495,6 +495,7 @@ mod tests {
                         fingerprint: Some(fp.id()),
                         load: None,
                         hwnoise: false,
+                        timerlat: None,
                     }
                 })
                 .collect();

@@ -240,6 +240,17 @@ pub fn text(summary: &Summary, report: &ReadReport, nsecs: bool) -> String {
             stats.spikes
         );
     }
+    for ((cpu, context), s) in &report.timerlat {
+        let _ = writeln!(
+            out,
+            "# timerlat CPU {cpu} {context}: count {} min {} avg {:.0} p99 {} max {} ({unit_name})",
+            s.count,
+            s.min_ns() / unit,
+            s.avg_ns() / unit as f64,
+            s.quantile_ns(990_000) / unit,
+            s.max_ns / unit
+        );
+    }
     for gap in &report.gaps {
         let _ = writeln!(out, "# Gap: {}", gap.describe());
     }
@@ -317,6 +328,18 @@ struct JsonLatencyd {
     /// CPU intervals measured while a window spun the CPU: not in the
     /// figures.
     hwnoise_intervals_left_out: u64,
+    /// The kernel's timerlat (`[timerlat]`), by CPU then context, in the
+    /// report's unit.
+    timerlat: BTreeMap<usize, BTreeMap<String, JsonTimerlat>>,
+}
+
+#[derive(Serialize)]
+struct JsonTimerlat {
+    count: u64,
+    min: u64,
+    avg: f64,
+    p99: u64,
+    max: u64,
 }
 
 #[derive(Serialize)]
@@ -335,6 +358,26 @@ struct JsonHwnoise {
     max_gap_us: u64,
     nmis: u64,
     smis: Option<u64>,
+}
+
+fn json_timerlat(
+    report: &ReadReport,
+    unit: u64,
+) -> BTreeMap<usize, BTreeMap<String, JsonTimerlat>> {
+    let mut out: BTreeMap<usize, BTreeMap<String, JsonTimerlat>> = BTreeMap::new();
+    for ((cpu, context), s) in &report.timerlat {
+        let figures = JsonTimerlat {
+            count: s.count,
+            min: s.min_ns() / unit,
+            avg: (s.avg_ns() / unit as f64 * 100.0).round() / 100.0,
+            p99: s.quantile_ns(990_000) / unit,
+            max: s.max_ns / unit,
+        };
+        out.entry(*cpu)
+            .or_default()
+            .insert(context.clone(), figures);
+    }
+    out
 }
 
 impl JsonHwnoise {
@@ -447,6 +490,7 @@ pub fn json(summary: &Summary, report: &ReadReport, nsecs: bool) -> String {
                 .collect(),
             hwnoise: report.hwnoise.iter().map(JsonHwnoise::of).collect(),
             hwnoise_intervals_left_out: report.hwnoise_entries,
+            timerlat: json_timerlat(report, unit),
         },
     };
     let mut text = serde_json::to_string_pretty(&doc).expect("the JSON DTOs always serialize");
@@ -478,6 +522,7 @@ mod tests {
                 },
             }],
             hwnoise_entries: 3,
+            timerlat: [((0, "thread".to_string()), thread_stats())].into(),
             ..ReadReport::default()
         };
         let summary = Summary::default();
@@ -499,5 +544,17 @@ mod tests {
         assert_eq!(l["hwnoise_intervals_left_out"], 3);
         assert_eq!(l["hwnoise"][0]["max_gap_us"], 12);
         assert_eq!(l["hwnoise"][0]["outcome"], "ran");
+        assert!(
+            out.contains("# timerlat CPU 0 thread: count 2 min 5 avg 53 p99 101 max 101 (us)"),
+            "{out}"
+        );
+        assert_eq!(l["timerlat"]["0"]["thread"]["max"], 101);
+    }
+
+    fn thread_stats() -> crate::stats::LatencyStats {
+        let mut s = crate::stats::LatencyStats::new(100_000, None);
+        s.record(5_000, 0);
+        s.record(101_000, 1);
+        s
     }
 }

@@ -1,0 +1,166 @@
+#!/usr/bin/env python3
+"""What timerlat costs in CPU time: latencyd's timerlat against Debian's
+rtla timerlat of the same kernel's release, and against latencyd's own
+clock_nanosleep sampler, in the kernel matrix's PREEMPT_RT guests.
+
+    benches/timerlat_cost.py [--kernels 6.12-rt-amd64,6.1-rt-amd64] [--pairs 5]
+
+Each guest runs, on CPU 0 at a 1 ms period and alternating A B A B,
+`latencyd measure --timerlat -a 0` (A) and `rtla timerlat top -c 0 -q
+-P f:95 --dma-latency 0` (B; with -u where the kernel has timerlat_fd,
+as latencyd then uses its own threads too), each for 6 s, and reads every
+thread's schedstat (ns on the CPU) 2 s and 5 s into the run. Both hold
+/dev/cpu_dma_latency at 0 (latencyd measure does by default, as
+cyclictest). Per period (the 3 s between the two reads / 1 ms):
+
+- the timerlat thread of CPU 0 (latencyd's `timerlat-cpu0` or the
+  kernel's `timerlat/0`; rtla's `timerlatu/0` or `timerlat/0`);
+- the reader: every other thread of the tool (latencyd's main and drain
+  threads and its workload child's main thread; rtla's process);
+- latencyd's sampler, which wakes every 1 ms too.
+
+Printed: each pair's figures and the median ratio with its range. The
+guests are emulated (QEMU TCG): the ratios compare two programs under
+the same emulation, the absolute figures mean nothing for hardware.
+"""
+
+import argparse
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+MATRIX = ROOT / "scripts/kernel-matrix"
+
+SCENARIO = r"""
+T=/sys/kernel/tracing
+case $(uname -r) in 6.1.*) RTLA=rtla-bookworm;; *) RTLA=rtla-trixie;; esac
+u=; [ -e $T/osnoise/per_cpu/cpu0/timerlat_fd ] && u=-u
+echo "$u" > /tmp/u; put user /tmp/u
+for f in $T/osnoise/*; do [ -f $f ] && echo "${f##*/}=$(cat $f)"; done > /tmp/osnoise.before
+snap() {
+    up=$(cut -d' ' -f1 /proc/uptime)
+    for t in /proc/[0-9]*/task/*; do
+        c=$(cat $t/comm 2>/dev/null) || continue
+        case "$c" in
+            latencyd|sampler-*|timerlat*|ld-linux*|measure-*|drain*) echo "$1 $up ${t#/proc/} $c $(cat $t/schedstat)";;
+        esac
+    done
+}
+i=0
+while [ $i -lt PAIRS ]; do
+    i=$((i+1))
+    latencyd measure --timerlat -a 0 -p 80 -i 1000 -D 6 -q > /dev/null 2> /tmp/err.a &
+    p=$!; echo "A$i pid $p"; sleep 2; snap A$i.start; sleep 3; snap A$i.end; wait $p; echo "A$i rc $?"
+    $RTLA timerlat top -c 0 -p 1000 -d 6s -q $u -P f:95 --dma-latency 0 > /tmp/out.b 2> /tmp/err.b &
+    p=$!; echo "B$i pid $p"; sleep 2; snap B$i.start; sleep 3; snap B$i.end; wait $p; echo "B$i rc $?"
+    grep -v '^options=' /tmp/osnoise.before | while IFS== read k v; do echo "$v" > $T/osnoise/$k; done
+    echo DEFAULTS > $T/osnoise/options
+done > /tmp/cost 2>&1
+put cost /tmp/cost; put a.err /tmp/err.a; put b.out /tmp/out.b; put b.err /tmp/err.b
+send
+echo "@@DONE"
+poweroff -f
+"""
+
+
+def guest_script(pairs):
+    """The matrix's guest preamble (mounts, put, send), then the runs."""
+    text = MATRIX.read_text()
+    body = text.split('GUEST_SCRIPT = r"""', 1)[1]
+    preamble = body.split('echo "@@BEGIN"', 1)[0] + 'echo "@@BEGIN"\n'
+    return preamble + SCENARIO.replace("PAIRS", str(pairs))
+
+
+def parse(cost):
+    """{run: {"pid": pid, "start"/"end": (uptime, [(pid, tid, comm, ns)])}}"""
+    runs = {}
+    for line in cost.splitlines():
+        words = line.split()
+        if len(words) == 3 and words[1] == "pid":
+            runs.setdefault(words[0], {})["pid"] = words[2]
+        elif len(words) >= 5 and "." in words[0] and "/task/" in words[2]:
+            run, when = words[0].split(".")
+            pid, tid = words[2].split("/task/")
+            snap = runs.setdefault(run, {}).setdefault(when, (float(words[1]), {}))
+            snap[1][tid] = (pid, words[3], int(words[4]))
+    return runs
+
+
+def per_period(run):
+    """ns of CPU per 1 ms period: (timerlat thread, reader, sampler)."""
+    (t0, start), (t1, end) = run["start"], run["end"]
+    periods = (t1 - t0) * 1000.0
+    parts = {"timerlat": 0, "reader": 0, "sampler": 0}
+    for tid, (pid, comm, ns) in end.items():
+        if tid not in start:
+            continue
+        delta = ns - start[tid][2]
+        if re.fullmatch(r"timerlat(u?/0|-cpu0)", comm):
+            parts["timerlat"] += delta
+        elif comm.startswith("sampler-"):
+            parts["sampler"] += delta
+        elif comm.startswith("timerlat"):
+            continue  # another CPU's thread
+        elif pid == run["pid"] or comm in ("latencyd",) or comm.startswith("ld-linux"):
+            parts["reader"] += delta
+    return {k: v / periods for k, v in parts.items()}
+
+
+def ratios(runs, pairs, what, a_part, b_part):
+    values = []
+    for i in range(1, pairs + 1):
+        a, b = runs.get(f"A{i}"), runs.get(f"B{i}")
+        if not a or not b or "end" not in a or "end" not in b:
+            continue
+        pa, pb = per_period(a)[a_part], per_period(b)[b_part]
+        if pb > 0:
+            values.append(pa / pb)
+    if not values:
+        return f"{what}: no complete pair"
+    return (f"{what}: median {statistics.median(values):.2f} "
+            f"(range {min(values):.2f}-{max(values):.2f}, {len(values)} pairs)")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--kernels", default="6.12-rt-amd64,6.1-rt-amd64")
+    parser.add_argument("--pairs", type=int, default=5)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        script = Path(tmp) / "cost.sh"
+        script.write_text(guest_script(args.pairs))
+        capture = Path(tmp) / "capture"
+        # The checks fail on a probe script: only the captured files count.
+        subprocess.run([str(MATRIX), "--kernels", args.kernels, "--script", str(script),
+                        "--capture", str(capture), "--timeout", "1800"],
+                       stdout=subprocess.DEVNULL)
+        for kernel in args.kernels.split(","):
+            path = capture / kernel / "cost"
+            if not path.exists():
+                print(f"{kernel}: no results (see the matrix's output)")
+                continue
+            runs = parse(path.read_text())
+            user = (capture / kernel / "user").read_text().strip() == "-u"
+            print(f"{kernel} ({'user-space' if user else 'kernel'} timerlat threads, emulated):")
+            for i in range(1, args.pairs + 1):
+                for tag in (f"A{i}", f"B{i}"):
+                    if "end" in runs.get(tag, {}):
+                        parts = per_period(runs[tag])
+                        print(f"  {tag}: " + ", ".join(f"{k} {v / 1000:.1f} us" for k, v in parts.items()))
+            print("  " + ratios(runs, args.pairs, "timerlat thread, latencyd/rtla", "timerlat", "timerlat"))
+            print("  " + ratios(runs, args.pairs, "reader, latencyd/rtla", "reader", "reader"))
+            same = {f"A{i}": runs.get(f"A{i}") for i in range(1, args.pairs + 1)}
+            vs = [per_period(r)["timerlat"] / per_period(r)["sampler"]
+                  for r in same.values() if r and "end" in r and per_period(r)["sampler"] > 0]
+            if vs:
+                print(f"  latencyd's timerlat thread / its sampler: median {statistics.median(vs):.2f} "
+                      f"(range {min(vs):.2f}-{max(vs):.2f})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
