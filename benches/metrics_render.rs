@@ -75,6 +75,7 @@ fn with_captures(state: &MonitorState) {
             steal_ns: None,
             smi_count: None,
             events_omitted: 0,
+            timerlat: None,
         });
     }
 }

@@ -322,6 +322,12 @@ fn journal() -> Arc<Journal> {
         steal_ns: Some(0),
         smi_count: None,
         events_omitted: 0,
+        timerlat: Some(latencyd::forensics::TimerlatSplit {
+            irq_ns: Some(12_000),
+            thread_ns: 2_995_000,
+            user_ns: Some(2_998_000),
+            thread_mono_ns: NOW_NS - 5 * S + 2_995_000,
+        }),
     };
     let capture = Capture {
         summary: summary.clone(),

@@ -219,6 +219,21 @@ impl Collector {
                     }
                 }
             }
+            // A period over the forensics threshold: its split to the
+            // recorder (never for a CPU latencyd's own hwlat spins).
+            if let Some(threshold) = self.recorder.threshold_ns() {
+                for cpu in interval.cpus.iter().filter(|c| !spun.contains(&c.cpu)) {
+                    if let Some(w) = cpu.worst.filter(|w| w.thread_ns >= threshold) {
+                        let split = crate::forensics::TimerlatSplit {
+                            irq_ns: w.irq_ns,
+                            thread_ns: w.thread_ns,
+                            user_ns: w.user_ns,
+                            thread_mono_ns: w.thread_at_ns,
+                        };
+                        self.recorder.notice_timerlat(cpu.cpu, split);
+                    }
+                }
+            }
             let mut s = lock(state);
             for (cpu, periods) in s.timerlat.absorb(&interval, spun) {
                 s.hwnoise

@@ -40,6 +40,9 @@ pub enum Trigger {
     /// A new maximum of its CPU's window (`forensics.capture_new_max`),
     /// under the threshold: its own rate limits, and the first evicted.
     NewMax,
+    /// A timerlat thread at least `forensics.threshold` late, with no
+    /// sampler's capture of the same wake-up (`[timerlat]`).
+    Timerlat,
 }
 
 impl Trigger {
@@ -48,6 +51,7 @@ impl Trigger {
         match self {
             Trigger::Threshold => "threshold",
             Trigger::NewMax => "new_max",
+            Trigger::Timerlat => "timerlat",
         }
     }
 }
@@ -212,6 +216,7 @@ mod tests {
             steal_ns: None,
             smi_count: None,
             events_omitted: 0,
+            timerlat: None,
         }
     }
 

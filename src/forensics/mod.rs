@@ -12,7 +12,8 @@
 //! its main cause (`verdict`), adds
 //! what the kernel and hardware count behind the scheduler's back
 //! (`noise`: hypervisor steal, SMIs), and keeps the capture in a bounded
-//! directory (`store`). The samplers do nothing new: no system call, no
+//! directory (`store`). Where the kernel's timerlat runs beside, its
+//! split of the same wake-up joins the capture (`timerlat`). The samplers do nothing new: no system call, no
 //! marker, no trigger; the sample time each interval carries for its
 //! maximum is all the recorder needs.
 
@@ -25,6 +26,7 @@ pub mod recorder;
 pub mod scheduling;
 pub mod store;
 pub mod timeline;
+mod timerlat;
 pub mod tracefs;
 pub mod verdict;
 mod worker;
@@ -32,5 +34,5 @@ mod worker;
 pub use attribution::{CAUSE_KINDS, Cause};
 pub use journal::{Journal, JournalData, Settings, Spike, Trigger, UNCAPTURED_REASONS};
 pub use recorder::Recorder;
-pub use store::{Capture, Lookup, Summary, TaskRef};
+pub use store::{Capture, Lookup, Summary, TaskRef, TimerlatSplit};
 pub use tracefs::Capability;

@@ -109,6 +109,8 @@ impl Recorder {
             smi,
             smi_last: BTreeMap::new(),
             journal: Arc::clone(&journal),
+            splits: Vec::new(),
+            last_kept: BTreeMap::new(),
         };
         let thread = std::thread::Builder::new()
             .name("latencyd-forensics".to_string())
@@ -169,6 +171,23 @@ impl Recorder {
                     .entry((spike.cpu, "busy"))
                     .or_default() += 1;
             }
+        }
+    }
+
+    /// Hands timerlat's split of a period over the threshold on `cpu` to
+    /// the recorder without waiting: it joins the sampler's capture of the
+    /// same wake-up, or gets its own.
+    pub fn notice_timerlat(&self, cpu: usize, split: super::store::TimerlatSplit) {
+        let Some(sender) = &self.sender else {
+            return;
+        };
+        if sender.try_send(Message::Timerlat(cpu, split)).is_err() {
+            *self
+                .journal
+                .lock()
+                .uncaptured
+                .entry((cpu, "busy"))
+                .or_default() += 1;
         }
     }
 

@@ -72,6 +72,25 @@ pub struct Summary {
     /// SMIs on this CPU since the last reading before the spike.
     pub smi_count: Option<u64>,
     pub events_omitted: u64,
+    /// The kernel's timerlat on the CPU, where it ran (`[timerlat]`): its
+    /// latest period around the spike, split into the timer's IRQ, the
+    /// thread and its return to user space.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timerlat: Option<TimerlatSplit>,
+}
+
+/// One timerlat period split into its parts, ns: what made a wake-up late
+/// below the scheduler (a late IRQ) or above it (a late thread with an
+/// on-time IRQ).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TimerlatSplit {
+    /// null: the IRQ's sample was not read with the thread's.
+    pub irq_ns: Option<u64>,
+    pub thread_ns: u64,
+    /// Where latencyd's threads are the workload (`timerlat_fd`).
+    pub user_ns: Option<u64>,
+    /// When timerlat's thread ran, `CLOCK_MONOTONIC`.
+    pub thread_mono_ns: u64,
 }
 
 fn threshold_trigger() -> String {
@@ -366,6 +385,7 @@ mod tests {
                 steal_ns: None,
                 smi_count: None,
                 events_omitted: 0,
+                timerlat: None,
             },
             events: (0..events)
                 .map(|i| Event {

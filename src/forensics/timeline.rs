@@ -246,6 +246,7 @@ mod tests {
                 steal_ns: None,
                 smi_count: None,
                 events_omitted: 0,
+                timerlat: None,
             },
             events,
         }

@@ -13,7 +13,7 @@ use super::attribution::Attributor;
 use super::journal::{Journal, Settings, Spike, Trigger};
 use super::limits::{Admission, RateLimits};
 use super::noise::{SmiCounters, StealHistory};
-use super::store::{Capture, Store, Summary, make_id, make_new_max_id, next_id};
+use super::store::{Capture, Store, Summary, TimerlatSplit, make_id, make_new_max_id, next_id};
 use super::tracefs::{self, Instance};
 use super::verdict::verdict;
 use crate::calendar::format_rfc3339_ms;
@@ -28,6 +28,8 @@ pub(super) enum Message {
     /// A capture made elsewhere (the observer's, of a workload task),
     /// kept within the same limits.
     Made(Box<Capture>),
+    /// A timerlat period over the threshold, split (`forensics/timerlat.rs`).
+    Timerlat(usize, TimerlatSplit),
     /// Answered once every message before it is handled.
     Flush(SyncSender<()>),
     Stop,
@@ -56,6 +58,11 @@ pub(super) struct Worker {
     pub(super) smi_last: BTreeMap<usize, (u64, u64)>,
     pub(super) journal: Arc<Journal>,
     pub(super) limits: RateLimits,
+    /// timerlat's splits waiting for the sampler's capture: (received,
+    /// CPU, split).
+    pub(super) splits: Vec<(u64, usize, TimerlatSplit)>,
+    /// Each CPU's last capture kept, which a split may join.
+    pub(super) last_kept: BTreeMap<usize, Capture>,
 }
 
 impl Worker {
@@ -78,8 +85,12 @@ impl Worker {
                 self.sweep_leftovers();
                 next_sweep = now + SWEEP_EVERY_NS;
             }
+            self.settle_splits(now);
             match receiver.recv_timeout(TICK) {
-                Ok(Message::Spike(spike)) => self.handle(spike),
+                Ok(Message::Spike(spike)) => self.handle_with(spike, None),
+                Ok(Message::Timerlat(cpu, split)) => {
+                    self.timerlat(cpu, split, sys::monotonic_now_ns());
+                }
                 Ok(Message::Made(capture)) => {
                     let summary = &capture.summary;
                     let (cpu, at, latency) =
@@ -90,6 +101,8 @@ impl Worker {
                 }
                 Ok(Message::SetCpus(cpus)) => self.set_cpus(cpus),
                 Ok(Message::Flush(ack)) => {
+                    // Splits wait for nothing more: placed before the answer.
+                    self.settle_splits(u64::MAX);
                     let _ = ack.send(());
                 }
                 Ok(Message::Stop) | Err(RecvTimeoutError::Disconnected) => return,
@@ -142,7 +155,7 @@ impl Worker {
         }
     }
 
-    fn count_uncaptured(&self, cpu: usize, reason: &'static str) {
+    pub(super) fn count_uncaptured(&self, cpu: usize, reason: &'static str) {
         *self
             .journal
             .lock()
@@ -173,7 +186,9 @@ impl Worker {
         }
     }
 
-    fn handle(&mut self, spike: Spike) {
+    /// Captures `spike` within the limits, with timerlat's split of the
+    /// same wake-up when there is one.
+    pub(super) fn handle_with(&mut self, spike: Spike, timerlat: Option<TimerlatSplit>) {
         if self.instance.is_none() {
             self.count_uncaptured(spike.cpu, "failed");
             return;
@@ -182,7 +197,10 @@ impl Worker {
             return;
         }
         match self.capture(spike) {
-            Ok(capture) => self.keep(capture),
+            Ok(mut capture) => {
+                capture.summary.timerlat = timerlat;
+                self.keep(capture);
+            }
             Err(reason) => {
                 self.count_uncaptured(spike.cpu, "failed");
                 self.journal.lock().reason = Some(reason);
@@ -217,7 +235,7 @@ impl Worker {
         let at_unix = wall_now.saturating_sub(now.saturating_sub(spike.wakeup_ns));
         let summary = Summary {
             id: match spike.trigger {
-                Trigger::Threshold => make_id(at_unix, spike.cpu),
+                Trigger::Threshold | Trigger::Timerlat => make_id(at_unix, spike.cpu),
                 Trigger::NewMax => make_new_max_id(at_unix, spike.cpu),
             },
             trigger: spike.trigger.name().to_string(),
@@ -236,6 +254,7 @@ impl Worker {
             steal_ns,
             smi_count,
             events_omitted: found.events_omitted,
+            timerlat: None,
         };
         Ok(Capture {
             summary,
@@ -301,8 +320,10 @@ impl Worker {
             .entry((capture.summary.cpu, kind))
             .or_default() += 1;
         journal.reason = None;
-        journal.recent.push_front(capture.summary);
+        journal.recent.push_front(capture.summary.clone());
         journal.recent.truncate(self.settings.max_captures);
+        drop(journal);
+        self.last_kept.insert(capture.summary.cpu, capture);
     }
 }
 

@@ -20,6 +20,26 @@ pub struct CpuTally {
     /// Periods of earlier runs: the kernel counts from 1 again when
     /// latencyd's threads start again.
     pub earlier_periods: u64,
+    /// The period whose thread was latest, split.
+    pub worst: Option<Split>,
+    /// The latest IRQ sample (period number, latency): the thread sample
+    /// of the same period comes after it.
+    last_irq: Option<(u32, u64)>,
+}
+
+/// One period's wake-up split into its parts, ns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Split {
+    pub seqnum: u32,
+    /// How late the timer's IRQ ran (None: its sample was not read with
+    /// the thread's).
+    pub irq_ns: Option<u64>,
+    pub thread_ns: u64,
+    /// How late latencyd's thread came back to user space (the `user`
+    /// context, read after the thread's).
+    pub user_ns: Option<u64>,
+    /// When the thread ran, `CLOCK_MONOTONIC`.
+    pub thread_at_ns: u64,
 }
 
 impl CpuTally {
@@ -31,6 +51,34 @@ impl CpuTally {
 
     pub fn stats(&self, context: Context) -> &LatencyStats {
         &self.contexts[context.index()]
+    }
+}
+
+impl CpuTally {
+    /// Keeps the worst thread period's split: its IRQ sample came before
+    /// it, its user sample comes after.
+    fn split(&mut self, sample: TimerlatSample, at_ns: u64) {
+        let latency = sample.latency_ns;
+        match sample.context {
+            Context::Irq => self.last_irq = Some((sample.seqnum, latency)),
+            Context::Thread if self.worst.is_none_or(|w| latency > w.thread_ns) => {
+                self.worst = Some(Split {
+                    seqnum: sample.seqnum,
+                    irq_ns: (self.last_irq)
+                        .filter(|&(seq, _)| seq == sample.seqnum)
+                        .map(|(_, ns)| ns),
+                    thread_ns: latency,
+                    user_ns: None,
+                    thread_at_ns: at_ns,
+                });
+            }
+            Context::User => {
+                if let Some(w) = self.worst.as_mut().filter(|w| w.seqnum == sample.seqnum) {
+                    w.user_ns = Some(latency);
+                }
+            }
+            Context::Thread => {}
+        }
     }
 }
 
@@ -73,6 +121,8 @@ impl Tally {
                     first_seqnum: u32::MAX,
                     last_seqnum: 0,
                     earlier_periods: 0,
+                    worst: None,
+                    last_irq: None,
                 })
                 .collect(),
         }
@@ -87,6 +137,7 @@ impl Tally {
         let stats = &mut tally.contexts[sample.context.index()];
         let idx = stats.count;
         stats.record_at(sample.latency_ns, idx, at_ns);
+        tally.split(sample, at_ns);
         if restarted(sample.seqnum, tally.last_seqnum) {
             tally.earlier_periods += span(tally.first_seqnum, tally.last_seqnum);
             tally.first_seqnum = sample.seqnum;
@@ -153,5 +204,47 @@ mod tests {
         tally.record(2, sample(2, Context::Irq, 900), 70);
         assert_eq!(tally.cpus[1].periods(), 6, "4 to 7, then 1 to 2");
         assert!(tally.cpus.iter().all(|c| c.stats(Context::User).count == 0));
+    }
+
+    #[test]
+    fn the_worst_thread_period_is_split_into_its_irq_thread_and_user_parts() {
+        let mut tally = Tally::new(&[0], 0, 5_000);
+        let sample = |seqnum, context, latency_ns| TimerlatSample {
+            seqnum,
+            context,
+            latency_ns,
+        };
+        tally.record(0, sample(1, Context::Irq, 9_000), 10);
+        tally.record(0, sample(1, Context::Thread, 12_000), 11);
+        tally.record(0, sample(1, Context::User, 13_000), 12);
+        // Period 2: a late IRQ, an on-time thread after it.
+        tally.record(0, sample(2, Context::Irq, 40_000), 20);
+        tally.record(0, sample(2, Context::Thread, 41_000), 21);
+        // Period 3: a spinner held the thread; its IRQ was on time.
+        tally.record(0, sample(3, Context::Irq, 2_000), 30);
+        tally.record(0, sample(3, Context::Thread, 100_000_000), 31);
+        tally.record(0, sample(2, Context::User, 42_000), 32);
+        tally.record(0, sample(3, Context::User, 100_001_000), 33);
+        tally.record(0, sample(4, Context::Thread, 3_000), 40);
+        let worst = tally.cpus[0].worst.unwrap();
+        assert_eq!(
+            worst,
+            Split {
+                seqnum: 3,
+                irq_ns: Some(2_000),
+                thread_ns: 100_000_000,
+                user_ns: Some(100_001_000),
+                thread_at_ns: 31,
+            },
+            "another period's user sample is not taken"
+        );
+        let mut lost = Tally::new(&[0], 0, 5_000);
+        lost.record(0, sample(8, Context::Irq, 1_000), 1);
+        lost.record(0, sample(9, Context::Thread, 7_000), 2);
+        assert_eq!(
+            lost.cpus[0].worst.unwrap().irq_ns,
+            None,
+            "period 9's IRQ was not read"
+        );
     }
 }

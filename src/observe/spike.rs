@@ -94,6 +94,7 @@ pub fn capture(key: &TaskKey, spike: &WorkloadSpike, now: (u64, u64)) -> Capture
             steal_ns: None,
             smi_count: None,
             events_omitted: spike.events_omitted,
+            timerlat: None,
         },
         events: spike
             .events

@@ -145,9 +145,25 @@ pub fn capture_page(nodename: &str, capture: &Capture) -> String {
         "Trigger",
         match s.trigger.as_str() {
             "new_max" => "a new maximum of its CPU's window".to_string(),
+            "timerlat" => {
+                "timerlat's thread at least the forensics threshold late (the samplers were not)"
+                    .to_string()
+            }
             _ => "at least the forensics threshold late".to_string(),
         },
     );
+    if let Some(t) = &s.timerlat {
+        let or_unread = |ns: Option<u64>| ns.map_or("not read".to_string(), human);
+        fact(
+            "timerlat's split of its period",
+            format!(
+                "IRQ {}, thread {}, return to user {}",
+                or_unread(t.irq_ns),
+                human(t.thread_ns),
+                or_unread(t.user_ns)
+            ),
+        );
+    }
     fact(
         "Timer interrupt late by",
         s.timer_late_ns.map_or("not traced".to_string(), human),
@@ -229,6 +245,7 @@ mod tests {
                 steal_ns: None,
                 smi_count: None,
                 events_omitted: 0,
+                timerlat: None,
             },
             events: vec![crate::forensics::events::Event {
                 ts_ns: 900_000,
@@ -262,6 +279,27 @@ mod tests {
         assert!(
             page.contains("<td>90.0%</td>"),
             "the main cause's share: {page}"
+        );
+    }
+
+    #[test]
+    fn a_capture_with_timerlat_shows_its_split() {
+        let mut capture = hostile_capture();
+        let html = capture_page("h", &capture);
+        assert!(!html.contains("timerlat's split"), "none without timerlat");
+        capture.summary.timerlat = Some(crate::forensics::TimerlatSplit {
+            irq_ns: Some(12_000),
+            thread_ns: 500_300_000,
+            user_ns: None,
+            thread_mono_ns: 1_300_000,
+        });
+        let html = capture_page("h", &capture);
+        assert!(
+            html.contains(
+                "timerlat&#39;s split of its period: IRQ 12us, thread 500.30ms, return to user \
+                 not read"
+            ),
+            "{html}"
         );
     }
 
