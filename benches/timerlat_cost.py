@@ -8,8 +8,8 @@ clock_nanosleep sampler, in the kernel matrix's PREEMPT_RT guests.
 Each guest runs, on CPU 0 at a 1 ms period and alternating A B A B,
 `latencyd measure --timerlat -a 0` (A) and `rtla timerlat top -c 0 -q
 -P f:95 --dma-latency 0` (B; with -u where the kernel has timerlat_fd,
-as latencyd then uses its own threads too), each for 6 s, and reads every
-thread's schedstat (ns on the CPU) 2 s and 5 s into the run. Both hold
+as latencyd then uses its own threads too), each for 8 s, and reads its
+threads' schedstat (ns on the CPU) 2 s and 5 s into the run. Both hold
 /dev/cpu_dma_latency at 0 (latencyd measure does by default, as
 cyclictest). Per period (the 3 s between the two reads / 1 ms):
 
@@ -41,22 +41,31 @@ case $(uname -r) in 6.1.*) RTLA=rtla-bookworm;; *) RTLA=rtla-trixie;; esac
 u=; [ -e $T/osnoise/per_cpu/cpu0/timerlat_fd ] && u=-u
 echo "$u" > /tmp/u; put user /tmp/u
 for f in $T/osnoise/*; do [ -f $f ] && echo "${f##*/}=$(cat $f)"; done > /tmp/osnoise.before
-snap() {
-    up=$(cut -d' ' -f1 /proc/uptime)
-    for t in /proc/[0-9]*/task/*; do
-        c=$(cat $t/comm 2>/dev/null) || continue
-        case "$c" in
-            latencyd|sampler-*|timerlat*|ld-linux*|measure-*|drain*) echo "$1 $up ${t#/proc/} $c $(cat $t/schedstat)";;
-        esac
+# A tool's threads: its own, its children's (latencyd's workload
+# process, rtla's user threads) and the kernel's timerlat/0; found once,
+# so that a reading is quick.
+threads_of() {
+    for t in /proc/$1/task/*; do echo $t; done
+    for c in $(grep -l "^PPid:[[:space:]]*$1\$" /proc/[0-9]*/status 2>/dev/null); do
+        for t in ${c%/status}/task/*; do echo $t; done
     done
+    k=$(grep -l '^timerlat/0$' /proc/[0-9]*/comm 2>/dev/null | head -n 1)
+    [ -n "$k" ] && k=${k%/comm} && echo $k/task/${k#/proc/}
+}
+snap() {
+    tag=$1; shift
+    up=$(cut -d' ' -f1 /proc/uptime)
+    for t in "$@"; do echo "$tag $up ${t#/proc/} $(cat $t/comm) $(cat $t/schedstat)"; done
 }
 i=0
 while [ $i -lt PAIRS ]; do
     i=$((i+1))
-    latencyd measure --timerlat -a 0 -p 80 -i 1000 -D 6 -q > /dev/null 2> /tmp/err.a &
-    p=$!; echo "A$i pid $p"; sleep 2; snap A$i.start; sleep 3; snap A$i.end; wait $p; echo "A$i rc $?"
-    $RTLA timerlat top -c 0 -p 1000 -d 6s -q $u -P f:95 --dma-latency 0 > /tmp/out.b 2> /tmp/err.b &
-    p=$!; echo "B$i pid $p"; sleep 2; snap B$i.start; sleep 3; snap B$i.end; wait $p; echo "B$i rc $?"
+    latencyd measure --timerlat -a 0 -p 80 -i 1000 -D 8 -q > /dev/null 2> /tmp/err.a &
+    p=$!; echo "A$i pid $p"; sleep 2; list=$(threads_of $p)
+    snap A$i.start $list; sleep 3; snap A$i.end $list; wait $p; echo "A$i rc $?"
+    $RTLA timerlat top -c 0 -p 1000 -d 8s -q $u -P f:95 --dma-latency 0 > /tmp/out.b 2> /tmp/err.b &
+    p=$!; echo "B$i pid $p"; sleep 2; list=$(threads_of $p)
+    snap B$i.start $list; sleep 3; snap B$i.end $list; wait $p; echo "B$i rc $?"
     grep -v '^options=' /tmp/osnoise.before | while IFS== read k v; do echo "$v" > $T/osnoise/$k; done
     echo DEFAULTS > $T/osnoise/options
 done > /tmp/cost 2>&1
@@ -82,12 +91,22 @@ def parse(cost):
         words = line.split()
         if len(words) == 3 and words[1] == "pid":
             runs.setdefault(words[0], {})["pid"] = words[2]
+        elif len(words) == 3 and words[1] == "rc":
+            runs.setdefault(words[0], {})["rc"] = int(words[2])
         elif len(words) >= 5 and "." in words[0] and "/task/" in words[2]:
             run, when = words[0].split(".")
             pid, tid = words[2].split("/task/")
             snap = runs.setdefault(run, {}).setdefault(when, (float(words[1]), {}))
             snap[1][tid] = (pid, words[3], int(words[4]))
     return runs
+
+
+def complete(run):
+    """The run exited 0 and both readings found its timerlat thread."""
+    if not run or run.get("rc") != 0 or "end" not in run or "start" not in run:
+        return False
+    names = [comm for (_, comm, _) in run["end"][1].values()]
+    return any(re.fullmatch(r"timerlat(u?/0|-cpu0)", n) for n in names)
 
 
 def per_period(run):
@@ -114,7 +133,7 @@ def ratios(runs, pairs, what, a_part, b_part):
     values = []
     for i in range(1, pairs + 1):
         a, b = runs.get(f"A{i}"), runs.get(f"B{i}")
-        if not a or not b or "end" not in a or "end" not in b:
+        if not complete(a) or not complete(b):
             continue
         pa, pb = per_period(a)[a_part], per_period(b)[b_part]
         if pb > 0:
@@ -129,11 +148,12 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--kernels", default="6.12-rt-amd64,6.1-rt-amd64")
     parser.add_argument("--pairs", type=int, default=5)
+    parser.add_argument("--capture", type=Path, help="keep the guests' files here")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         script = Path(tmp) / "cost.sh"
         script.write_text(guest_script(args.pairs))
-        capture = Path(tmp) / "capture"
+        capture = args.capture or Path(tmp) / "capture"
         # The checks fail on a probe script: only the captured files count.
         subprocess.run([str(MATRIX), "--kernels", args.kernels, "--script", str(script),
                         "--capture", str(capture), "--timeout", "1800"],
@@ -148,14 +168,17 @@ def main():
             print(f"{kernel} ({'user-space' if user else 'kernel'} timerlat threads, emulated):")
             for i in range(1, args.pairs + 1):
                 for tag in (f"A{i}", f"B{i}"):
-                    if "end" in runs.get(tag, {}):
-                        parts = per_period(runs[tag])
-                        print(f"  {tag}: " + ", ".join(f"{k} {v / 1000:.1f} us" for k, v in parts.items()))
+                    run = runs.get(tag, {})
+                    if not complete(run):
+                        print(f"  {tag}: incomplete (exit {run.get('rc')}), left out with its pair")
+                        continue
+                    parts = per_period(run)
+                    print(f"  {tag}: " + ", ".join(f"{k} {v / 1000:.1f} us" for k, v in parts.items()))
             print("  " + ratios(runs, args.pairs, "timerlat thread, latencyd/rtla", "timerlat", "timerlat"))
             print("  " + ratios(runs, args.pairs, "reader, latencyd/rtla", "reader", "reader"))
             same = {f"A{i}": runs.get(f"A{i}") for i in range(1, args.pairs + 1)}
             vs = [per_period(r)["timerlat"] / per_period(r)["sampler"]
-                  for r in same.values() if r and "end" in r and per_period(r)["sampler"] > 0]
+                  for r in same.values() if complete(r) and per_period(r)["sampler"] > 0]
             if vs:
                 print(f"  latencyd's timerlat thread / its sampler: median {statistics.median(vs):.2f} "
                       f"(range {min(vs):.2f}-{max(vs):.2f})")

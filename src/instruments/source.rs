@@ -196,7 +196,8 @@ fn run(
             .iter()
             .any(|c| c.contexts.iter().any(|s| s.count > 0))
         {
-            match sender.try_send(std::mem::replace(&mut held, empty())) {
+            let next = held.next(0, threshold_ns);
+            match sender.try_send(std::mem::replace(&mut held, next)) {
                 Ok(()) => {}
                 Err(TrySendError::Full(back)) => held = back,
                 Err(TrySendError::Disconnected(_)) => break,

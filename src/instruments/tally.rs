@@ -128,6 +128,18 @@ impl Tally {
         }
     }
 
+    /// The empty tally of the next interval: each CPU's latest IRQ sample
+    /// carried over, for a thread sample of the same period read later
+    /// (a thread held 100 ms or more is read in a later interval).
+    pub fn next(&self, bins: usize, threshold_ns: u64) -> Tally {
+        let cpus: Vec<usize> = self.cpus.iter().map(|c| c.cpu).collect();
+        let mut next = Tally::new(&cpus, bins, threshold_ns);
+        for (n, c) in next.cpus.iter_mut().zip(&self.cpus) {
+            n.last_irq = c.last_irq;
+        }
+        next
+    }
+
     /// Files one sample of `cpu`, taken at `at_ns` (`CLOCK_MONOTONIC`); a
     /// CPU not measured is ignored.
     pub fn record(&mut self, cpu: usize, sample: TimerlatSample, at_ns: u64) {
@@ -238,6 +250,13 @@ mod tests {
             },
             "another period's user sample is not taken"
         );
+        // Read in the next interval, the thread still finds its IRQ.
+        let mut first = Tally::new(&[0], 0, 5_000);
+        first.record(0, sample(5, Context::Irq, 3_000), 1);
+        let mut next = first.next(0, 5_000);
+        assert_eq!(next.cpus[0].stats(Context::Irq).count, 0);
+        next.record(0, sample(5, Context::Thread, 400_000_000), 2);
+        assert_eq!(next.cpus[0].worst.unwrap().irq_ns, Some(3_000));
         let mut lost = Tally::new(&[0], 0, 5_000);
         lost.record(0, sample(8, Context::Irq, 1_000), 1);
         lost.record(0, sample(9, Context::Thread, 7_000), 2);
