@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use super::load::{as_offset, show, show_offset};
+use super::load::{read_schedule, show};
 use super::{
     ConfigError, Effective, SectionReader, as_bool, as_cpu_selection, as_duration_ns, key_error,
     quoted,
@@ -59,24 +59,10 @@ impl HwnoiseConfig {
             as_cpu_selection,
             |c| quoted(&c.to_string()),
         )?;
-        let duration_of = |v: &config::Value| as_duration_ns(v).map(Duration::from_nanos);
-        let every = r.read(
-            "every",
-            || Duration::from_secs(86_400),
-            duration_of,
-            |d| quoted(&show(*d)),
-        )?;
-        let at = r.read(
-            "at",
-            || Duration::from_secs(3 * 3600),
-            as_offset,
-            |d| quoted(&show_offset(*d)),
-        )?;
-        let duration = r.read(
-            "duration",
-            || Duration::from_secs(600),
-            duration_of,
-            |d| quoted(&show(*d)),
+        let schedule = read_schedule(
+            r,
+            "hwnoise",
+            [86_400, 3 * 3600, 600].map(Duration::from_secs),
         )?;
         let threshold_us = r.read("threshold", || 10, as_micros, show_micros)?;
         let width_us = r.read("width", || 500_000, as_micros, show_micros)?;
@@ -87,8 +73,6 @@ impl HwnoiseConfig {
             value: None,
             reason,
         };
-        let schedule = Schedule::of_section("hwnoise", every, at, duration)
-            .map_err(|reason| error("hwnoise", reason))?;
         if width_us >= window_us {
             return Err(error(
                 "hwnoise.width",
@@ -100,6 +84,7 @@ impl HwnoiseConfig {
                 ),
             ));
         }
+        let duration = schedule.duration;
         if duration < Duration::from_micros(window_us) {
             return Err(error(
                 "hwnoise.duration",

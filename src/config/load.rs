@@ -83,30 +83,7 @@ impl LoadConfig {
             as_cpu_selection,
             |c| quoted(&c.to_string()),
         )?;
-        let every = r.read(
-            "every",
-            || Duration::from_secs(86_400),
-            |v| as_duration_ns(v).map(Duration::from_nanos),
-            |d| quoted(&show(*d)),
-        )?;
-        let at = r.read(
-            "at",
-            || Duration::from_secs(2 * 3600),
-            as_offset,
-            |d| quoted(&show_offset(*d)),
-        )?;
-        let duration = r.read(
-            "duration",
-            || Duration::from_secs(3600),
-            |v| as_duration_ns(v).map(Duration::from_nanos),
-            |d| quoted(&show(*d)),
-        )?;
-        let schedule = Schedule::new(every, at, duration).map_err(|reason| ConfigError {
-            source: "the configuration".to_string(),
-            key: "load".to_string(),
-            value: None,
-            reason,
-        })?;
+        let schedule = read_schedule(r, "load", [86_400, 2 * 3600, 3600].map(Duration::from_secs))?;
         Ok(LoadConfig {
             profile,
             cpus,
@@ -128,6 +105,26 @@ impl LoadConfig {
             .map_err(|e| key_error(effective, "load.cpus", e))?;
         check_installed(profile).map_err(|e| key_error(effective, "load.profile", e))
     }
+}
+
+/// A section's windows (`every`, `at`, `duration`; defaults in that
+/// order), checked together; shared by `[load]` and `[hwnoise]`.
+pub(super) fn read_schedule(
+    r: &mut SectionReader<'_>,
+    section: &str,
+    [every, at, duration]: [Duration; 3],
+) -> Result<Schedule, ConfigError> {
+    let duration_of = |v: &config::Value| as_duration_ns(v).map(Duration::from_nanos);
+    let show_quoted = |d: &Duration| quoted(&show(*d));
+    let every = r.read("every", || every, duration_of, show_quoted)?;
+    let at = r.read("at", || at, as_offset, |d| quoted(&show_offset(*d)))?;
+    let duration = r.read("duration", || duration, duration_of, show_quoted)?;
+    Schedule::of_section(section, every, at, duration).map_err(|reason| ConfigError {
+        source: "the configuration".to_string(),
+        key: section.to_string(),
+        value: None,
+        reason,
+    })
 }
 
 pub(super) fn show(d: Duration) -> String {
