@@ -363,11 +363,15 @@ pub fn capture_json(data: &[u8]) {
 /// A results file `latencyd plot` takes: latencyd's or cyclictest's
 /// `--json`, or jitterdebugger's; drawn when it reads.
 pub fn plot_input(data: &[u8]) {
-    if let Ok(plot) = crate::plot::read_input(&text(data)) {
-        for series in &plot.series {
-            assert!(series.max_us.is_finite());
+    let input = text(data);
+    let timerlat = crate::plot::Source::parse(Some("timerlat"), None).expect("a source");
+    for source in [crate::plot::Source::Samplers, timerlat] {
+        if let Ok(plot) = crate::plot::read_input(&input, &source) {
+            for series in &plot.series {
+                assert!(series.max_us.is_finite());
+            }
+            // Drawing needs a font; without one it is an error, not a bug.
+            let _ = crate::plot::render_svg(&plot);
         }
-        // Drawing needs a font; without one it is an error, not a bug.
-        let _ = crate::plot::render_svg(&plot);
     }
 }

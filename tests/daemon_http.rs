@@ -389,7 +389,23 @@ fn state_with_record(dir: &std::path::Path) -> MonitorState {
                     timerlat: None,
                 }
             })
-            .collect();
+            .collect::<Vec<_>>();
+        // And timerlat's IRQ and thread on CPU 0: 2 µs and 9 µs.
+        let timerlat = [("irq", 2_000), ("thread", 9_000)].map(|(context, ns)| {
+            let mut stats = LatencyStats::new(100_000, None);
+            stats.record(ns + k, 0);
+            Entry {
+                cpu: 0,
+                start_ns: start,
+                length_ns: 60 * S,
+                stats,
+                fingerprint: None,
+                load: None,
+                hwnoise: false,
+                timerlat: Some(context.to_string()),
+            }
+        });
+        let entries = entries.into_iter().chain(timerlat).collect();
         let batch = Batch {
             gaps: Vec::new(),
             hwnoise: Vec::new(),
@@ -912,6 +928,83 @@ async fn plot_svg_draws_the_lifetime_or_the_recent_window() {
     assert!(empty.contains("CPU 0 (max 0 µs)") && empty.contains("CPU 2 (max 0 µs)"));
 }
 
+/// The series `timerlat_measured` gives, in the order they are drawn.
+const TIMERLAT_SERIES: [&str; 5] = [
+    "CPU 0 irq",
+    "CPU 0 thread",
+    "CPU 0 user",
+    "CPU 2 irq",
+    "CPU 2 thread",
+];
+
+#[tokio::test]
+async fn plot_svg_draws_timerlat_by_cpu_and_context() {
+    if !common::font_or_skip("plot_svg_draws_timerlat_by_cpu_and_context") {
+        return;
+    }
+    let app = app(state(true));
+    let (status, _, all) = get(&app, "/plot.svg?source=timerlat").await;
+    assert_eq!(status, StatusCode::OK, "{all}");
+    common::check_plot_svg(&all, &TIMERLAT_SERIES);
+    assert!(all.contains("timerlat latency (irq, thread, user) since start"));
+    assert!(
+        all.contains("CPU 0 thread (max 30 µs)"),
+        "the spinner's period"
+    );
+    assert!(all.contains("CPU 2 irq (max 0.9 µs)"));
+    let (status, _, some) = get(&app, "/plot.svg?source=timerlat&context=thread,irq").await;
+    assert_eq!(status, StatusCode::OK, "{some}");
+    common::check_plot_svg(
+        &some,
+        &["CPU 0 irq", "CPU 0 thread", "CPU 2 irq", "CPU 2 thread"],
+    );
+    // The window holds the periods of a millisecond ago.
+    let (status, _, window) = get(&app, "/plot.svg?window=60s&source=timerlat&context=user").await;
+    assert_eq!(status, StatusCode::OK, "{window}");
+    common::check_plot_svg(&window, &["CPU 0 user"]);
+    assert!(
+        window.contains("timerlat latency (user), last 1m"),
+        "{window}"
+    );
+    assert!(window.contains("CPU 0 user (max 5 µs)"));
+    // The samplers' plot is the same as without source.
+    let (_, _, samplers) = get(&app, "/plot.svg?source=samplers").await;
+    common::check_plot_svg(&samplers, &["CPU 0", "CPU 2"]);
+
+    for (query, said) in [
+        ("source=rtla", "'rtla' is not a source: samplers"),
+        ("context=irq", "ask for the timerlat source"),
+        (
+            "source=timerlat&context=softirq",
+            "'softirq' is not one of timerlat's contexts",
+        ),
+        (
+            "source=timerlat&source=timerlat",
+            "source is given more than once",
+        ),
+        ("source=timerlat&span=1", "unknown query parameter 'span'"),
+    ] {
+        let (status, _, body) = get(&app, &format!("/plot.svg?{query}")).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{query}: {body}");
+        assert!(body.contains(said), "{query}: {body}");
+    }
+    // Off, or unavailable: a 404 that says why.
+    let mut off = state(true);
+    off.timerlat = latencyd::daemon::state::TimerlatState::off(&off.config);
+    let (status, _, body) = get(&app_with(off), "/plot.svg?source=timerlat").await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+    assert!(body.contains("set [timerlat] enabled = true"), "{body}");
+    let unavailable = state(true);
+    {
+        let mut status = unavailable.timerlat.status.lock().unwrap();
+        status.available = false;
+        status.reason = Some("the kernel has no timerlat tracer".to_string());
+    }
+    let (status, _, body) = get(&app_with(unavailable), "/plot.svg?source=timerlat").await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+    assert!(body.contains("the kernel has no timerlat tracer"), "{body}");
+}
+
 #[tokio::test]
 async fn status_page_shows_host_samplers_table_and_plot() {
     let mut s = state(true);
@@ -1035,13 +1128,24 @@ async fn status_page_shows_host_samplers_table_and_plot() {
     );
     assert!(cpu2.contains("<td>3000.0</td>"), "window max: {cpu2}");
     assert!(page.contains("UNHEALTHY"));
-    // The plot, inline.
+    // The plots, inline: the samplers', then timerlat's.
     if common::font_or_skip("status_page_shows_host_samplers_table_and_plot") {
-        assert_eq!(page.matches("<svg").count(), 1);
+        assert_eq!(page.matches("<svg").count(), 2);
         common::check_plot_svg(
             &page[page.find("<svg").unwrap()..page.find("</svg>").unwrap() + 6],
             &["CPU 0", "CPU 2"],
         );
+        let timerlat = &page[page.find("id=\"timerlat-plot\"").expect("timerlat's plot")..];
+        common::check_plot_svg(
+            &timerlat[timerlat.find("<svg").unwrap()..timerlat.find("</svg>").unwrap() + 6],
+            &TIMERLAT_SERIES,
+        );
+        // Without timerlat, its plot is not drawn.
+        let mut off = state(true);
+        off.timerlat = latencyd::daemon::state::TimerlatState::off(&off.config);
+        let (_, _, page) = get(&app_with(off), "/").await;
+        assert_eq!(page.matches("<svg").count(), 1);
+        assert!(!page.contains("timerlat-plot"));
     }
 
     let (status, _, windowed) = get(&app, "/?window=60s").await;
@@ -1518,6 +1622,16 @@ async fn a_range_of_the_record_is_summed_per_cpu() {
     let (status, _, body) = get(&app, "/plot.svg?window=30s&from=-1h").await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert!(body.contains("not both"), "{body}");
+    // timerlat's entries plot from the record even with timerlat off now.
+    let mut off = state_with_record(dir.path());
+    off.timerlat = latencyd::daemon::state::TimerlatState::off(&off.config);
+    if common::font_or_skip("a_range_of_the_record_is_summed_per_cpu (timerlat's plot)") {
+        let (status, _, svg) = get(&app_with(off), "/plot.svg?source=timerlat&from=-1h").await;
+        assert_eq!(status, StatusCode::OK, "{svg}");
+        common::check_plot_svg(&svg, &["CPU 0 irq", "CPU 0 thread"]);
+        assert!(svg.contains("CPU 0 thread (max 9 µs)"), "{svg}");
+        assert!(svg.contains("timerlat latency (irq, thread, user) from"));
+    }
     let (status, _, body) = get(&app, "/api/v1/latency?from=-1d&to=-2d").await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert!(body.contains("must be before to"), "{body}");
@@ -1566,9 +1680,15 @@ async fn every_route_answers_as_the_openapi_document_says() {
         s.forensics.lock().dir = Some(capture_dir.path().to_path_buf());
         app_with(s)
     };
+    let timerlat_off = {
+        let mut s = state(true);
+        s.timerlat = latencyd::daemon::state::TimerlatState::off(&s.config);
+        app_with(s)
+    };
     for (route, path, target) in [
         ("/", "/", &app),
         ("/", "/?window=90m", &app),
+        ("/plot.svg", "/plot.svg?source=timerlat", &timerlat_off),
         ("/plot.svg", "/plot.svg?window=30s", &app),
         ("/plot.svg", "/plot.svg?span=1", &app),
         ("/metrics", "/metrics", &app),

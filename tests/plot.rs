@@ -382,3 +382,188 @@ fn plots_a_capture_and_refuses_what_is_not_one() {
         );
     }
 }
+
+/// A record of three 60 s intervals: CPU 0's samplers and timerlat's IRQ
+/// and thread on CPU 0 (the thread 30 µs late in the second), and CPU 0
+/// offline, then stalled, between the second and the third.
+fn record_with_timerlat(dir: &Path) {
+    use latencyd::record::{Batch, Entry, Gap, GapReason, LogWriter, Settings, Target};
+    use latencyd::stats::LatencyStats;
+    const S: u64 = 1_000_000_000;
+    let now = latencyd::units::unix_now_ns();
+    let mut writer = LogWriter::new(Target::Dir(Settings {
+        dir: dir.to_path_buf(),
+        interval_ns: 60 * S,
+        retention_ns: 1 << 62,
+        max_bytes: 1 << 30,
+    }));
+    for k in 0..3u64 {
+        let start = now - (30 - 10 * k) * 60 * S;
+        let entry = |timerlat: Option<&str>, ns: u64| {
+            let mut stats = LatencyStats::new(100_000, None);
+            for i in 0..50 {
+                stats.record(ns + i * 10, i);
+            }
+            Entry {
+                cpu: 0,
+                start_ns: start,
+                length_ns: 60 * S,
+                stats,
+                fingerprint: None,
+                load: None,
+                hwnoise: false,
+                timerlat: timerlat.map(str::to_string),
+            }
+        };
+        let thread_ns = if k == 1 { 30_000 } else { 6_000 };
+        let gaps = match k {
+            1 => [GapReason::Offline, GapReason::Stalled]
+                .into_iter()
+                .zip(1..)
+                .map(|(reason, n)| Gap {
+                    cpu: 0,
+                    start_ns: start + 60 * S + n * 60 * S,
+                    end_ns: start + 60 * S + n * 60 * S + 30 * S,
+                    reason,
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
+        let batch = Batch {
+            gaps,
+            hwnoise: Vec::new(),
+            entries: vec![
+                entry(None, 4_000),
+                entry(Some("irq"), 1_000),
+                entry(Some("thread"), thread_ns),
+            ],
+            fingerprint: None,
+        };
+        writer.write(&batch, start + 60 * S).unwrap();
+    }
+}
+
+#[test]
+fn plots_timerlat_from_a_measure_json_and_from_the_record() {
+    if !font_or_skip("plots_timerlat_from_a_measure_json_and_from_the_record") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("t.svg");
+    let draw = |args: &[&str], input: &Path| {
+        latencyd()
+            .arg("plot")
+            .arg(input)
+            .args(args)
+            .arg("-o")
+            .arg(&out)
+            .output()
+            .unwrap()
+    };
+    // What `measure --timerlat -h --json` wrote on Debian's 6.12 RT
+    // kernel (amd64, in the kernel matrix): a spinner held the thread.
+    let measured = data_path("kernels/6.12-rt-amd64/measure-timerlat.json");
+    let output = draw(&["--source", "timerlat"], &measured);
+    assert!(output.status.success(), "{}", stderr_of(&output));
+    let svg = std::fs::read_to_string(&out).unwrap();
+    check_plot_svg(&svg, &["CPU 0 irq", "CPU 0 thread", "CPU 0 user"]);
+    assert!(svg.contains("timerlat latency (irq, thread, user) (latencyd)"));
+    assert!(
+        svg.contains("CPU 0 thread (max 110 ms)"),
+        "the spinner's 110 ms"
+    );
+    assert!(svg.contains("6.12.117+deb13-rt-amd64 PREEMPT_RT"));
+    let output = draw(&["--source", "timerlat", "--context", "irq"], &measured);
+    assert!(output.status.success(), "{}", stderr_of(&output));
+    check_plot_svg(&std::fs::read_to_string(&out).unwrap(), &["CPU 0 irq"]);
+    // The same file's samplers, as without --source.
+    let output = draw(&["--source", "samplers"], &measured);
+    assert!(output.status.success(), "{}", stderr_of(&output));
+    check_plot_svg(&std::fs::read_to_string(&out).unwrap(), &["CPU 0"]);
+
+    // The record: timerlat's lines apart from the samplers'.
+    let record = dir.path().join("record");
+    std::fs::create_dir(&record).unwrap();
+    record_with_timerlat(&record);
+    let output = draw(&["--source", "timerlat"], &record);
+    assert!(output.status.success(), "{}", stderr_of(&output));
+    let svg = std::fs::read_to_string(&out).unwrap();
+    check_plot_svg(&svg, &["CPU 0 irq", "CPU 0 thread"]);
+    assert!(svg.contains("CPU 0 thread (max 30.5 µs)"), "{svg}");
+    let output = draw(&[], &record);
+    assert!(output.status.success(), "{}", stderr_of(&output));
+    let svg = std::fs::read_to_string(&out).unwrap();
+    check_plot_svg(&svg, &["CPU 0"]);
+    assert!(svg.contains("CPU 0 (max 4.49 µs)"), "the samplers alone");
+    // Over time: a line per context, cut where the CPU was offline.
+    let output = draw(
+        &["--over-time", "--source", "timerlat", "--context", "thread"],
+        &record,
+    );
+    assert!(output.status.success(), "{}", stderr_of(&output));
+    let svg = std::fs::read_to_string(&out).unwrap();
+    let texts = svg_texts(&svg);
+    assert!(
+        texts.iter().any(|t| t == "CPU 0 thread max (peak 30.5 µs)"),
+        "{texts:?}"
+    );
+    assert!(
+        !texts.iter().any(|t| t.starts_with("CPU 0 irq")),
+        "{texts:?}"
+    );
+    assert!(
+        texts.iter().any(|t| t == "no samples: offline"),
+        "{texts:?}"
+    );
+    assert!(
+        !texts.iter().any(|t| t == "no samples: stalled"),
+        "a stall stops no timerlat"
+    );
+    let output = draw(&["--over-time"], &record);
+    assert!(output.status.success(), "{}", stderr_of(&output));
+    let texts = svg_texts(&std::fs::read_to_string(&out).unwrap());
+    assert!(
+        texts.iter().any(|t| t == "CPU 0 max (peak 4.49 µs)"),
+        "{texts:?}"
+    );
+    assert!(
+        texts.iter().any(|t| t == "no samples: stalled"),
+        "{texts:?}"
+    );
+
+    // What cannot be drawn is said.
+    let cyclictest = data_path("cyclictest/run.json");
+    for (args, input, said) in [
+        (
+            vec!["--source", "timerlat"],
+            &cyclictest,
+            "no timerlat results",
+        ),
+        (
+            vec!["--source", "rtla"],
+            &cyclictest,
+            "--source/--context: 'rtla' is not a source",
+        ),
+        (
+            vec!["--source", "timerlat", "--context", "nmi"],
+            &record,
+            "'nmi' is not one",
+        ),
+        (
+            vec!["--source", "timerlat", "--cpus", "1"],
+            &record,
+            "no timerlat interval",
+        ),
+        (vec!["--context", "irq"], &record, "--source"),
+        (
+            vec!["--by-load", "--source", "timerlat"],
+            &record,
+            "cannot be used with",
+        ),
+    ] {
+        let output = draw(&args, input);
+        assert!(!output.status.success(), "{args:?}");
+        let err = stderr_of(&output);
+        assert!(err.contains(said), "{args:?}: {err}");
+    }
+}

@@ -151,6 +151,15 @@ pub struct PlotArgs {
     /// measure --load --log).
     #[arg(long, conflicts_with = "over_time")]
     pub by_load: bool,
+    /// What to draw: samplers (the clock_nanosleep samplers' wake-ups)
+    /// or timerlat (the kernel's timerlat, a line per CPU and context:
+    /// the record's [timerlat] entries, or measure --timerlat -h --json).
+    #[arg(long, value_name = "samplers|timerlat", conflicts_with_all = ["capture", "by_load"])]
+    pub source: Option<String>,
+    /// With --source timerlat: only these contexts (irq, thread, user;
+    /// a comma-separated list).
+    #[arg(long, value_name = "LIST", requires = "source")]
+    pub context: Option<String>,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -148,6 +148,7 @@ impl Reload {
                         view.window = view.window.resized(new.export.max_window_ns, now);
                         view.recent = view.recent.resized(new.export.max_window_ns, now);
                     }
+                    s.timerlat.resize_windows(new.export.max_window_ns, now);
                     true
                 }
                 "measure.stall_threshold" => {

@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use super::{CpuSeries, PlotData, PlotError, input, series_from_stats, subtitle};
+use super::{CpuSeries, PlotData, PlotError, Source, input, series_from_stats, subtitle};
 use crate::calendar::format_rfc3339_ms;
 use crate::record::{Context, Range, ReadReport, reader};
 use crate::stats::P999;
@@ -67,30 +67,44 @@ fn range_title(what: &str, span: Option<(u64, u64)>) -> String {
     }
 }
 
-fn nothing(report: &ReadReport) -> PlotError {
-    input(format!(
-        "the record has no interval in this range ({} file(s) read)",
-        report.files
-    ))
+fn nothing(report: &ReadReport, source: &Source) -> PlotError {
+    match source {
+        Source::Samplers => input(format!(
+            "the record has no interval in this range ({} file(s) read)",
+            report.files
+        )),
+        Source::Timerlat(_) => input(format!(
+            "the record has no timerlat interval of these CPUs and contexts in this range ({} \
+             file(s) read); [timerlat] enabled = true files them",
+            report.files
+        )),
+    }
 }
 
-/// The histogram of `cpus` (all when `None`) over `range`.
+/// The histogram of `cpus` (all when `None`) over `range`: the samplers'
+/// one line per CPU, or timerlat's one per CPU and context.
 pub fn histogram(
     files: &[PathBuf],
     range: Range,
     cpus: Option<&[usize]>,
+    source: &Source,
 ) -> Result<(PlotData, ReadReport), PlotError> {
     let (summary, report) = reader::summarize(files, range, cpus).map_err(input)?;
-    if summary.cpus.is_empty() {
-        return Err(nothing(&report));
+    let series: Vec<CpuSeries> = match source {
+        Source::Samplers => (summary.cpus.iter())
+            .map(|(cpu, stats)| series_from_stats(format!("CPU {cpu}"), stats))
+            .collect(),
+        Source::Timerlat(_) => source.timerlat_series(
+            (report.timerlat.iter())
+                .filter(|((cpu, _), _)| cpus.is_none_or(|c| c.contains(cpu)))
+                .map(|((cpu, context), stats)| (*cpu, context.as_str(), stats)),
+        ),
+    };
+    if series.is_empty() {
+        return Err(nothing(&report, source));
     }
-    let series: Vec<CpuSeries> = summary
-        .cpus
-        .iter()
-        .map(|(cpu, stats)| series_from_stats(format!("CPU {cpu}"), stats))
-        .collect();
     let data = PlotData {
-        title: range_title("Wake-up latency", summary.span_ns),
+        title: range_title(&source.title(), summary.span_ns),
         subtitle: context_subtitle(report.context.as_ref()),
         series,
     };
@@ -167,40 +181,62 @@ impl Downsampled {
     }
 }
 
-/// The maximum and p99.9 of every interval of `cpus` over `range`.
+/// The maximum and p99.9 of every interval of `cpus` over `range`: the
+/// samplers' per CPU, or timerlat's per CPU and context.
 pub fn over_time(
     files: &[PathBuf],
     range: Range,
     cpus: Option<&[usize]>,
+    source: &Source,
 ) -> Result<(TimePlot, ReadReport), PlotError> {
-    let mut by_cpu: BTreeMap<usize, Downsampled> = BTreeMap::new();
+    // By CPU, then the context's place in `Context::ALL` (0 for the
+    // samplers), so the lines come in that order.
+    let mut by_cpu: BTreeMap<(usize, usize), (String, Downsampled)> = BTreeMap::new();
     let mut span: Option<(u64, u64)> = None;
-    let report = reader::read(files, range, |entry| {
+    let visit = |entry: crate::record::Entry| {
         if cpus.is_some_and(|c| !c.contains(&entry.cpu)) || entry.stats.count == 0 {
             return;
         }
+        let key = match (&entry.timerlat, source) {
+            (None, _) => ((entry.cpu, 0), format!("CPU {}", entry.cpu)),
+            (Some(context), _) if source.wants(context) => {
+                let order = crate::instruments::event::Context::ALL
+                    .iter()
+                    .position(|c| c.name() == context)
+                    .unwrap_or(0);
+                ((entry.cpu, order), super::source::label(entry.cpu, context))
+            }
+            (Some(_), _) => return,
+        };
         let (from, to) = span.unwrap_or((u64::MAX, 0));
         span = Some((from.min(entry.start_ns), to.max(entry.end_ns())));
-        by_cpu
-            .entry(entry.cpu)
-            .or_insert_with(|| Downsampled {
-                width_ns: 1,
-                points: Vec::new(),
-            })
-            .add(
-                entry.start_ns,
-                entry.stats.max_ns,
-                entry.stats.quantile_ns(P999),
-            );
-    })
+        let (_, points) = by_cpu.entry(key.0).or_insert_with(|| {
+            (
+                key.1,
+                Downsampled {
+                    width_ns: 1,
+                    points: Vec::new(),
+                },
+            )
+        });
+        points.add(
+            entry.start_ns,
+            entry.stats.max_ns,
+            entry.stats.quantile_ns(P999),
+        );
+    };
+    let report = match source {
+        Source::Samplers => reader::read(files, range, visit),
+        Source::Timerlat(_) => reader::read_timerlat(files, range, visit),
+    }
     .map_err(input)?;
     if by_cpu.is_empty() {
-        return Err(nothing(&report));
+        return Err(nothing(&report, source));
     }
-    let series = by_cpu
-        .into_iter()
-        .map(|(cpu, d)| TimeSeries {
-            label: format!("CPU {cpu}"),
+    let series: Vec<TimeSeries> = by_cpu
+        .into_values()
+        .map(|(label, d)| TimeSeries {
+            label,
             points: d
                 .points
                 .iter()
@@ -208,19 +244,31 @@ pub fn over_time(
                 .collect(),
         })
         .collect();
-    let gaps = report
-        .gaps
-        .iter()
+    // A gap cuts the lines of its CPU; timerlat's only where the CPU was
+    // offline (a stalled sampler stops no timerlat).
+    let gap = |g: &crate::record::Gap, label: String| TimeGap {
+        label,
+        start_s: g.start_ns as f64 / 1e9,
+        end_s: g.end_ns as f64 / 1e9,
+        reason: g.reason.name(),
+    };
+    let gaps = (report.gaps.iter())
         .filter(|g| cpus.is_none_or(|c| c.contains(&g.cpu)))
-        .map(|g| TimeGap {
-            label: format!("CPU {}", g.cpu),
-            start_s: g.start_ns as f64 / 1e9,
-            end_s: g.end_ns as f64 / 1e9,
-            reason: g.reason.name(),
+        .flat_map(|g| match source {
+            Source::Samplers => vec![gap(g, format!("CPU {}", g.cpu))],
+            Source::Timerlat(_) if g.reason.name() == "offline" => (series.iter())
+                .filter(|s| s.label.starts_with(&format!("CPU {} ", g.cpu)))
+                .map(|s| gap(g, s.label.clone()))
+                .collect(),
+            Source::Timerlat(_) => vec![],
         })
         .collect();
+    let what = match source {
+        Source::Samplers => "Maximum latency per interval".to_string(),
+        Source::Timerlat(_) => format!("Maximum {} per interval", source.title()),
+    };
     let plot = TimePlot {
-        title: range_title("Maximum latency per interval", span),
+        title: range_title(&what, span),
         subtitle: context_subtitle(report.context.as_ref()),
         series,
         gaps,

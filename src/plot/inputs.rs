@@ -5,14 +5,18 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::{CpuSeries, PlotData, PlotError, input, subtitle};
+use super::{CpuSeries, PlotData, PlotError, Source, input, subtitle};
 
 /// Reads a latencyd or cyclictest `--json` file, or a jitterdebugger
-/// results file, telling them apart by their shape.
-pub fn read_input(text: &str) -> Result<PlotData, PlotError> {
+/// results file, telling them apart by their shape; with
+/// `Source::Timerlat`, the timerlat results of a latencyd `measure
+/// --timerlat --json` file.
+pub fn read_input(text: &str, source: &Source) -> Result<PlotData, PlotError> {
     let json: Value = serde_json::from_str(text)
         .map_err(|e| input(format!("not JSON ({e}): expected a latencyd or cyclictest --json file or a jitterdebugger results file")))?;
-    if json.get("thread").is_some() {
+    if let Source::Timerlat(_) = source {
+        from_timerlat_json(&json, source)
+    } else if json.get("thread").is_some() {
         from_cyclictest_json(&json)
     } else if json.get("cpu").is_some() {
         from_jitterdebugger(&json)
@@ -47,24 +51,25 @@ fn latency_us(value: f64, what: &str) -> Result<f64, PlotError> {
 }
 
 /// Histogram bins keyed by latency ("3": 220, …) in `unit_ns`, as µs bins.
-fn bins(histogram: &Value, unit_ns: f64, what: &str) -> Result<Vec<(u64, u64)>, PlotError> {
+fn bins(json: &Value, key: &str, unit_ns: f64, what: &str) -> Result<Vec<(u64, u64)>, PlotError> {
+    let histogram = &json[key];
     let map = histogram
         .as_object()
-        .ok_or_else(|| input(format!("{what}.histogram is not an object")))?;
+        .ok_or_else(|| input(format!("{what}.{key} is not an object")))?;
     let mut out = BTreeMap::new();
-    for (key, count) in map {
-        let latency: u64 = key.parse().map_err(|_| {
+    for (bin_key, count) in map {
+        let latency: u64 = bin_key.parse().map_err(|_| {
             input(format!(
-                "{what}.histogram has a bin '{key}' that is not a number"
+                "{what}.{key} has a bin '{bin_key}' that is not a number"
             ))
         })?;
         let count = count
             .as_u64()
             .filter(|&n| n < 1 << 53)
-            .ok_or_else(|| input(format!("{what}.histogram[{key}] is not a count")))?;
+            .ok_or_else(|| input(format!("{what}.{key}[{bin_key}] is not a count")))?;
         let us = latency_us(
             latency as f64 * unit_ns / 1_000.0,
-            &format!("{what}'s bin {key}"),
+            &format!("{what}'s bin {bin_key}"),
         )?;
         let bin = out.entry(us as u64).or_insert(0u64);
         *bin = bin
@@ -72,7 +77,7 @@ fn bins(histogram: &Value, unit_ns: f64, what: &str) -> Result<Vec<(u64, u64)>, 
             .filter(|&n| n < 1 << 53)
             .ok_or_else(|| {
                 input(format!(
-                    "{what}.histogram holds more samples than a plot counts"
+                    "{what}.{key} holds more samples than a plot counts"
                 ))
             })?;
     }
@@ -108,7 +113,7 @@ fn from_cyclictest_json(json: &Value) -> Result<PlotData, PlotError> {
     for (n, thread) in ordered {
         let what = format!("thread.{n}");
         let cpu = thread["cpu"].as_i64().unwrap_or(n as i64);
-        let bins_us = bins(&thread["histogram"], unit_ns, &what)?;
+        let bins_us = bins(thread, "histogram", unit_ns, &what)?;
         if bins_us.is_empty() && thread["cycles"].as_u64().unwrap_or(0) > 0 {
             return Err(input(format!(
                 "{what} has samples but no histogram: record one with -h (cyclictest or latencyd measure)"
@@ -124,7 +129,6 @@ fn from_cyclictest_json(json: &Value) -> Result<PlotData, PlotError> {
             max_us,
         });
     }
-    let sysinfo = &json["sysinfo"];
     let tool = if json.get("latencyd").is_some() {
         "latencyd"
     } else {
@@ -132,11 +136,64 @@ fn from_cyclictest_json(json: &Value) -> Result<PlotData, PlotError> {
     };
     Ok(PlotData {
         title: format!("Wake-up latency ({tool})"),
-        subtitle: subtitle(
-            sysinfo["nodename"].as_str(),
-            sysinfo["release"].as_str(),
-            sysinfo["realtime"].as_u64() == Some(1),
-        ),
+        subtitle: sysinfo_subtitle(json),
+        series,
+    })
+}
+
+/// The subtitle of a cyclictest-style file: host, kernel, PREEMPT_RT.
+fn sysinfo_subtitle(json: &Value) -> String {
+    let sysinfo = &json["sysinfo"];
+    subtitle(
+        sysinfo["nodename"].as_str(),
+        sysinfo["release"].as_str(),
+        sysinfo["realtime"].as_u64() == Some(1),
+    )
+}
+
+/// `measure --timerlat --json`'s `latencyd.timerlat`: by CPU, then
+/// context, a count, `max_ns` and (with `-h`) `histogram_us`.
+fn from_timerlat_json(json: &Value, source: &Source) -> Result<PlotData, PlotError> {
+    let timerlat = &json["latencyd"]["timerlat"];
+    if !timerlat.is_object() {
+        return Err(input(
+            "no timerlat results (latencyd.timerlat) in this file: they come from latencyd              measure --timerlat -h --json",
+        ));
+    }
+    let mut series = Vec::new();
+    for (cpu, contexts) in numbered(timerlat, "cpus")? {
+        let Some(contexts) = contexts.as_object() else {
+            return Err(input(format!("timerlat.cpus.{cpu} is not an object")));
+        };
+        for context in crate::instruments::event::Context::ALL {
+            let (name, Some(data)) = (context.name(), contexts.get(context.name())) else {
+                continue;
+            };
+            if !source.wants(name) {
+                continue;
+            }
+            let what = format!("timerlat.cpus.{cpu}.{name}");
+            let count = data["count"].as_u64().unwrap_or(0);
+            if data.get("histogram_us").is_none() && count > 0 {
+                return Err(input(format!(
+                    "{what} has samples but no histogram: record one with -h (latencyd measure                      --timerlat -h)"
+                )));
+            }
+            let bins_us = match data.get("histogram_us") {
+                Some(_) => bins(data, "histogram_us", 1_000.0, &what)?,
+                None => Vec::new(),
+            };
+            let max_ns = number(&data["max_ns"], &format!("{what}.max_ns"))?;
+            series.push(CpuSeries {
+                label: super::source::label(cpu as usize, name),
+                bins_us,
+                max_us: latency_us(max_ns / 1_000.0, &format!("{what}.max_ns"))?,
+            });
+        }
+    }
+    Ok(PlotData {
+        title: format!("{} (latencyd)", source.title()),
+        subtitle: sysinfo_subtitle(json),
         series,
     })
 }
@@ -156,7 +213,7 @@ fn from_jitterdebugger(json: &Value) -> Result<PlotData, PlotError> {
         let what = format!("cpu.{cpu}");
         series.push(CpuSeries {
             label: format!("CPU {cpu}"),
-            bins_us: bins(&data["histogram"], unit_ns, &what)?,
+            bins_us: bins(data, "histogram", unit_ns, &what)?,
             max_us: latency_us(
                 number(&data["max"], &format!("{what}.max"))? * unit_ns / 1_000.0,
                 &format!("{what}.max"),
@@ -187,7 +244,7 @@ mod tests {
 
     #[test]
     fn absurd_latencies_and_counts_are_errors_not_endless_plots() {
-        assert!(read_input(&thread("20", "10", "5")).is_ok());
+        assert!(read_input(&thread("20", "10", "5"), &Source::Samplers).is_ok());
         for (max, bin, count, said) in [
             ("1.5e308", "10", "5", "thread.0.max"),
             ("-1", "10", "5", "thread.0.max"),
@@ -199,7 +256,7 @@ mod tests {
             ),
             ("20", "10", "18446744073709551615", "not a count"),
         ] {
-            let err = match read_input(&thread(max, bin, count)) {
+            let err = match read_input(&thread(max, bin, count), &Source::Samplers) {
                 Err(PlotError::Input(err)) => err,
                 other => panic!("{max} {bin} {count}: {other:?}"),
             };
@@ -207,6 +264,6 @@ mod tests {
         }
         let jd = "{\"cpu\": {\"0\": {\"histogram\": {\"3\": 1}, \"max\": 3}}, \
                   \"sysinfo\": {\"resolution_in_ns\": 0}}";
-        assert!(read_input(jd).is_err(), "a zero unit");
+        assert!(read_input(jd, &Source::Samplers).is_err(), "a zero unit");
     }
 }

@@ -13,12 +13,15 @@
 //! - `draw`: `PlotData` drawn to SVG or PNG.
 //! - `capture`: one forensics capture as a timeline of its CPU (SVG),
 //!   for `plot --capture` and the daemon's `/spikes/{id}`.
+//! - `source`: the samplers' wake-ups or the kernel's timerlat, by CPU
+//!   and context.
 
 pub mod capture;
 mod draw;
 mod draw_time;
 pub mod history;
 mod inputs;
+pub mod source;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -27,6 +30,7 @@ use std::path::Path;
 pub use draw::{render_png, render_svg, system_font};
 pub use draw_time::{render_time_png, render_time_svg};
 pub use inputs::read_input;
+pub use source::Source;
 
 use crate::stats::{LatencyStats, add_bins_us};
 
@@ -141,6 +145,8 @@ pub fn main(args: &crate::cli::PlotArgs) -> std::process::ExitCode {
 fn run(args: &crate::cli::PlotArgs) -> Result<(), PlotError> {
     use crate::record::reader;
     let format = Format::of(&args.output)?;
+    let source = Source::parse(args.source.as_deref(), args.context.as_deref())
+        .map_err(|e| input(format!("--source/--context: {e}")))?;
     let ranged = args.range.from.is_some() || args.range.to.is_some() || args.range.cpus.is_some();
     if let Some(path) = &args.capture {
         if ranged {
@@ -178,14 +184,15 @@ fn run(args: &crate::cli::PlotArgs) -> Result<(), PlotError> {
         }
         let path = &args.inputs[0];
         let text = read_input_file(path)?;
-        let data = read_input(&text).map_err(|e| input(format!("{}: {e}", path.display())))?;
+        let data =
+            read_input(&text, &source).map_err(|e| input(format!("{}: {e}", path.display())))?;
         return write(&data, &args.output);
     }
     let files = reader::expand_inputs(&args.inputs).map_err(input)?;
     let now = crate::units::unix_now_ns();
     let (range, cpus) = reader::selection(&args.range, now).map_err(input)?;
     let report = if args.over_time {
-        let (plot, report) = history::over_time(&files, range, cpus.as_deref())?;
+        let (plot, report) = history::over_time(&files, range, cpus.as_deref(), &source)?;
         match format {
             Format::Svg => std::fs::write(&args.output, render_time_svg(&plot)?).map_err(|e| {
                 PlotError::Draw(format!("cannot write {}: {e}", args.output.display()))
@@ -198,7 +205,7 @@ fn run(args: &crate::cli::PlotArgs) -> Result<(), PlotError> {
         write(&data, &args.output)?;
         report
     } else {
-        let (data, report) = history::histogram(&files, range, cpus.as_deref())?;
+        let (data, report) = history::histogram(&files, range, cpus.as_deref(), &source)?;
         write(&data, &args.output)?;
         report
     };

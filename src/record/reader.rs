@@ -73,9 +73,7 @@ impl ReadReport {
     pub fn host(&self, id: &str) -> Option<&HostFacts> {
         self.hosts.iter().rev().find(|h| h.id == id)
     }
-}
 
-impl ReadReport {
     /// One line for a person: what was skipped, or `None`.
     pub fn warning(&self) -> Option<String> {
         let mut parts = Vec::new();
@@ -110,6 +108,24 @@ pub fn read(
     read_while(files, range, &|| true, visit)
 }
 
+/// `read`, giving `visit` timerlat's entries instead (`entries` counts them).
+pub fn read_timerlat(
+    files: &[PathBuf],
+    range: Range,
+    visit: impl FnMut(Entry),
+) -> Result<ReadReport, String> {
+    read_selected(files, range, &|| true, Visit::Timerlat, visit)
+}
+
+/// The entries a read gives to its visitor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Visit {
+    /// The samplers'; timerlat's are merged into `ReadReport::timerlat`.
+    Samplers,
+    /// timerlat's; the samplers' are passed over.
+    Timerlat,
+}
+
 /// What stops a read early: `go_on` said no (its client is gone, its
 /// deadline passed).
 pub const STOPPED: &str = "the read was stopped before its end";
@@ -120,6 +136,16 @@ pub fn read_while(
     files: &[PathBuf],
     range: Range,
     go_on: &dyn Fn() -> bool,
+    visit: impl FnMut(Entry),
+) -> Result<ReadReport, String> {
+    read_selected(files, range, go_on, Visit::Samplers, visit)
+}
+
+fn read_selected(
+    files: &[PathBuf],
+    range: Range,
+    go_on: &dyn Fn() -> bool,
+    which: Visit,
     mut visit: impl FnMut(Entry),
 ) -> Result<ReadReport, String> {
     let starts: Vec<Option<u64>> = files
@@ -142,7 +168,7 @@ pub fn read_while(
                 continue;
             }
         }
-        read_file(path, range, go_on, &mut visit, &mut report)?;
+        read_file(path, range, go_on, which, &mut visit, &mut report)?;
     }
     Ok(report)
 }
@@ -154,6 +180,7 @@ fn read_file(
     path: &Path,
     range: Range,
     go_on: &dyn Fn() -> bool,
+    which: Visit,
     visit: &mut impl FnMut(Entry),
     report: &mut ReadReport,
 ) -> Result<(), String> {
@@ -197,19 +224,15 @@ fn read_file(
                 }
             }
             Line::Entry(entry) if entry.timerlat.is_some() => {
-                if range.overlaps(&entry) {
-                    let key = (entry.cpu, entry.timerlat.clone().unwrap_or_default());
-                    match report.timerlat.entry(key) {
-                        std::collections::btree_map::Entry::Vacant(v) => {
-                            v.insert(entry.stats);
-                        }
-                        std::collections::btree_map::Entry::Occupied(mut o) => {
-                            // Every entry's histogram has the record's range.
-                            let _ = o.get_mut().merge(&entry.stats);
-                        }
-                    }
+                if !range.overlaps(&entry) {
+                } else if which == Visit::Timerlat {
+                    report.entries += 1;
+                    visit(*entry);
+                } else {
+                    merge_timerlat(report, *entry);
                 }
             }
+            Line::Entry(_) if which == Visit::Timerlat => {}
             Line::Entry(entry) => {
                 if range.overlaps(&entry) {
                     report.entries += 1;
@@ -241,6 +264,20 @@ fn read_file(
             }
             Line::Corrupt(_) if !finished => report.torn.push(path.to_path_buf()),
             Line::Corrupt(why) => corrupt(report, path, number, why),
+        }
+    }
+}
+
+/// A timerlat entry merged into the report's figures by CPU and context.
+fn merge_timerlat(report: &mut ReadReport, entry: Entry) {
+    let key = (entry.cpu, entry.timerlat.unwrap_or_default());
+    match report.timerlat.entry(key) {
+        std::collections::btree_map::Entry::Vacant(v) => {
+            v.insert(entry.stats);
+        }
+        std::collections::btree_map::Entry::Occupied(mut o) => {
+            // Every entry's histogram has the record's range.
+            let _ = o.get_mut().merge(&entry.stats);
         }
     }
 }

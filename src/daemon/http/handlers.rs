@@ -11,15 +11,12 @@ use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
 use hdrhistogram::serialization::{Serializer, V2DeflateSerializer};
 
-use super::{ApiError, AppState, OPENAPI, ROUTES, encoding, parse_range, parse_window};
+use super::{ApiError, AppState, OPENAPI, ROUTES, encoding, parse_range};
 
-use crate::calendar::format_rfc3339_ms;
 use crate::cpulist::format_cpu_list;
 use crate::daemon::render::exposition::{self, Exposition};
-use crate::daemon::render::page::{self, Snapshot};
 use crate::daemon::render::{self, json, metrics, openmetrics, protobuf, status};
 use crate::forensics::{self, Lookup};
-use crate::plot;
 use crate::record;
 
 pub(super) async fn not_found(uri: axum::http::Uri) -> Response {
@@ -63,19 +60,7 @@ pub(super) async fn openapi() -> Response {
     ([(header::CONTENT_TYPE, "application/json")], OPENAPI).into_response()
 }
 
-type QueryPairs = Result<Query<Vec<(String, String)>>, QueryRejection>;
-
-/// The plot's and the page's data, for `?window=` (lifetime without it).
-fn snapshot(app: &AppState, query: QueryPairs) -> Result<Snapshot, ApiError> {
-    let Query(pairs) = query.map_err(|e| {
-        ApiError::BadRequest(format!("the query string is not valid: {}", e.body_text()))
-    })?;
-    let now = app.clocks.read();
-    let s = app.lock();
-    let window =
-        parse_window(&pairs, s.config.export.max_window_ns).map_err(ApiError::BadRequest)?;
-    Ok(Snapshot::take(&s, now, window))
-}
+pub(super) type QueryPairs = Result<Query<Vec<(String, String)>>, QueryRejection>;
 
 /// A range of the on-disk record, summarized on the blocking pool (the
 /// files are read, streaming, off the runtime's thread). Without a
@@ -109,69 +94,13 @@ pub(super) async fn read_record(
         .map_err(ApiError::Internal)
 }
 
-fn query_pairs(query: QueryPairs) -> Result<Vec<(String, String)>, ApiError> {
+pub(super) fn query_pairs(query: QueryPairs) -> Result<Vec<(String, String)>, ApiError> {
     let Query(pairs) = query.map_err(|e| {
         ApiError::BadRequest(format!("the query string is not valid: {}", e.body_text()))
     })?;
     Ok(pairs)
 }
 
-/// The OSADL-style plot of every sampled CPU, drawn after the lock is
-/// released; with `?from=&to=`, of the record over that range.
-pub(super) async fn plot_svg(
-    State(app): State<AppState>,
-    query: QueryPairs,
-) -> Result<Response, ApiError> {
-    let pairs = query_pairs(query)?;
-    let range = parse_range(&pairs, app.clocks.read().unix_ns, &["window"])
-        .map_err(ApiError::BadRequest)?;
-    let data = match range {
-        None => snapshot(&app, Ok(Query(pairs)))?.plot,
-        Some(range) => {
-            if pairs.iter().any(|(k, _)| k == "window") {
-                return Err(ApiError::BadRequest(
-                    "give either window (the live window) or from/to (the record), not both"
-                        .to_string(),
-                ));
-            }
-            let (summary, _) = read_record(&app, range).await?;
-            let s = app.lock();
-            plot::PlotData {
-                title: format!(
-                    "Wake-up latency from {} to {}",
-                    format_rfc3339_ms(range.from_ns.max(summary.span_ns.map_or(0, |s| s.0))),
-                    format_rfc3339_ms(range.to_ns.min(summary.span_ns.map_or(u64::MAX, |s| s.1)))
-                ),
-                subtitle: plot::subtitle(
-                    Some(&s.host.uname.nodename),
-                    Some(&s.host.uname.release),
-                    s.host.preempt_rt,
-                ),
-                series: summary
-                    .cpus
-                    .iter()
-                    .map(|(cpu, stats)| plot::series_from_stats(format!("CPU {cpu}"), stats))
-                    .collect(),
-            }
-        }
-    };
-    let svg = app
-        .work
-        .heavy("the plot", move |_| plot::render_svg(&data))
-        .await?
-        .map_err(|e| ApiError::Internal(e.to_string()))?;
-    Ok((
-        [
-            (header::CONTENT_TYPE, "image/svg+xml"),
-            (header::CACHE_CONTROL, "no-store"),
-        ],
-        svg,
-    )
-        .into_response())
-}
-
-/// The status page. A plot that cannot be drawn (no font) leaves the
-/// rest of the page standing, with the reason in its place.
 /// The runbooks every alert links to, as one page.
 pub(super) async fn runbooks() -> Response {
     (
@@ -179,28 +108,6 @@ pub(super) async fn runbooks() -> Response {
         crate::daemon::render::runbooks::page(),
     )
         .into_response()
-}
-
-pub(super) async fn status_page(
-    State(app): State<AppState>,
-    query: QueryPairs,
-) -> Result<Response, ApiError> {
-    let snap = snapshot(&app, query)?;
-    let html = app
-        .work
-        .heavy("the status page", move |_| {
-            let svg = plot::render_svg(&snap.plot).map_err(|e| e.to_string());
-            page::render_page(&snap, svg.as_deref().map_err(String::as_str))
-        })
-        .await?;
-    Ok((
-        [
-            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
-            (header::CACHE_CONTROL, "no-store"),
-        ],
-        html,
-    )
-        .into_response())
 }
 
 /// The exposition: Prometheus' protobuf format when the scraper asks for

@@ -12,13 +12,15 @@
 //! - `server`: the accept loop and its limits (`connections`: which to
 //!   close for a newcomer); `busy`: expensive work,
 //!   bounded and cancelled with its request; `webconfig`: TLS and basic
-//!   auth; `query`: query-string parsing; `error`: `ApiError`.
+//!   auth; `query`: query-string parsing; `error`: `ApiError`;
+//!   `handlers`: the API's routes; `pages`: the status page and the plot.
 
 mod busy;
 mod connections;
 pub mod encoding;
 mod error;
 mod handlers;
+mod pages;
 mod query;
 pub mod server;
 pub mod webconfig;
@@ -35,6 +37,7 @@ use axum::routing::get;
 
 pub use error::ApiError;
 use handlers::*;
+use pages::{plot_svg, status_page};
 pub use query::{parse_range, parse_window};
 use webconfig::Security;
 

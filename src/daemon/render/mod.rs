@@ -36,6 +36,7 @@ pub mod observe;
 pub mod openmetrics;
 pub mod page;
 mod page_parts;
+pub mod plots;
 pub mod proto;
 pub mod protobuf;
 pub mod runbooks;

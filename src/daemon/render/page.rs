@@ -8,16 +8,16 @@
 //! collector. The page is self-contained (inline CSS, the SVG inline, no
 //! script, no external asset) and refreshes itself with a `<meta>` tag.
 
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use super::page_parts::{gap_line, human_duration, render_gaps, render_record};
 use super::style::STYLE;
 
+use super::plots;
 use crate::calendar::format_rfc3339_ms;
 use crate::daemon::state::{MonitorState, SamplerView};
 use crate::forensics::Summary;
-use crate::plot::{self, CpuSeries, PlotData};
+use crate::plot::{PlotData, Source};
 use crate::stats::P99;
 use crate::units::format_duration_ns;
 
@@ -62,6 +62,8 @@ pub struct Snapshot {
     pub plot_window_ns: Option<u64>,
     pub rows: Vec<CpuRow>,
     pub plot: PlotData,
+    /// timerlat's plot (every CPU and context), when it has periods.
+    pub timerlat_plot: Option<PlotData>,
     /// Forensics: whether it runs (or why not) and its newest captures.
     pub forensics_enabled: bool,
     /// Forensics runs and captures (it may have stopped since the
@@ -97,26 +99,10 @@ impl Snapshot {
         let now_ns = clock.monotonic_ns;
         let health = s.health(now_ns);
         let forensics = s.forensics.lock();
-        let mut plot_window_ns = None;
-        let series = s
-            .cpus
-            .iter()
-            .map(|v| {
-                let label = format!("CPU {}", v.cpu);
-                match window_ns {
-                    None => plot::series_from_stats(label, &v.lifetime),
-                    Some(window) => {
-                        let (bins, covered) = v.recent.bins_within(now_ns, window);
-                        plot_window_ns = Some(covered);
-                        window_series(label, bins, v.window.max_within(now_ns, covered))
-                    }
-                }
-            })
-            .collect();
-        let title = match plot_window_ns {
-            None => "Wake-up latency since start".to_string(),
-            Some(ns) => format!("Wake-up latency, last {}", format_duration_ns(ns)),
-        };
+        let (plot, plot_window_ns) = plots::live(s, now_ns, window_ns, &Source::Samplers);
+        let timerlat = Source::Timerlat(crate::instruments::event::Context::ALL.to_vec());
+        let timerlat_plot =
+            (!s.timerlat.series.is_empty()).then(|| plots::live(s, now_ns, window_ns, &timerlat).0);
         Snapshot {
             nodename: s.host.uname.nodename.clone(),
             kernel: s.host.uname.release.clone(),
@@ -167,26 +153,9 @@ impl Snapshot {
                     missed: v.lifetime.missed,
                 })
                 .collect(),
-            plot: PlotData {
-                title,
-                subtitle: plot::subtitle(
-                    Some(&s.host.uname.nodename),
-                    Some(&s.host.uname.release),
-                    s.host.preempt_rt,
-                ),
-                series,
-            },
+            plot,
+            timerlat_plot,
         }
-    }
-}
-
-/// A CPU's series over a window: its 1 µs bins and the window's exact
-/// maximum (0 when the window holds no sample).
-fn window_series(label: String, bins: BTreeMap<u64, u64>, max_ns: Option<u64>) -> CpuSeries {
-    CpuSeries {
-        label,
-        bins_us: bins.into_iter().collect(),
-        max_us: max_ns.unwrap_or(0) as f64 / 1_000.0,
     }
 }
 
@@ -314,8 +283,12 @@ fn render_cpus(html: &mut String, snap: &Snapshot) {
 }
 
 /// The status page; `plot_svg` is the rendered plot, or why it could not
-/// be drawn.
-pub fn render_page(snap: &Snapshot, plot_svg: Result<&str, &str>) -> String {
+/// be drawn, and `timerlat_svg` timerlat's (when it has periods).
+pub fn render_page(
+    snap: &Snapshot,
+    plot_svg: Result<&str, &str>,
+    timerlat_svg: Option<Result<&str, &str>>,
+) -> String {
     let mut html = String::with_capacity(16 * 1024);
     render_head(&mut html, snap);
     render_cpus(&mut html, snap);
@@ -335,11 +308,14 @@ pub fn render_page(snap: &Snapshot, plot_svg: Result<&str, &str>) -> String {
          <a href=\"/?window={w}\">last {w}</a>)</p>",
         w = format_duration_ns(snap.max_window_ns),
     );
-    match plot_svg {
-        Ok(svg) => html.push_str(strip_xml_declaration(svg)),
-        Err(why) => {
-            let _ = write!(html, "<p class=\"bad\">No plot: {}</p>", escape(why));
-        }
+    push_plot(&mut html, plot_svg);
+    if let Some(svg) = timerlat_svg {
+        let _ = writeln!(
+            html,
+            "</div>\n<div class=\"plot\" id=\"timerlat-plot\"><p>The kernel's timerlat {scope}, \
+             a line per CPU and context (<a href=\"/plot.svg?source=timerlat\">alone</a>)</p>",
+        );
+        push_plot(&mut html, svg);
     }
     let _ = write!(
         html,
@@ -350,6 +326,16 @@ pub fn render_page(snap: &Snapshot, plot_svg: Result<&str, &str>) -> String {
         env!("CARGO_PKG_VERSION")
     );
     html
+}
+
+/// A plot drawn inline, or why it could not be drawn.
+fn push_plot(html: &mut String, svg: Result<&str, &str>) {
+    match svg {
+        Ok(svg) => html.push_str(strip_xml_declaration(svg)),
+        Err(why) => {
+            let _ = write!(html, "<p class=\"bad\">No plot: {}</p>", escape(why));
+        }
+    }
 }
 
 /// What the kernel's timerlat saw on the measured CPUs, or why it does

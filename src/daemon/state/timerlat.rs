@@ -1,12 +1,13 @@
 //! `TimerlatState`: what the kernel's timerlat measured (`[timerlat]`),
 //! as the collector took it in — per CPU and context (`irq`, `thread`,
 //! `user`) the lifetime statistics, the window maximum by sample time, the
+//! window's histograms for `/plot.svg?source=timerlat&window=`, the
 //! Prometheus buckets and the native ones, exactly as for a sampler's CPU.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
-use super::{BucketCounts, NativeCounts, WindowMax};
+use super::{BucketCounts, NativeCounts, WindowHistogram, WindowMax};
 use crate::config::Config;
 use crate::instruments::event::Context;
 use crate::instruments::source::{Source, Status};
@@ -18,6 +19,7 @@ use crate::stats::LatencyStats;
 pub struct ContextView {
     pub lifetime: LatencyStats,
     pub window: WindowMax,
+    pub recent: WindowHistogram,
     pub buckets: BucketCounts,
     pub native: NativeCounts,
 }
@@ -65,6 +67,16 @@ impl TimerlatState {
             .saturating_sub(self.kept_apart.get(&cpu).copied().unwrap_or(0))
     }
 
+    /// The windows at a new `export.max_window` (a live reload), keeping
+    /// what they hold.
+    pub fn resize_windows(&mut self, window_ns: u64, now_ns: u64) {
+        self.window_ns = window_ns;
+        for view in self.series.values_mut() {
+            view.window = view.window.resized(window_ns, now_ns);
+            view.recent = view.recent.resized(window_ns, now_ns);
+        }
+    }
+
     /// A copy of the source's status.
     pub fn status(&self) -> Status {
         self.status
@@ -108,6 +120,7 @@ impl TimerlatState {
                     .or_insert_with(|| ContextView {
                         lifetime: LatencyStats::new(self.spike_threshold_ns, None),
                         window: WindowMax::new(self.window_ns),
+                        recent: WindowHistogram::new(self.window_ns),
                         buckets: BucketCounts::new(&self.buckets_ns),
                         native: NativeCounts::default(),
                     });
@@ -116,6 +129,7 @@ impl TimerlatState {
                 if let Some(at) = stats.max_at_ns() {
                     view.window.record(at, stats.max_ns);
                 }
+                view.recent.record(stats);
                 view.buckets.add(stats);
                 view.native.add(stats);
             }
@@ -151,6 +165,8 @@ mod tests {
         let irq = &state.series[&(0, Context::Irq)];
         assert_eq!((irq.lifetime.count, irq.lifetime.max_ns), (3, 6_000));
         assert_eq!(irq.window.max(3), Some(6_000));
+        let (bins, _) = irq.recent.bins_within(3, 1_000_000_000);
+        assert_eq!(bins.values().sum::<u64>(), 3, "the window's histogram");
         assert_eq!(state.series[&(0, Context::Thread)].lifetime.count, 3);
         assert!(
             !state.series.contains_key(&(1, Context::Irq)),
@@ -186,5 +202,12 @@ mod tests {
         assert_eq!(state.periods(0), 5, "counts and periods stay equal");
         assert_eq!(state.series[&(0, Context::Irq)].lifetime.count, 5);
         assert_eq!(state.series[&(0, Context::Irq)].lifetime.max_ns, 6_000);
+        // A reload to a 10 s window keeps what the windows hold.
+        state.resize_windows(10_000_000_000, 20);
+        let irq = &state.series[&(0, Context::Irq)];
+        assert_eq!(irq.window.max(20), Some(6_000));
+        let bins = irq.recent.bins_within(20, 10_000_000_000).0;
+        assert_eq!(bins.keys().copied().collect::<Vec<_>>(), [1, 2, 4, 6]);
+        assert_eq!(state.window_ns, 10_000_000_000, "and new series get it");
     }
 }
