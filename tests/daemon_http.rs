@@ -182,6 +182,37 @@ fn hwnoise_windows() -> latencyd::daemon::state::HwnoiseState {
     state
 }
 
+/// `[hwnoise]` enabled but its thread could not start.
+fn hwnoise_stopped() -> MonitorState {
+    let mut s = state(true);
+    let windows = latencyd::instruments::hwnoise::Windows::not_running(
+        "its thread cannot start (Resource temporarily unavailable)".to_string(),
+    );
+    s.hwnoise = latencyd::daemon::state::HwnoiseState::new(windows.status());
+    s
+}
+
+#[tokio::test]
+async fn hwnoise_windows_that_cannot_run_say_why() {
+    let app = app_with(hwnoise_stopped());
+    let (_, _, body) = get(&app, "/api/v1/status").await;
+    let hwnoise = &serde_json::from_str::<Value>(&body).unwrap()["hwnoise"];
+    assert_eq!(hwnoise["enabled"], true);
+    assert_eq!(
+        hwnoise["stopped"],
+        "its thread cannot start (Resource temporarily unavailable)"
+    );
+    assert!(hwnoise["next_start"].is_null(), "no window is coming");
+    let (_, _, page) = get(&app, "/").await;
+    assert!(
+        page.contains("Hardware noise windows are enabled but none runs: its thread cannot start"),
+        "{page}"
+    );
+    // Running windows say nothing of it.
+    let (_, _, body) = get(&self::app(state(true)), "/api/v1/status").await;
+    assert!(serde_json::from_str::<Value>(&body).unwrap()["hwnoise"]["stopped"].is_null());
+}
+
 /// The kernel's timerlat on CPUs 0 and 2, with latencyd's threads, and
 /// rtla's timerlat beside it: CPU 0's thread context 30 µs once.
 fn timerlat_measured(config: &Config) -> latencyd::daemon::state::TimerlatState {
@@ -1685,10 +1716,12 @@ async fn every_route_answers_as_the_openapi_document_says() {
         s.timerlat = latencyd::daemon::state::TimerlatState::off(&s.config);
         app_with(s)
     };
+    let hwnoise_stopped = app_with(hwnoise_stopped());
     for (route, path, target) in [
         ("/", "/", &app),
         ("/", "/?window=90m", &app),
         ("/plot.svg", "/plot.svg?source=timerlat", &timerlat_off),
+        ("/api/v1/status", "/api/v1/status", &hwnoise_stopped),
         ("/plot.svg", "/plot.svg?window=30s", &app),
         ("/plot.svg", "/plot.svg?span=1", &app),
         ("/metrics", "/metrics", &app),

@@ -106,6 +106,31 @@ impl HwnoiseConfig {
         })
     }
 
+    /// A spun CPU's sampler waits up to `width` and an interval for its
+    /// next wake-up: under `measure.stall_threshold`, or every window
+    /// would count a stall (a gap filed, `/healthz` failing).
+    pub(super) fn check_with(
+        &self,
+        measure: &super::MeasureConfig,
+        effective: &BTreeMap<String, Effective>,
+    ) -> Result<(), ConfigError> {
+        let held_ns = self.width_us * NS_PER_US + measure.interval_ns;
+        if !self.enabled || held_ns < measure.stall_threshold_ns {
+            return Ok(());
+        }
+        Err(key_error(
+            effective,
+            "hwnoise.width",
+            format!(
+                "a window holds a CPU's sampler for the width and an interval ({}), not under \
+                 measure.stall_threshold ({}): every window would count as a stall; lower \
+                 hwnoise.width or raise measure.stall_threshold",
+                format_duration_ns(held_ns),
+                format_duration_ns(measure.stall_threshold_ns)
+            ),
+        ))
+    }
+
     /// The CPUs exist and may be used.
     pub(super) fn check_against(
         &self,
@@ -125,6 +150,34 @@ impl HwnoiseConfig {
 #[cfg(test)]
 mod tests {
     use super::super::tests::load;
+
+    #[test]
+    fn a_width_a_stall_long_is_refused_naming_both_keys() {
+        let err = load(
+            Some(
+                "[measure]\nstall_threshold = \"1s\"\n[hwnoise]\nenabled = true\nwidth = \
+                 \"999ms\"\nwindow = \"2s\"\n",
+            ),
+            &[],
+            &[],
+        )
+        .0
+        .unwrap_err();
+        assert_eq!(err.key, "hwnoise.width");
+        assert!(err.reason.contains("(1s)"), "{}", err.reason);
+        assert!(
+            err.reason.contains("raise measure.stall_threshold"),
+            "{}",
+            err.reason
+        );
+        // Off, or under it with the interval: accepted.
+        for text in [
+            "[measure]\nstall_threshold = \"1s\"\n[hwnoise]\nwidth = \"999ms\"\nwindow = \"2s\"\n",
+            "[measure]\nstall_threshold = \"1s\"\n[hwnoise]\nenabled = true\nwidth = \"998ms\"\nwindow = \"2s\"\n",
+        ] {
+            assert!(load(Some(text), &[], &[]).0.is_ok(), "{text}");
+        }
+    }
 
     #[test]
     fn hwnoise_windows_are_off_by_default_with_hwlatdetects_knobs() {

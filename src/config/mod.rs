@@ -251,6 +251,7 @@ impl Config {
         let timerlat = TimerlatConfig::read(&mut reader("timerlat")?.with(&mut effective))?;
         let load = LoadConfig::read(&mut reader("load")?.with(&mut effective))?;
         let hwnoise = HwnoiseConfig::read(&mut reader("hwnoise")?.with(&mut effective))?;
+        hwnoise.check_with(&measure, &effective)?;
         Ok(Config {
             measure,
             realtime,

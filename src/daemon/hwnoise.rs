@@ -6,7 +6,7 @@
 use std::collections::BTreeSet;
 use std::sync::Mutex;
 
-use tracing::{info, warn};
+use tracing::info;
 
 use super::state::{HwnoiseState, MonitorState, lock};
 use crate::config::Config;
@@ -24,10 +24,7 @@ pub(super) fn start(config: &Config, host: &HostInfo) -> Windows {
     }
     let cpus = match h.cpus.resolve(host) {
         Ok(cpus) => cpus,
-        Err(err) => {
-            warn!("hwnoise: {err}; no windows run");
-            return Windows::disabled();
-        }
+        Err(err) => return Windows::not_running(err),
     };
     let spec = HwlatSpec {
         tracefs: config.forensics.tracefs.clone(),

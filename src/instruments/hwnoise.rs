@@ -138,6 +138,9 @@ pub struct Status {
     pub last_window: Option<WindowReport>,
     /// Finished windows not yet taken by the collector.
     pub finished: Vec<WindowReport>,
+    /// Why no window runs at all though `[hwnoise]` is enabled (its CPUs
+    /// could not be resolved, its thread could not start).
+    pub stopped: Option<String>,
 }
 
 fn lock(status: &Mutex<Status>) -> MutexGuard<'_, Status> {
@@ -160,6 +163,20 @@ impl Windows {
         }
     }
 
+    /// Enabled, but no window will run, for `why` (said in the status).
+    pub fn not_running(why: String) -> Windows {
+        warn!("hwnoise: {why}; no windows run");
+        Windows {
+            status: Arc::new(Mutex::new(Status {
+                enabled: true,
+                stopped: Some(why),
+                ..Status::default()
+            })),
+            stop: None,
+            thread: None,
+        }
+    }
+
     /// Starts the thread; it runs hwlat as `spec` says in every window
     /// of `schedule`.
     pub fn start(spec: HwlatSpec, schedule: Schedule) -> Windows {
@@ -176,9 +193,18 @@ impl Windows {
         let shared = Arc::clone(&status);
         let thread = std::thread::Builder::new()
             .name("latencyd-hwnoise".to_string())
-            .spawn(move || run(&spec, schedule, &shared, &stopped))
-            .map_err(|err| warn!("hwnoise: cannot start its thread ({err}); no windows run"))
-            .ok();
+            .spawn(move || run(&spec, schedule, &shared, &stopped));
+        let thread = match thread {
+            Ok(thread) => Some(thread),
+            Err(err) => {
+                let why = format!("its thread cannot start ({err})");
+                warn!("hwnoise: {why}; no windows run");
+                let mut st = lock(&status);
+                st.stopped = Some(why);
+                st.next_start_unix_ns = None;
+                None
+            }
+        };
         Windows {
             status,
             stop: Some(stop),

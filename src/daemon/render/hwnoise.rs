@@ -165,6 +165,8 @@ pub struct HwnoiseBody {
     smis_unread: Option<String>,
     /// Per CPU: what was measured while a window spun it, kept apart.
     kept_apart: BTreeMap<usize, KeptApartBody>,
+    /// Why no window runs at all though enabled (null while they do).
+    stopped: Option<String>,
 }
 
 impl HwnoiseBody {
@@ -210,6 +212,7 @@ impl HwnoiseBody {
                     (c, body)
                 })
                 .collect(),
+            stopped: st.stopped.clone(),
         }
     }
 }
@@ -220,6 +223,12 @@ pub(super) fn page_line(s: &MonitorState) -> Option<(String, bool)> {
     let st = s.hwnoise.status();
     if !st.enabled {
         return None;
+    }
+    if let Some(why) = &st.stopped {
+        return Some((
+            format!("Hardware noise windows are enabled but none runs: {why}."),
+            false,
+        ));
     }
     if let Some(active) = &st.active {
         return Some((
