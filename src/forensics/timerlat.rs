@@ -70,18 +70,11 @@ impl Worker {
     /// A capture kept before, now with its split: written again under
     /// its id, and its summary in the journal replaced.
     fn rewrite(&mut self, capture: Capture) {
-        let written = (self.store.as_ref()).map(|store| (store.write(&capture), store.bytes()));
-        let mut journal = self.journal.lock();
-        match written {
-            Some((Err(reason), _)) => {
-                journal.reason = Some(reason);
-                return;
-            }
-            Some((Ok(written), bytes)) => {
-                journal.recent.retain(|s| !written.removed.contains(&s.id));
-                journal.disk_bytes = bytes;
-            }
-            None => {
+        let (mut journal, stored) = self.store(&capture);
+        match stored {
+            Err(()) => return,
+            Ok(true) => {}
+            Ok(false) => {
                 let id = &capture.summary.id;
                 if let Some(kept) = journal.in_memory.iter_mut().find(|c| &c.summary.id == id) {
                     *kept = capture.clone();

@@ -273,6 +273,35 @@ impl Worker {
         Some(after.wrapping_sub(before) & 0xffff_ffff)
     }
 
+    /// Writes `capture` to the capture directory, when there is one,
+    /// before the journal is locked; then, locked, drops from its recent
+    /// list the captures the store removed for room. `Ok(true)`: on
+    /// disk; `Ok(false)`: no directory (kept in memory by the caller);
+    /// `Err`: not written, the reason in the journal.
+    pub(super) fn store(
+        &self,
+        capture: &Capture,
+    ) -> (
+        std::sync::MutexGuard<'_, super::journal::JournalData>,
+        Result<bool, ()>,
+    ) {
+        let written = (self.store.as_ref()).map(|store| (store.write(capture), store.bytes()));
+        let mut journal = self.journal.lock();
+        let stored = match written {
+            Some((Err(reason), _)) => {
+                journal.reason = Some(reason);
+                Err(())
+            }
+            Some((Ok(written), bytes)) => {
+                journal.recent.retain(|s| !written.removed.contains(&s.id));
+                journal.disk_bytes = bytes;
+                Ok(true)
+            }
+            None => Ok(false),
+        };
+        (journal, stored)
+    }
+
     fn keep(&mut self, mut capture: Capture) {
         // Two captures of one CPU in one millisecond (the observer's view
         // of a wake-up beside the recorder's own) must not share an id:
@@ -286,25 +315,17 @@ impl Worker {
                 _ => break,
             }
         }
-        let written = self
-            .store
-            .as_ref()
-            .map(|store| (store.write(&capture), store.bytes()));
-        let mut journal = self.journal.lock();
-        match written {
-            Some((Err(reason), _)) => {
+        let (mut journal, stored) = self.store(&capture);
+        match stored {
+            Err(()) => {
                 *journal
                     .uncaptured
                     .entry((capture.summary.cpu, "failed"))
                     .or_default() += 1;
-                journal.reason = Some(reason);
                 return;
             }
-            Some((Ok(written), bytes)) => {
-                journal.recent.retain(|s| !written.removed.contains(&s.id));
-                journal.disk_bytes = bytes;
-            }
-            None => {
+            Ok(true) => {}
+            Ok(false) => {
                 journal.in_memory.push_front(capture.clone());
                 journal.in_memory.truncate(self.settings.max_captures);
             }
