@@ -1,7 +1,7 @@
 //! The pages people look at: the status page (`/`) and the latency plot
 //! (`/plot.svg`, the samplers' or timerlat's, live or from the record).
 
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 
@@ -13,9 +13,7 @@ use crate::plot;
 
 /// The plot's and the page's data, for `?window=` (lifetime without it).
 fn snapshot(app: &AppState, query: QueryPairs) -> Result<Snapshot, ApiError> {
-    let Query(pairs) = query.map_err(|e| {
-        ApiError::BadRequest(format!("the query string is not valid: {}", e.body_text()))
-    })?;
+    let pairs = query_pairs(query)?;
     let now = app.clocks.read();
     let s = app.lock();
     let window =
