@@ -4,12 +4,14 @@ rtla timerlat of the same kernel's release, and against latencyd's own
 clock_nanosleep sampler, in the kernel matrix's PREEMPT_RT guests.
 
     benches/timerlat_cost.py [--kernels 6.12-rt-amd64,6.1-rt-amd64] [--pairs 5]
+                             [--sampler-interval 1000]
 
 Each guest runs, on CPU 0 at a 1 ms period and alternating A B A B,
 `latencyd measure --timerlat -a 0` (A) and `rtla timerlat top -c 0 -q
 -P f:95 --dma-latency 0` (B; with -u where the kernel has timerlat_fd,
-as latencyd then uses its own threads too), each for 8 s, and reads its
-threads' schedstat (ns on the CPU) 2 s and 5 s into the run. Both hold
+as latencyd then uses its own threads too), each for 10 s, and reads its
+threads' schedstat (ns on the CPU) 1 s after its timerlat thread of
+CPU 0 appears and 3 s after that. Both hold
 /dev/cpu_dma_latency at 0 (latencyd measure does by default, as
 cyclictest). Per period (the 3 s between the two reads / 1 ms):
 
@@ -17,7 +19,10 @@ cyclictest). Per period (the 3 s between the two reads / 1 ms):
   kernel's `timerlat/0`; rtla's `timerlatu/0` or `timerlat/0`);
 - the reader: every other thread of the tool (latencyd's main and drain
   threads and its workload child's main thread; rtla's process);
-- latencyd's sampler, which wakes every 1 ms too.
+- latencyd's sampler, which wakes every 1 ms too (`measure` always
+  samples); `--sampler-interval 1000000` wakes it once a second instead,
+  so that latencyd's timerlat thread runs nearly alone on the CPU as
+  rtla's does.
 
 Printed: each pair's figures and the median ratio with its range. The
 guests are emulated (QEMU TCG): the ratios compare two programs under
@@ -52,6 +57,14 @@ threads_of() {
     k=$(grep -l '^timerlat/0$' /proc/[0-9]*/comm 2>/dev/null | head -n 1)
     [ -n "$k" ] && k=${k%/comm} && echo $k/task/${k#/proc/}
 }
+# Until the tool's timerlat thread of CPU 0 runs (rtla's user thread can
+# take more than 2 s to start under emulation), at most 5 s.
+ready() {
+    n=0
+    until threads_of $1 | while read t; do cat $t/comm; done | grep -Eq '^timerlat(u?/0|-cpu0)$'; do
+        n=$((n+1)); [ $n -ge 50 ] && return; sleep 0.1
+    done
+}
 snap() {
     tag=$1; shift
     up=$(cut -d' ' -f1 /proc/uptime)
@@ -60,11 +73,12 @@ snap() {
 i=0
 while [ $i -lt PAIRS ]; do
     i=$((i+1))
-    latencyd measure --timerlat -a 0 -p 80 -i 1000 -D 8 -q > /dev/null 2> /tmp/err.a &
-    p=$!; echo "A$i pid $p"; sleep 2; list=$(threads_of $p)
+    latencyd measure --timerlat --timerlat-period 1ms -a 0 -p 80 -i INTERVAL -D 10 -q \
+        > /dev/null 2> /tmp/err.a &
+    p=$!; echo "A$i pid $p"; ready $p; sleep 1; list=$(threads_of $p)
     snap A$i.start $list; sleep 3; snap A$i.end $list; wait $p; echo "A$i rc $?"
-    $RTLA timerlat top -c 0 -p 1000 -d 8s -q $u -P f:95 --dma-latency 0 > /tmp/out.b 2> /tmp/err.b &
-    p=$!; echo "B$i pid $p"; sleep 2; list=$(threads_of $p)
+    $RTLA timerlat top -c 0 -p 1000 -d 10s -q $u -P f:95 --dma-latency 0 > /tmp/out.b 2> /tmp/err.b &
+    p=$!; echo "B$i pid $p"; ready $p; sleep 1; list=$(threads_of $p)
     snap B$i.start $list; sleep 3; snap B$i.end $list; wait $p; echo "B$i rc $?"
     grep -v '^options=' /tmp/osnoise.before | while IFS== read k v; do echo "$v" > $T/osnoise/$k; done
     echo DEFAULTS > $T/osnoise/options
@@ -76,12 +90,12 @@ poweroff -f
 """
 
 
-def guest_script(pairs):
+def guest_script(pairs, interval_us):
     """The matrix's guest preamble (mounts, put, send), then the runs."""
     text = MATRIX.read_text()
     body = text.split('GUEST_SCRIPT = r"""', 1)[1]
     preamble = body.split('echo "@@BEGIN"', 1)[0] + 'echo "@@BEGIN"\n'
-    return preamble + SCENARIO.replace("PAIRS", str(pairs))
+    return preamble + SCENARIO.replace("PAIRS", str(pairs)).replace("INTERVAL", str(interval_us))
 
 
 def parse(cost):
@@ -149,10 +163,14 @@ def main():
     parser.add_argument("--kernels", default="6.12-rt-amd64,6.1-rt-amd64")
     parser.add_argument("--pairs", type=int, default=5)
     parser.add_argument("--capture", type=Path, help="keep the guests' files here")
+    parser.add_argument("--sampler-interval", type=int, default=1000, metavar="US",
+                        help="latencyd's sampler interval in the A runs (timerlat's period stays 1 ms)")
     args = parser.parse_args()
+    if args.sampler_interval < 100:
+        parser.error(f"--sampler-interval {args.sampler_interval}: at least 100 us")
     with tempfile.TemporaryDirectory() as tmp:
         script = Path(tmp) / "cost.sh"
-        script.write_text(guest_script(args.pairs))
+        script.write_text(guest_script(args.pairs, args.sampler_interval))
         capture = args.capture or Path(tmp) / "capture"
         # The checks fail on a probe script: only the captured files count.
         subprocess.run([str(MATRIX), "--kernels", args.kernels, "--script", str(script),
