@@ -393,7 +393,7 @@ fn journal() -> Arc<Journal> {
 /// A state whose on-disk record holds two 60 s intervals of CPUs 0 and 2
 /// ending 10 minutes before `NOW_UNIX_NS`, written by the real writer.
 fn state_with_record(dir: &std::path::Path) -> MonitorState {
-    use latencyd::record::{Batch, Entry, LogWriter, Settings, Target};
+    use latencyd::record::{Batch, LogWriter, Settings, Target};
     let mut writer = LogWriter::new(Target::Dir(Settings {
         dir: dir.to_path_buf(),
         interval_ns: 60 * S,
@@ -409,32 +409,14 @@ fn state_with_record(dir: &std::path::Path) -> MonitorState {
                 for i in 0..100 {
                     stats.record(5_000 + i * 100 + cpu as u64 * 1_000 + k, i);
                 }
-                Entry {
-                    cpu,
-                    start_ns: start,
-                    length_ns: 60 * S,
-                    stats,
-                    fingerprint: None,
-                    load: None,
-                    hwnoise: false,
-                    timerlat: None,
-                }
+                common::record_entry(cpu, start, 60 * S, stats, None)
             })
             .collect::<Vec<_>>();
         // And timerlat's IRQ and thread on CPU 0: 2 µs and 9 µs.
         let timerlat = [("irq", 2_000), ("thread", 9_000)].map(|(context, ns)| {
             let mut stats = LatencyStats::new(100_000, None);
             stats.record(ns + k, 0);
-            Entry {
-                cpu: 0,
-                start_ns: start,
-                length_ns: 60 * S,
-                stats,
-                fingerprint: None,
-                load: None,
-                hwnoise: false,
-                timerlat: Some(context.to_string()),
-            }
+            common::record_entry(0, start, 60 * S, stats, Some(context))
         });
         let entries = entries.into_iter().chain(timerlat).collect();
         let batch = Batch {

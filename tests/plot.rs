@@ -387,7 +387,7 @@ fn plots_a_capture_and_refuses_what_is_not_one() {
 /// and thread on CPU 0 (the thread 30 µs late in the second), and CPU 0
 /// offline, then stalled, between the second and the third.
 fn record_with_timerlat(dir: &Path) {
-    use latencyd::record::{Batch, Entry, Gap, GapReason, LogWriter, Settings, Target};
+    use latencyd::record::{Batch, Gap, GapReason, LogWriter, Settings, Target};
     use latencyd::stats::LatencyStats;
     const S: u64 = 1_000_000_000;
     let now = latencyd::units::unix_now_ns();
@@ -404,16 +404,7 @@ fn record_with_timerlat(dir: &Path) {
             for i in 0..50 {
                 stats.record(ns + i * 10, i);
             }
-            Entry {
-                cpu: 0,
-                start_ns: start,
-                length_ns: 60 * S,
-                stats,
-                fingerprint: None,
-                load: None,
-                hwnoise: false,
-                timerlat: timerlat.map(str::to_string),
-            }
+            record_entry(0, start, 60 * S, stats, timerlat)
         };
         let thread_ns = if k == 1 { 30_000 } else { 6_000 };
         let gaps = match k {

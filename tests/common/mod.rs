@@ -359,6 +359,27 @@ pub fn check_expected(name: &str, actual: &str) {
 
 /// A PREEMPT_RT host with every privilege, for renderers fed synthetic
 /// data (the expected output under tests/data/expected/ shows it).
+/// A record entry of `cpu` over `length_ns` from `start_ns`: its
+/// sampler's, or timerlat's `context` when given.
+pub fn record_entry(
+    cpu: usize,
+    start_ns: u64,
+    length_ns: u64,
+    stats: latencyd::stats::LatencyStats,
+    timerlat: Option<&str>,
+) -> latencyd::record::Entry {
+    latencyd::record::Entry {
+        cpu,
+        start_ns,
+        length_ns,
+        stats,
+        fingerprint: None,
+        load: None,
+        hwnoise: false,
+        timerlat: timerlat.map(str::to_string),
+    }
+}
+
 pub fn synthetic_host(usable_cpus: &[usize], online_cpus: &[usize]) -> latencyd::host::HostInfo {
     latencyd::host::HostInfo {
         uname: latencyd::rt::sys::Uname {
