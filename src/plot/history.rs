@@ -197,16 +197,16 @@ pub fn over_time(
         if cpus.is_some_and(|c| !c.contains(&entry.cpu)) || entry.stats.count == 0 {
             return;
         }
-        let key = match (&entry.timerlat, source) {
-            (None, _) => ((entry.cpu, 0), format!("CPU {}", entry.cpu)),
-            (Some(context), _) if source.wants(context) => {
+        let key = match &entry.timerlat {
+            None => ((entry.cpu, 0), format!("CPU {}", entry.cpu)),
+            Some(context) if source.wants(context) => {
                 let order = crate::instruments::event::Context::ALL
                     .iter()
                     .position(|c| c.name() == context)
                     .unwrap_or(0);
                 ((entry.cpu, order), super::source::label(entry.cpu, context))
             }
-            (Some(_), _) => return,
+            Some(_) => return,
         };
         let (from, to) = span.unwrap_or((u64::MAX, 0));
         span = Some((from.min(entry.start_ns), to.max(entry.end_ns())));

@@ -1,6 +1,6 @@
-//! What people look at: the latency plot of the samplers' histograms
-//! (`/plot.svg`) and the status page (`/`) that shows it with the host, the
-//! samplers' real-time state and a per-CPU table.
+//! What people look at: the status page (`/`) with the host, the
+//! samplers' real-time state, a per-CPU table and the latency plots (the
+//! samplers', and timerlat's while it has periods; their data in `plots`).
 //!
 //! Both are built in two steps: a snapshot of plain data taken under the
 //! state's lock ([`Snapshot::take`]), then the drawing and the HTML, done
