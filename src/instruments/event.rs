@@ -44,6 +44,11 @@ impl Context {
         }
     }
 
+    /// The context named `name` (`irq`, `thread`, `user`).
+    pub fn from_name(name: &str) -> Option<Context> {
+        Context::ALL.into_iter().find(|c| c.name() == name)
+    }
+
     pub fn index(self) -> usize {
         self as usize
     }

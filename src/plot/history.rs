@@ -189,24 +189,24 @@ pub fn over_time(
     cpus: Option<&[usize]>,
     source: &Source,
 ) -> Result<(TimePlot, ReadReport), PlotError> {
-    // By CPU, then the context's place in `Context::ALL` (0 for the
-    // samplers), so the lines come in that order.
-    let mut by_cpu: BTreeMap<(usize, usize), (String, Downsampled)> = BTreeMap::new();
+    // By CPU, then timerlat's context (none for the samplers), so the
+    // lines come in that order.
+    type Key = (usize, Option<crate::instruments::event::Context>);
+    let mut by_cpu: BTreeMap<Key, (String, Downsampled)> = BTreeMap::new();
     let mut span: Option<(u64, u64)> = None;
     let visit = |entry: crate::record::Entry| {
         if cpus.is_some_and(|c| !c.contains(&entry.cpu)) || entry.stats.count == 0 {
             return;
         }
         let key = match &entry.timerlat {
-            None => ((entry.cpu, 0), format!("CPU {}", entry.cpu)),
-            Some(context) if source.wants(context) => {
-                let order = crate::instruments::event::Context::ALL
-                    .iter()
-                    .position(|c| c.name() == context)
-                    .unwrap_or(0);
-                ((entry.cpu, order), super::source::label(entry.cpu, context))
-            }
-            Some(_) => return,
+            None => ((entry.cpu, None), format!("CPU {}", entry.cpu)),
+            Some(name) => match source.drawn(name) {
+                Some(context) => (
+                    (entry.cpu, Some(context)),
+                    super::source::label(entry.cpu, name),
+                ),
+                None => return,
+            },
         };
         let (from, to) = span.unwrap_or((u64::MAX, 0));
         span = Some((from.min(entry.start_ns), to.max(entry.end_ns())));

@@ -37,15 +37,12 @@ impl Source {
                 };
                 let mut chosen = Vec::new();
                 for name in list.split(',').map(str::trim) {
-                    let context = Context::ALL
-                        .into_iter()
-                        .find(|c| c.name() == name)
-                        .ok_or_else(|| {
-                            format!(
-                                "'{name}' is not one of timerlat's contexts: irq, thread or \
+                    let context = Context::from_name(name).ok_or_else(|| {
+                        format!(
+                            "'{name}' is not one of timerlat's contexts: irq, thread or \
                                  user, or a list of them (irq,thread)"
-                            )
-                        })?;
+                        )
+                    })?;
                     if !chosen.contains(&context) {
                         chosen.push(context);
                     }
@@ -59,9 +56,14 @@ impl Source {
 
     /// Whether timerlat's `context` (by name) is drawn.
     pub fn wants(&self, context: &str) -> bool {
+        self.drawn(context).is_some()
+    }
+
+    /// timerlat's context named `name`, when it is drawn.
+    pub fn drawn(&self, name: &str) -> Option<Context> {
         match self {
-            Source::Samplers => false,
-            Source::Timerlat(contexts) => contexts.iter().any(|c| c.name() == context),
+            Source::Samplers => None,
+            Source::Timerlat(contexts) => Context::from_name(name).filter(|c| contexts.contains(c)),
         }
     }
 
@@ -87,12 +89,10 @@ impl Source {
         &self,
         stats: impl IntoIterator<Item = (usize, &'a str, &'a LatencyStats)>,
     ) -> Vec<CpuSeries> {
-        let mut chosen: BTreeMap<(usize, usize), CpuSeries> = BTreeMap::new();
+        let mut chosen: BTreeMap<(usize, Context), CpuSeries> = BTreeMap::new();
         for (cpu, context, stats) in stats {
-            if let Some(order) = Context::ALL.iter().position(|c| c.name() == context)
-                && self.wants(context)
-            {
-                chosen.insert((cpu, order), series_from_stats(label(cpu, context), stats));
+            if let Some(drawn) = self.drawn(context) {
+                chosen.insert((cpu, drawn), series_from_stats(label(cpu, context), stats));
             }
         }
         chosen.into_values().collect()
