@@ -137,6 +137,8 @@ fn main() {
                         unsampled_since_ns: None,
                         running_since_ns: 0,
                         stalls: 0,
+                        scheduling: Default::default(),
+                        scheduling_changes: 0,
                     };
                     CpuView::new(cpu, &config, sampler)
                 })

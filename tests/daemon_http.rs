@@ -57,6 +57,8 @@ fn view(cpu: usize, samples: &[u64], config: &Config, last_sample_ns: u64) -> Cp
         unsampled_since_ns: None,
         running_since_ns: 0,
         stalls: 0,
+        scheduling: Default::default(),
+        scheduling_changes: 0,
     };
     let mut view = CpuView::new(cpu, config, sampler);
     // Half the samples long ago (out of the window), half just now.

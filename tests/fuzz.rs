@@ -145,6 +145,8 @@ fn router() -> axum::Router {
         unsampled_since_ns: None,
         running_since_ns: 0,
         stalls: 0,
+        scheduling: Default::default(),
+        scheduling_changes: 0,
     };
     let state = latencyd::daemon::state::MonitorState {
         host: common::synthetic_host(&[0], &[0]),

@@ -97,6 +97,22 @@ fn runbook_links(rules: &str) -> Vec<(String, String)> {
 }
 
 #[test]
+fn operations_md_lists_every_shipped_alert_in_the_rule_files_order() {
+    let rules =
+        std::fs::read_to_string(root().join("deploy/prometheus/latencyd.rules.yml")).unwrap();
+    let shipped: Vec<String> = runbook_links(&rules).into_iter().map(|(n, _)| n).collect();
+    let listed: Vec<String> = doc_table_rows("docs/operations.md", "Operations kit")
+        .into_iter()
+        .map(|cells| cells[0].clone())
+        .filter(|name| name.starts_with("Latencyd"))
+        .collect();
+    assert_eq!(
+        listed, shipped,
+        "docs/operations.md's alert table (left) differs from deploy/prometheus/latencyd.rules.yml (right)"
+    );
+}
+
+#[test]
 fn every_alert_links_to_a_runbook_section_that_says_what_why_and_how() {
     let rules =
         std::fs::read_to_string(root().join("deploy/prometheus/latencyd.rules.yml")).unwrap();

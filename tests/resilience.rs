@@ -1,7 +1,8 @@
 //! The daemon under abuse that is not the samplers' fault: a storm of
 //! SIGHUPs, scrapes racing a shutdown, logs that cannot be written (a full
-//! disk, a reader that went away). None of it may crash the daemon or
-//! lose its orderly exit.
+//! disk, a reader that went away), a sampler's scheduling changed behind
+//! its back. None of it may crash the daemon or lose its orderly exit, and
+//! what was changed is said.
 
 mod common;
 
@@ -161,4 +162,166 @@ fn logs_that_cannot_be_written_do_not_stop_the_daemon() {
         let status = child.wait().unwrap();
         assert!(status.success(), "{what}: {status}");
     }
+}
+
+/// The status API's view of CPU `cpu`'s sampler.
+fn sampler_status(daemon: &Daemon, cpu: usize) -> serde_json::Value {
+    let status: serde_json::Value = serde_json::from_str(&daemon.get("/api/v1/status").1).unwrap();
+    status["samplers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["cpu"] == cpu)
+        .cloned()
+        .unwrap_or_else(|| panic!("no sampler on CPU {cpu}: {status}"))
+}
+
+/// The sampler's status once the collector has read its scheduling (what
+/// an unprivileged sampler runs as is learnt at that first read).
+fn read_once(daemon: &Daemon, cpu: usize) -> serde_json::Value {
+    wait_until(
+        "the first read of the sampler's scheduling",
+        Duration::from_millis(20),
+        Duration::from_secs(2),
+        || !sampler_status(daemon, cpu)["running"].is_null(),
+    );
+    sampler_status(daemon, cpu)
+}
+
+/// `chrt` on a running sampler's thread, as a tuned profile or an operator
+/// would do it.
+fn chrt(args: &[&str], tid: i64) {
+    require_tool("chrt", "--version", "util-linux");
+    let out = std::process::Command::new("chrt")
+        .args(args)
+        .arg(tid.to_string())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "chrt {args:?} {tid}: {}",
+        stderr_of(&out)
+    );
+}
+
+#[test]
+fn a_sampler_demoted_behind_latencyds_back_is_said_and_left_when_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = daemon_config(dir.path(), "", "", "");
+    // daemon_config writes [realtime] only for an unprivileged user.
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    if text.contains("[realtime]") {
+        text = text.replace("[realtime]\n", "[realtime]\nrestore = false\n");
+    } else {
+        text.push_str("[realtime]\nrestore = false\n");
+    }
+    std::fs::write(&config, text).unwrap();
+    let daemon = Daemon::start(latencyd().args(["run", "--config"]).arg(&config));
+    let cpu = usable_cpus() - 1;
+    let before = read_once(&daemon, cpu);
+    let tid = before["tid"].as_i64().unwrap();
+    assert_eq!(before["scheduling_changed"], false, "{before}");
+    let series = format!("latencyd_sampler_scheduling_changes_total{{cpu=\"{cpu}\"}}");
+    assert_eq!(metric_value(&daemon.get("/metrics").1, &series), Some(0.0));
+    // SCHED_BATCH: a demotion for a FIFO sampler, and a change any user
+    // may make to a thread of their own.
+    chrt(&["-b", "-p", "0"], tid);
+    wait_until(
+        "the change to be found",
+        Duration::from_millis(50),
+        Duration::from_secs(4),
+        || sampler_status(&daemon, cpu)["scheduling_changed"] == true,
+    );
+    let after = sampler_status(&daemon, cpu);
+    assert_eq!(after["running"]["policy"], "batch", "{after}");
+    assert_eq!(after["realtime"], false, "{after}");
+    let scrape = daemon.get("/metrics").1;
+    assert_eq!(metric_value(&scrape, &series), Some(1.0), "{scrape}");
+    let gauge = format!("latencyd_sampler_realtime{{cpu=\"{cpu}\",policy=\"fifo\"}}");
+    assert_eq!(metric_value(&scrape, &gauge), Some(0.0), "{scrape}");
+    let log = daemon.log_text();
+    assert!(
+        log.contains(&format!(
+            "CPU {cpu}: the sampler's scheduling was changed behind latencyd's back"
+        )) && log.contains("to batch 0 on CPU")
+            && log.contains("left so"),
+        "{log}"
+    );
+    assert!(
+        daemon
+            .get("/")
+            .1
+            .contains("changed behind latencyd&#x27;s back")
+            || daemon.get("/").1.contains("changed behind latencyd's back")
+    );
+    // Left so: still batch a second later.
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(sampler_status(&daemon, cpu)["running"]["policy"], "batch");
+    if !privileged() {
+        report_skip(
+            "a_sampler_demoted_behind_latencyds_back_is_said_and_left_when_asked",
+            "not root: a lowered FIFO priority (chrt -f -p 1) was not tried",
+        );
+        return;
+    }
+    // A lowered priority is a change too.
+    chrt(&["-f", "-p", "1"], tid);
+    wait_until(
+        "the lowered priority to be found",
+        Duration::from_millis(50),
+        Duration::from_secs(4),
+        || sampler_status(&daemon, cpu)["running"]["priority"] == 1,
+    );
+    let scrape = daemon.get("/metrics").1;
+    assert_eq!(metric_value(&scrape, &series), Some(2.0), "{scrape}");
+    assert_eq!(metric_value(&scrape, &gauge), Some(0.0), "{scrape}");
+}
+
+#[test]
+fn a_sampler_demoted_behind_latencyds_back_is_set_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = daemon_config(dir.path(), "", "", "");
+    let daemon = Daemon::start(latencyd().args(["run", "--config"]).arg(&config));
+    let cpu = usable_cpus() - 1;
+    let before = read_once(&daemon, cpu);
+    let tid = before["tid"].as_i64().unwrap();
+    let policy = before["running"]["policy"].clone();
+    assert_eq!(
+        policy,
+        if privileged() { "fifo" } else { "other" },
+        "{before}"
+    );
+    chrt(&["-b", "-p", "0"], tid);
+    wait_until(
+        "the sampler to be set back",
+        Duration::from_millis(50),
+        Duration::from_secs(4),
+        || {
+            daemon
+                .log_text()
+                .contains("set back (realtime.restore = true)")
+        },
+    );
+    wait_until(
+        "the status to show it set back",
+        Duration::from_millis(50),
+        Duration::from_secs(2),
+        || {
+            let now = sampler_status(&daemon, cpu);
+            now["scheduling_changed"] == false && now["running"]["policy"] == policy
+        },
+    );
+    let out = std::process::Command::new("chrt")
+        .args(["-p", &tid.to_string()])
+        .output()
+        .unwrap();
+    let expected = if privileged() {
+        "SCHED_FIFO"
+    } else {
+        "SCHED_OTHER"
+    };
+    assert!(stdout_of(&out).contains(expected), "{}", stdout_of(&out));
+    let series = format!("latencyd_sampler_scheduling_changes_total{{cpu=\"{cpu}\"}}");
+    assert_eq!(metric_value(&daemon.get("/metrics").1, &series), Some(1.0));
+    assert_eq!(sampler_status(&daemon, cpu)["realtime"], privileged());
 }

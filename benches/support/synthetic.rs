@@ -24,6 +24,8 @@ pub fn sampler(cpu: usize, now_ns: u64) -> SamplerView {
         unsampled_since_ns: None,
         running_since_ns: now_ns,
         stalls: 0,
+        scheduling: Default::default(),
+        scheduling_changes: 0,
     }
 }
 

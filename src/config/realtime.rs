@@ -8,12 +8,18 @@ pub struct RealtimeConfig {
     /// `false` the daemon runs degraded and says so in its metrics
     /// (`latencyd_sampler_realtime 0`).
     pub required: bool,
+    /// Set a sampler whose policy, priority or CPUs were changed behind
+    /// latencyd's back (`chrt`, tuna, a tuned profile) back to what the
+    /// configuration says; `false` leaves it and reports it
+    /// (`latencyd_sampler_realtime 0`, `LatencydSamplerNotRealtime`).
+    pub restore: bool,
 }
 
 impl RealtimeConfig {
     pub(super) fn read(r: &mut SectionReader<'_>) -> Result<RealtimeConfig, ConfigError> {
-        r.only(&["required"])?;
+        r.only(&["required", "restore"])?;
         let required = r.read("required", || true, as_bool, |b| b.to_string())?;
-        Ok(RealtimeConfig { required })
+        let restore = r.read("restore", || true, as_bool, |b| b.to_string())?;
+        Ok(RealtimeConfig { required, restore })
     }
 }

@@ -18,6 +18,7 @@ use tokio::task::JoinHandle;
 use super::cpu_watch::CpuWatch;
 use super::gaps::GapWatch;
 use super::load::LoadWindows;
+use super::scheduling::SchedulingWatch;
 use super::state::{CpuView, MonitorState, SamplerView, lock};
 use crate::forensics::{Recorder, Spike, Trigger};
 use crate::observe::Observer;
@@ -77,6 +78,8 @@ pub(super) struct Collector {
     cpus: CpuWatch,
     /// Stalls and offline stretches going on.
     gaps: GapWatch,
+    /// Each sampler's policy, priority and CPUs, read again every tick.
+    scheduling: SchedulingWatch,
     /// Wall time, ns since the epoch (the record's intervals are in it).
     unix_ns: fn() -> u64,
 }
@@ -99,6 +102,7 @@ impl Collector {
             hwnoise: crate::instruments::hwnoise::Windows::disabled(),
             cpus,
             gaps: GapWatch::default(),
+            scheduling: SchedulingWatch::default(),
             unix_ns,
         }
     }
@@ -196,6 +200,7 @@ impl Collector {
                 .push((idx, tokio::task::spawn_blocking(move || job.run())));
         }
         update_views(engine, state, &self.cpus, &mut found);
+        self.scheduling.check(engine, state);
         let (mono_ns, unix_ns) = (crate::rt::sys::monotonic_now_ns(), (self.unix_ns)());
         for gap in self.gaps.step(state, mono_ns, unix_ns).await {
             if let Some((accumulator, _)) = &mut self.record {
@@ -310,6 +315,8 @@ impl Collector {
                 unsampled_since_ns: None,
                 running_since_ns: 0,
                 stalls: 0,
+                scheduling: Default::default(),
+                scheduling_changes: 0,
             };
             let view = CpuView::new(cpu, &s.config, sampler);
             s.cpus.push(view);

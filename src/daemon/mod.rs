@@ -20,6 +20,8 @@
 //! - `collector`: samplers' intervals into the state; hotplug restarts.
 //! - `cpu_watch`: the sampled CPUs reconciled with sysfs once a second.
 //! - `gaps`: stalls and offline stretches, said, counted, recorded.
+//! - `scheduling`: each sampler's policy, priority and CPUs read again
+//!   every tick; a change behind latencyd's back said and set back.
 //! - `observe`: starting the observer of CPUs without a sampler.
 //! - `timerlat`: starting the kernel's timerlat beside the samplers.
 //! - `hwnoise`: the hwlat windows, and which CPUs they spin.
@@ -43,6 +45,7 @@ mod notify;
 mod observe;
 mod parts;
 mod reload;
+mod scheduling;
 mod shutdown;
 mod startup;
 mod timerlat;

@@ -195,6 +195,8 @@ impl First<'_> {
                     unsampled_since_ns: None,
                     running_since_ns: 0,
                     stalls: 0,
+                    scheduling: Default::default(),
+                    scheduling_changes: 0,
                 };
                 CpuView::new(slot.cpu, &config, sampler)
             })

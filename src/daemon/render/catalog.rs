@@ -71,6 +71,13 @@ const FAMILIES: &[Family] = &[
         build: families::sampler_realtime,
     },
     Family {
+        name: "latencyd_sampler_scheduling_changes_total",
+        help: "Times the sampler's policy, priority or CPUs were found changed behind latencyd's back (chrt, tuna, a tuned profile, a cgroup move), read at every collector tick; set back at once with realtime.restore = true, else latencyd_sampler_realtime is 0 while it lasts.",
+        kind: MetricType::COUNTER,
+        labels: &["cpu"],
+        build: families::sampler_scheduling_changes_total,
+    },
+    Family {
         name: "latencyd_sampler_online",
         help: "1 while the CPU is online, as /sys/devices/system/cpu/online says (read once a second); 0 while it is offline (its sampler stops and resumes when it is back).",
         kind: MetricType::GAUGE,

@@ -149,6 +149,14 @@ pub fn sampler_realtime(s: &Scrape) -> Vec<Metric> {
         .collect()
 }
 
+pub fn sampler_scheduling_changes_total(s: &Scrape) -> Vec<Metric> {
+    s.state
+        .cpus
+        .iter()
+        .map(|v| counter(cpu_label(v.cpu), v.sampler.scheduling_changes as f64))
+        .collect()
+}
+
 pub fn sampler_online(s: &Scrape) -> Vec<Metric> {
     s.state
         .cpus

@@ -252,10 +252,13 @@ fn render_cpus(html: &mut String, snap: &Snapshot) {
             sampler.tid,
             sampler.policy.name(),
             sampler.priority,
-            if sampler.realtime {
-                "real-time"
-            } else {
-                "NOT real-time"
+            match (&sampler.scheduling.running, sampler.realtime) {
+                (Some(running), _) if sampler.scheduling.changed => format!(
+                    "NOT real-time: runs {} (changed behind latencyd's back)",
+                    running
+                ),
+                (_, true) => "real-time".to_string(),
+                (_, false) => "NOT real-time".to_string(),
             },
             row.count,
             if row.count == 0 {

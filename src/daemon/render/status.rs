@@ -223,6 +223,12 @@ pub struct SamplerBody {
     policy: &'static str,
     priority: i32,
     realtime: bool,
+    /// What the kernel reported at the latest tick (read every tick), so
+    /// that a sampler demoted behind latencyd's back shows as what it is.
+    running: Option<RunningBody>,
+    /// Its scheduling differs from what it set for itself at start.
+    scheduling_changed: bool,
+    scheduling_changes: u64,
     alive: bool,
     /// The CPU is online (by sysfs, read once a second): false while it
     /// is offline (its sampler stopped, not failed).
@@ -231,6 +237,13 @@ pub struct SamplerBody {
     /// while its sampler restarts.
     sampling: bool,
     last_sample_age_ns: Option<u64>,
+}
+
+#[derive(Serialize)]
+pub struct RunningBody {
+    policy: String,
+    priority: i32,
+    cpus: Vec<usize>,
 }
 
 /// What decides whether the numbers can be trusted, as detected at start.
@@ -347,6 +360,13 @@ pub fn status(s: &MonitorState, clock: super::clock::Now) -> StatusBody {
                 policy: v.sampler.policy.name(),
                 priority: v.sampler.priority,
                 realtime: v.sampler.realtime,
+                running: v.sampler.scheduling.running.as_ref().map(|r| RunningBody {
+                    policy: r.policy_name(),
+                    priority: r.priority,
+                    cpus: r.cpus.clone(),
+                }),
+                scheduling_changed: v.sampler.scheduling.changed,
+                scheduling_changes: v.sampler.scheduling_changes,
                 alive: v.sampler.alive,
                 online: v.sampler.online,
                 sampling: v.sampler.sampling,

@@ -33,7 +33,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use crate::config::Config;
 use crate::host::HostInfo;
-use crate::rt::sys::Policy;
+use crate::rt::sys::{Policy, ThreadScheduling};
 use crate::stats::{LatencyStats, ShapeMismatch};
 use crate::units::NS_PER_SEC;
 
@@ -69,6 +69,20 @@ pub struct SamplerView {
     pub running_since_ns: u64,
     /// Stalls found since start (`latencyd_sampler_stalls_total`).
     pub stalls: u64,
+    /// Its scheduling as the kernel reported it at the latest tick.
+    pub scheduling: SchedulingSeen,
+    /// Changes of its scheduling made behind latencyd's back, found since
+    /// start (`latencyd_sampler_scheduling_changes_total`).
+    pub scheduling_changes: u64,
+}
+
+/// A sampler's scheduling as read at a tick (`daemon::scheduling`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SchedulingSeen {
+    /// What the kernel reported (`None`: no running thread).
+    pub running: Option<ThreadScheduling>,
+    /// It differs from what the sampler set for itself at start.
+    pub changed: bool,
 }
 
 #[derive(Debug, Clone)]

@@ -13,10 +13,12 @@ use std::mem::MaybeUninit;
 
 use crate::cpulist::{MAX_CPUS, parse_cpu_list};
 
+mod sched;
 mod time;
 mod timer;
 mod timerfd;
 
+pub use sched::{ThreadScheduling, set_thread_scheduling, thread_scheduling};
 use time::timespec_of;
 pub use time::{ClockSource, clock_now_ns, clock_sleep_ns, process_cpu_ns, thread_cpu_ns};
 pub use timer::IntervalTimer;
