@@ -256,4 +256,80 @@ mod with_faults {
         assert_eq!(output.status.code(), Some(78), "{}", stderr_of(&output));
         assert!(stderr_of(&output).contains("checking it failed inside latencyd"));
     }
+
+    /// The sum of the samplers' sample counts in a scrape.
+    fn samples(scrape: &str) -> f64 {
+        scrape
+            .lines()
+            .filter(|l| l.starts_with("latencyd_wakeup_latency_seconds_count"))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    }
+
+    #[test]
+    fn a_reload_that_hangs_runs_beside_the_loop_and_is_refused_at_its_deadline() {
+        let dir = tempfile::tempdir().unwrap();
+        let flag = dir.path().join("hang-now");
+        let mut cmd = run_with_faults(dir.path(), "");
+        cmd.env("FAULT_INJECTION_LATENCYD_CHECK_HANGS", &flag);
+        let mut daemon = Daemon::start(&mut cmd);
+        std::fs::write(&flag, "").unwrap();
+        daemon.signal(libc::SIGHUP);
+        let hung_at = Instant::now();
+        // While the check hangs, the collector goes on: the samples grow,
+        // /healthz stays 200, and the reload is not yet called good.
+        std::thread::sleep(Duration::from_millis(500));
+        let before = samples(&daemon.get("/metrics").1);
+        std::thread::sleep(Duration::from_secs(2));
+        let scrape = daemon.get("/metrics").1;
+        assert!(
+            samples(&scrape) > before,
+            "the collector froze during a reload"
+        );
+        assert_eq!(
+            daemon.get("/healthz").0,
+            200,
+            "{}",
+            daemon.get("/healthz").1
+        );
+        assert!(!daemon.log_text().contains("configuration reload refused"));
+        wait_until(
+            "the reload to be refused at its deadline",
+            Duration::from_millis(100),
+            Duration::from_secs(15),
+            || daemon.log_text().contains("configuration reload refused"),
+        );
+        let waited = hung_at.elapsed();
+        assert!(
+            waited >= Duration::from_secs(9),
+            "refused after {waited:?}, before its 10 s deadline"
+        );
+        let log = daemon.log_text();
+        assert!(
+            log.contains("did not finish within 10 s; it was checking it against the host"),
+            "{log}"
+        );
+        let scrape = daemon.get("/metrics").1;
+        assert_eq!(
+            metric_value(&scrape, "latencyd_config_reload_failures_total"),
+            Some(1.0)
+        );
+        assert_eq!(
+            metric_value(&scrape, "latencyd_config_last_reload_successful"),
+            Some(0.0)
+        );
+        // A second hanging reload does not hold SIGTERM, nor the exit.
+        daemon.signal(libc::SIGHUP);
+        std::thread::sleep(Duration::from_millis(300));
+        let asked = Instant::now();
+        daemon.signal(libc::SIGTERM);
+        let (exit, log) = daemon.wait_with_log();
+        assert!(exit.success(), "{log:?}");
+        assert!(
+            asked.elapsed() < Duration::from_secs(6),
+            "SIGTERM during a hanging reload took {:?}",
+            asked.elapsed()
+        );
+        std::fs::remove_file(&flag).unwrap();
+    }
 }

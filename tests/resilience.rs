@@ -325,3 +325,36 @@ fn a_sampler_demoted_behind_latencyds_back_is_set_back() {
     assert_eq!(metric_value(&daemon.get("/metrics").1, &series), Some(1.0));
     assert_eq!(sampler_status(&daemon, cpu)["realtime"], privileged());
 }
+
+#[test]
+fn a_configuration_file_replaced_by_a_fifo_is_refused_at_reload_without_a_freeze() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = daemon_config(dir.path(), "", "", "");
+    let daemon = Daemon::start(latencyd().args(["run", "--config"]).arg(&config));
+    std::fs::remove_file(&config).unwrap();
+    let made = std::process::Command::new("mkfifo")
+        .arg(&config)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    daemon.signal(libc::SIGHUP);
+    wait_until(
+        "the reload to be refused",
+        Duration::from_millis(50),
+        Duration::from_secs(3),
+        || daemon.log_text().contains("configuration reload refused"),
+    );
+    let log = daemon.log_text();
+    assert!(log.contains("is not a regular file"), "{log}");
+    let scrape = daemon.get("/metrics").1;
+    assert_eq!(
+        metric_value(&scrape, "latencyd_config_last_reload_successful"),
+        Some(0.0)
+    );
+    assert_eq!(daemon.get("/healthz").0, 200);
+    // Nothing was ever written into the FIFO: the daemon still stops.
+    daemon.signal(libc::SIGTERM);
+    let mut daemon = daemon;
+    let (exit, log) = daemon.wait_with_log();
+    assert!(exit.success(), "{log:?}");
+}

@@ -21,6 +21,15 @@ pub(super) fn check_whole(config: &Config, host: &HostInfo) -> Result<Security, 
         {
             panic!("a configuration check panicked (fault injection)");
         }
+        // And hang while a flag file exists, to prove that a reload runs
+        // beside the event loop and is refused at its deadline.
+        #[cfg(feature = "fault-injection")]
+        if let Some(flag) = std::env::var_os("FAULT_INJECTION_LATENCYD_CHECK_HANGS") {
+            let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+            while std::path::Path::new(&flag).exists() && std::time::Instant::now() < until {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+        }
         config.check_against(host)?;
         super::http::check_routes(&config.export.telemetry_path)
             .map_err(|why| config::key_error(&config.effective, "export.telemetry_path", why))?;

@@ -1,7 +1,8 @@
 //! The daemon's event loop on the runtime thread: the collector tick,
 //! STATUS= for `systemctl status`, the watchdog, SIGHUP, SIGTERM/SIGINT.
 //! Each branch does its work without waiting: the collector and reload
-//! hand anything slow to the blocking pool.
+//! hand anything slow to the blocking pool, and a reload runs beside the
+//! loop (its end is one more branch), never instead of it.
 
 use std::collections::HashMap;
 use std::process::ExitCode;
@@ -238,6 +239,8 @@ pub(super) async fn run(
     // while every sampler's heartbeat advances.
     let mut watchdog_tick = notify::watchdog_interval().map(|d| tokio::time::interval(d / 2));
     let mut ticking = Ticking::default();
+    // A reload under way beside the loop (`reload.rs`).
+    let mut reloading: Option<super::reload::Pending> = None;
     loop {
         tokio::select! {
             ticked = collect_tick.tick() => {
@@ -281,7 +284,25 @@ pub(super) async fn run(
                     warn!("withholding the watchdog ping: samplers not advancing: {:?}", health.stale);
                 }
             }
-            _ = signals.hup.recv() => reload.run(state).await,
+            _ = signals.hup.recv() => match reloading.as_mut() {
+                None => reloading = Some(reload.start(state)),
+                Some(pending) => {
+                    pending.again = true;
+                    info!("SIGHUP during a reload: another reload follows it");
+                }
+            },
+            ended = async {
+                match reloading.as_mut() {
+                    Some(pending) => pending.end().await,
+                    None => std::future::pending().await,
+                }
+            } => {
+                let again = reloading.take().is_some_and(|p| p.again);
+                reload.finish(state, ended);
+                if again {
+                    reloading = Some(reload.start(state));
+                }
+            }
             _ = signals.term.recv() => { info!("SIGTERM: stopping"); return ExitCode::SUCCESS; }
             _ = signals.int.recv() => { info!("SIGINT: stopping"); return ExitCode::SUCCESS; }
         }

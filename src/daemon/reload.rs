@@ -6,12 +6,16 @@
 //! the running one stays.
 //!
 //! Reading the files (and the bcrypt work a web configuration brings) runs
-//! on the blocking pool, without the state's lock; the lock is then taken
-//! only to apply what changed, and the log is written after it is
-//! released.
+//! on the blocking pool, beside the event loop and without the state's
+//! lock: the collector, the probes, the watchdog and SIGTERM go on while
+//! it runs, and one that does not end within `RELOAD_DEADLINE` is refused,
+//! counted and logged with what it was doing. The lock is then taken only
+//! to apply what changed, and the log is written after it is released.
 
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
+use tokio::task::JoinHandle;
 use tracing::{error, info, warn};
 
 use super::http::SharedSecurity;
@@ -58,25 +62,93 @@ enum Line {
     Error(String),
 }
 
+/// How long a reload may take to read and check the new configuration
+/// (its files, the web configuration's certificates and bcrypt hashes)
+/// before it is refused. A valid configuration takes milliseconds; the
+/// slowest honest part is hashing a dummy password at the web
+/// configuration's highest cost (at most 14: under a second here).
+pub(super) const RELOAD_DEADLINE: Duration = Duration::from_secs(10);
+
+/// What a configuration load off the event loop returns.
+type Loaded = Result<(Config, Security), Vec<ConfigError>>;
+
+/// A reload under way on the blocking pool: the event loop goes on
+/// (collector, probes, watchdog, SIGTERM) and looks at it when it ends or
+/// when its deadline passes.
+pub(super) struct Pending {
+    task: JoinHandle<Loaded>,
+    deadline: Instant,
+    /// What the load is doing now, for the refusal of one that overran.
+    doing: Arc<Mutex<&'static str>>,
+    /// Another SIGHUP came meanwhile: reload again once this one ends.
+    pub again: bool,
+}
+
+/// How a pending reload ended.
+pub(super) enum Ended {
+    Loaded(Box<Result<Loaded, tokio::task::JoinError>>),
+    /// Past the deadline, while doing this.
+    Overran(&'static str),
+}
+
+impl Pending {
+    /// Waits for the load or its deadline, whichever comes first.
+    pub(super) async fn end(&mut self) -> Ended {
+        tokio::select! {
+            loaded = &mut self.task => Ended::Loaded(Box::new(loaded)),
+            _ = tokio::time::sleep_until(self.deadline.into()) => {
+                Ended::Overran(*self.doing.lock().unwrap_or_else(|e| e.into_inner()))
+            }
+        }
+    }
+}
+
 impl Reload {
-    pub(super) async fn run(&self, state: &Mutex<MonitorState>) {
+    /// Starts reading and checking the configuration on the blocking pool;
+    /// `finish` applies or refuses what it found.
+    pub(super) fn start(&self, state: &Mutex<MonitorState>) -> Pending {
         notify::reloading();
         let host = lock(state).host.clone();
         let sources = self.sources.clone();
-        let loaded = tokio::task::spawn_blocking(move || -> Result<_, Vec<ConfigError>> {
+        let doing = Arc::new(Mutex::new("reading the configuration file"));
+        let step = Arc::clone(&doing);
+        let task = tokio::task::spawn_blocking(move || -> Loaded {
             let new = Config::load_reporting_all(&sources)?;
+            *step.lock().unwrap_or_else(|e| e.into_inner()) = "checking it against the host and reading the web configuration \
+                 (its certificates, keys and bcrypt hashes)";
             let web = super::check::check_whole(&new, &host).map_err(|e| vec![e])?;
             Ok((new, web))
-        })
-        .await;
-        let lines = match loaded {
-            Ok(loaded) => self.apply(state, loaded),
-            Err(err) => {
-                // The load itself failed inside latencyd: refused, counted.
+        });
+        Pending {
+            task,
+            deadline: Instant::now() + RELOAD_DEADLINE,
+            doing,
+            again: false,
+        }
+    }
+
+    /// Applies what a reload found, or refuses it, and says so.
+    pub(super) fn finish(&self, state: &Mutex<MonitorState>, ended: Ended) {
+        let lines = match ended {
+            Ended::Loaded(loaded) => match *loaded {
+                Ok(loaded) => self.apply(state, loaded),
+                Err(err) => {
+                    // The load itself failed inside latencyd: refused, counted.
+                    lock(state).reload.refused();
+                    vec![Line::Error(format!(
+                        "configuration reload refused, still running on the previous \
+                     configuration: reading it failed inside latencyd ({err})"
+                    ))]
+                }
+            },
+            Ended::Overran(doing) => {
+                // The blocking thread is left to end on its own: nothing it
+                // returns is looked at.
                 lock(state).reload.refused();
                 vec![Line::Error(format!(
                     "configuration reload refused, still running on the previous \
-                     configuration: reading it failed inside latencyd ({err})"
+                     configuration: it did not finish within {} s; it was {doing}",
+                    RELOAD_DEADLINE.as_secs()
                 ))]
             }
         };
@@ -92,11 +164,7 @@ impl Reload {
     }
 
     /// Applies a loaded configuration under the lock; returns what to log.
-    fn apply(
-        &self,
-        state: &Mutex<MonitorState>,
-        loaded: Result<(Config, Security), Vec<ConfigError>>,
-    ) -> Vec<Line> {
+    fn apply(&self, state: &Mutex<MonitorState>, loaded: Loaded) -> Vec<Line> {
         let mut lines = Vec::new();
         let mut s = lock(state);
         let (new, web) = match loaded {
@@ -154,6 +222,11 @@ impl Reload {
                 "measure.stall_threshold" => {
                     s.config.measure.stall_threshold_ns = new.measure.stall_threshold_ns;
                     s.config.measure.stall_threshold_auto = new.measure.stall_threshold_auto;
+                    true
+                }
+                // Read by the scheduling watch at every tick.
+                "realtime.restore" => {
+                    s.config.realtime.restore = new.realtime.restore;
                     true
                 }
                 "export.per_cpu_histograms" => {

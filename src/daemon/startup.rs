@@ -101,8 +101,16 @@ fn run(args: &RunArgs) -> Result<ExitCode, StartupError> {
         .max_blocking_threads(MAX_BLOCKING_THREADS)
         .build()
         .map_err(|err| StartupError::Failure(format!("cannot start the async runtime: {err}")))?;
-    runtime.block_on(serve(config, host, sources, listeners, security, log_level))
+    let served = runtime.block_on(serve(config, host, sources, listeners, security, log_level));
+    // A blocking job that never ends (a reload past its deadline, stuck in
+    // the kernel) must not hold the exit: dropping the runtime would wait
+    // for it for ever.
+    runtime.shutdown_timeout(SHUTDOWN_GRACE);
+    served
 }
+
+/// How long the exit waits for the blocking pool's jobs still running.
+const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Threads the blocking pool may have at once (tokio's default is 512: a
 /// flood of credential checks once started 515 threads).

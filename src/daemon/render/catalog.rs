@@ -128,7 +128,7 @@ const FAMILIES: &[Family] = &[
     },
     Family {
         name: "latencyd_config_reload_failures_total",
-        help: "SIGHUP reloads refused because the new configuration was invalid.",
+        help: "SIGHUP reloads refused: the new configuration was invalid, or reading and checking it did not finish within 10 s (the log says which).",
         kind: MetricType::COUNTER,
         labels: &[],
         build: families::config_reload_failures_total,

@@ -82,9 +82,12 @@ impl Security {
 
 /// Reads and checks a web configuration file and everything it names.
 pub fn load(path: &Path) -> Result<Security, String> {
-    let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    let text =
-        String::from_utf8(bytes).map_err(|_| format!("{} is not UTF-8 text", path.display()))?;
+    // Opened as every other input: a regular file, up to a bound.
+    let text = crate::files::read_text_bounded(
+        path,
+        crate::files::Links::Follow,
+        crate::config::MAX_FILE_BYTES,
+    )?;
     let dir = path.parent().unwrap_or(Path::new("."));
     let config = parse(&text, dir).map_err(|e| format!("{}: {e}", path.display()))?;
     let tls = config

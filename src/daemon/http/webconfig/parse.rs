@@ -248,8 +248,25 @@ pub(super) fn bcrypt_cost(hash: &str) -> Result<u32, String> {
     if !(4..=31).contains(&cost) {
         return Err(not_bcrypt());
     }
+    if cost > MAX_BCRYPT_COST {
+        return Err(format!(
+            "has bcrypt cost {cost}, above the {MAX_BCRYPT_COST} latencyd accepts: each request \
+             with a wrong password costs one check at that cost, and cost {cost} takes about \
+             {} s of a CPU; make a hash with `htpasswd -nBC 10 USER`",
+            1u64 << (cost - MAX_BCRYPT_COST)
+        ));
+    }
     Ok(cost)
 }
+
+/// The highest bcrypt cost a password hash may have. Every refused
+/// credential costs one check at the configured cost (`auth.rs`), so the
+/// cost is what a client with a wrong password makes latencyd spend: cost
+/// 14 took 0.85 s of one CPU per check on the 2-core test machine (cost 12
+/// 0.22 s; each step doubles it), so a check at 14 still fits many times in
+/// a scrape timeout, while cost 17 took about 8 s and the parser's old
+/// limit, 31, about a day.
+pub const MAX_BCRYPT_COST: u32 = 14;
 
 #[cfg(test)]
 mod tests {
@@ -271,6 +288,18 @@ mod tests {
             bcrypt_cost(&format!("{}!", &HASH[..59])).is_err(),
             "outside bcrypt's alphabet"
         );
+    }
+
+    #[test]
+    fn a_cost_that_would_stall_every_wrong_password_is_refused_naming_the_user() {
+        let at = |cost: u32| format!("$2y${cost:02}{}", &HASH[6..]);
+        assert_eq!(bcrypt_cost(&at(MAX_BCRYPT_COST)), Ok(MAX_BCRYPT_COST));
+        let err = parse_here(&format!("basic_auth_users:\n  alice: {}\n", at(17))).unwrap_err();
+        assert!(
+            err.contains("basic_auth_users.alice") && err.contains("cost 17, above the 14"),
+            "{err}"
+        );
+        assert!(bcrypt_cost(&at(31)).is_err());
     }
 
     fn parse_here(text: &str) -> Result<WebConfig, String> {

@@ -10,10 +10,19 @@ use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
 use super::parse::{ClientAuth, TlsSettings, TlsVersion};
+use crate::files::Links;
+
+/// A certificate or key file's bytes: a regular file (a FIFO there must
+/// not hang a reload) of at most `config::MAX_FILE_BYTES`.
+fn read_pem(path: &Path, what: &str) -> Result<Vec<u8>, String> {
+    crate::files::read_bounded(path, Links::Follow, crate::config::MAX_FILE_BYTES)
+        .map_err(|e| format!("the {what}: {e}"))
+}
 
 fn read_certs(path: &Path, what: &str) -> Result<Vec<CertificateDer<'static>>, String> {
-    let certs = CertificateDer::pem_file_iter(path)
-        .and_then(|iter| iter.collect::<Result<Vec<_>, _>>())
+    let pem = read_pem(path, what)?;
+    let certs = CertificateDer::pem_slice_iter(&pem)
+        .collect::<Result<Vec<_>, _>>()
         .map_err(|e| format!("cannot read the {what} {}: {e}", path.display()))?;
     if certs.is_empty() {
         return Err(format!(
@@ -27,7 +36,8 @@ fn read_certs(path: &Path, what: &str) -> Result<Vec<CertificateDer<'static>>, S
 /// The rustls configuration for `tls`, with its files read and checked.
 pub fn server_config(tls: &TlsSettings) -> Result<ServerConfig, String> {
     let certs = read_certs(&tls.cert_file, "cert_file")?;
-    let key = PrivateKeyDer::from_pem_file(&tls.key_file).map_err(|e| {
+    let key_pem = read_pem(&tls.key_file, "key_file")?;
+    let key = PrivateKeyDer::from_pem_slice(&key_pem).map_err(|e| {
         format!(
             "cannot read a PEM private key from key_file {}: {e}",
             tls.key_file.display()
