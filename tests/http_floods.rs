@@ -385,3 +385,251 @@ fn a_flood_of_wrong_passwords_runs_bcrypt_a_few_at_a_time() {
     assert!(probes.iter().all(|&p| p == 200), "{probes:?}");
     settles_back(&daemon, own_before, rss_before, 8 * 1024);
 }
+
+/// A connection to the daemon, plain or TLS (rustls, trusting `ca.crt`).
+type Conn = Box<dyn ReadWrite + Send>;
+trait ReadWrite: Read + Write {}
+impl<T: Read + Write> ReadWrite for T {}
+
+/// How the mixed flood reaches the daemon.
+#[derive(Clone)]
+struct Reach {
+    addr: SocketAddr,
+    tls: Option<Arc<rustls::ClientConfig>>,
+}
+
+impl Reach {
+    fn connect(&self) -> Option<Conn> {
+        let tcp = TcpStream::connect(self.addr).ok()?;
+        tcp.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+        tcp.set_write_timeout(Some(Duration::from_secs(5))).ok()?;
+        match &self.tls {
+            None => Some(Box::new(tcp)),
+            Some(config) => {
+                let name = rustls_pki_types::ServerName::try_from("127.0.0.1").unwrap();
+                let conn = rustls::ClientConnection::new(Arc::clone(config), name).ok()?;
+                let mut stream = rustls::StreamOwned::new(conn, tcp);
+                // Handshake now: a closed socket shows as an error here.
+                while stream.conn.is_handshaking() {
+                    stream.conn.complete_io(&mut stream.sock).ok()?;
+                }
+                Some(Box::new(stream))
+            }
+        }
+    }
+
+    /// The status of one request on a fresh connection (0: no answer).
+    fn status(&self, path: &str, extra: &str) -> u16 {
+        let Some(mut conn) = self.connect() else {
+            return 0;
+        };
+        let request = format!("GET {path} HTTP/1.1\r\nHost: x\r\n{extra}Connection: close\r\n\r\n");
+        if conn.write_all(request.as_bytes()).is_err() {
+            return 0;
+        }
+        let mut head = [0u8; 12];
+        match conn.read_exact(&mut head) {
+            Ok(()) => std::str::from_utf8(&head[9..12])
+                .ok()
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(0),
+            Err(_) => 0,
+        }
+    }
+}
+
+/// One flooding socket's behaviour.
+#[derive(Clone, Copy, Debug)]
+enum Flooder {
+    /// Connects and sends nothing.
+    Idle,
+    /// Sends a request head a byte every 200 ms.
+    Slow,
+    /// Keeps two requests with a wrong password pipelined.
+    WrongPassword,
+}
+
+/// Runs one flooding socket until `stop`, reconnecting whenever the
+/// server closes it; returns how many connections it opened.
+fn flood(reach: Reach, kind: Flooder, stop: Arc<AtomicBool>) -> u64 {
+    let wrong = "GET /metrics HTTP/1.1\r\nHost: x\r\n\
+                 Authorization: Basic cHJvbWV0aGV1czp3cm9uZw==\r\n\r\n"; // prometheus:wrong
+    let mut opened = 0;
+    while !stop.load(Ordering::Relaxed) {
+        let Some(mut conn) = reach.connect() else {
+            std::thread::sleep(Duration::from_millis(20));
+            continue;
+        };
+        opened += 1;
+        match kind {
+            Flooder::Idle => {
+                let mut byte = [0u8; 1];
+                // Returns when the server closes it (or after 5 s, and
+                // then it is read again).
+                while !stop.load(Ordering::Relaxed) {
+                    match conn.read(&mut byte) {
+                        Ok(0) => break,
+                        Ok(_) => {}
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                        Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {}
+                        Err(_) => break,
+                    }
+                }
+            }
+            Flooder::Slow => {
+                for byte in b"GET /metrics HTTP/1.1\r\nHost: x\r\n".iter().cycle() {
+                    if stop.load(Ordering::Relaxed) || conn.write_all(&[*byte]).is_err() {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(200));
+                }
+            }
+            Flooder::WrongPassword => {
+                if conn
+                    .write_all(format!("{wrong}{wrong}").as_bytes())
+                    .is_err()
+                {
+                    continue;
+                }
+                // One more request for every response, so that two always
+                // wait on the connection.
+                let mut buf = [0u8; 4096];
+                while !stop.load(Ordering::Relaxed) {
+                    match conn.read(&mut buf) {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => {
+                            let responses =
+                                buf[..n].windows(9).filter(|w| w == b"HTTP/1.1 ").count();
+                            if (0..responses).any(|_| conn.write_all(wrong.as_bytes()).is_err()) {
+                                break;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    opened
+}
+
+/// 64 slots held by a mix of flooders (each kind in `mix`, `per_kind`
+/// sockets) from this host, while fresh `/livez` probes and scrapes with
+/// the right password (a credential verified before the flood) come from
+/// the same address: every one is answered 200.
+fn probes_answer_through(mix: &[Flooder], per_kind: usize, tls: bool) {
+    let _turn = one_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    // Cost 8: each wrong password keeps a bcrypt permit busy for a while.
+    let hash = bcrypt::hash("right", 8).unwrap();
+    let mut web = format!("basic_auth_users:\n  prometheus: '{hash}'\n");
+    let client_tls = tls.then(|| {
+        make_pki(dir.path());
+        web.push_str("tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n");
+        let mut roots = rustls::RootCertStore::empty();
+        let ca = std::fs::read(dir.path().join("ca.crt")).unwrap();
+        for cert in rustls_pki_types::pem::PemObject::pem_slice_iter(&ca) {
+            roots.add(cert.unwrap()).unwrap();
+        }
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        Arc::new(
+            rustls::ClientConfig::builder_with_provider(provider)
+                .with_safe_default_protocol_versions()
+                .unwrap()
+                .with_root_certificates(roots)
+                .with_no_client_auth(),
+        )
+    });
+    let web_path = dir.path().join("web.yml");
+    std::fs::write(&web_path, web).unwrap();
+    let config = daemon_config(
+        dir.path(),
+        "",
+        &format!(
+            "web_config_file = \"{}\"\nmax_connections = 64\nheader_timeout = \"30s\"\n",
+            web_path.display()
+        ),
+        "",
+    );
+    let daemon = Daemon::start(latencyd().args(["run", "--config"]).arg(config));
+    let reach = Reach {
+        addr: daemon.addr,
+        tls: client_tls,
+    };
+    let good = "Authorization: Basic cHJvbWV0aGV1czpyaWdodA==\r\n"; // prometheus:right
+    assert_eq!(reach.status("/metrics", good), 200, "the first login");
+    let stop = Arc::new(AtomicBool::new(false));
+    let flooders: Vec<_> = mix
+        .iter()
+        .flat_map(|&kind| std::iter::repeat_n(kind, per_kind))
+        .map(|kind| {
+            let (reach, stop) = (reach.clone(), Arc::clone(&stop));
+            std::thread::spawn(move || (kind, flood(reach, kind, stop)))
+        })
+        .collect();
+    std::thread::sleep(Duration::from_secs(2));
+    let mut answers = Vec::new();
+    for _ in 0..15 {
+        answers.push(("livez", reach.status("/livez", "")));
+        answers.push(("scrape", reach.status("/metrics", good)));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    stop.store(true, Ordering::Relaxed);
+    let opened: Vec<(Flooder, u64)> = flooders.into_iter().map(|f| f.join().unwrap()).collect();
+    let scrape = daemon.get_with(&reach, good);
+    eprintln!(
+        "flood {mix:?} x{per_kind} (tls: {tls}): answers {answers:?}; connections opened {opened:?}; \
+         refused connections {:?}, auth failures {:?}",
+        metric_value(&scrape, "latencyd_http_connections_refused_total"),
+        metric_value(&scrape, "latencyd_http_auth_failures_total"),
+    );
+    assert!(
+        answers.iter().all(|(_, status)| *status == 200),
+        "probes and scrapes through the flood {mix:?} (tls: {tls}): {answers:?}"
+    );
+}
+
+trait ScrapeWith {
+    fn get_with(&self, reach: &Reach, auth: &str) -> String;
+}
+
+impl ScrapeWith for Daemon {
+    /// A whole scrape with credentials, plain or TLS.
+    fn get_with(&self, reach: &Reach, auth: &str) -> String {
+        let Some(mut conn) = reach.connect() else {
+            return String::new();
+        };
+        let request =
+            format!("GET /metrics HTTP/1.1\r\nHost: x\r\n{auth}Connection: close\r\n\r\n");
+        let _ = conn.write_all(request.as_bytes());
+        let mut text = String::new();
+        let _ = conn.read_to_string(&mut text);
+        text
+    }
+}
+
+#[test]
+#[ignore = "full tier: floods of connections, about 10 s"]
+fn pipelined_wrong_passwords_cannot_pin_the_slots() {
+    // 64 sockets, each with two wrong-password requests always waiting.
+    probes_answer_through(&[Flooder::WrongPassword], 64, false);
+}
+
+#[test]
+#[ignore = "full tier: floods of connections, about 10 s"]
+fn pipelined_wrong_passwords_cannot_pin_the_slots_over_tls() {
+    probes_answer_through(&[Flooder::WrongPassword], 64, true);
+}
+
+#[test]
+#[ignore = "full tier: floods of connections, about 10 s"]
+fn a_mix_of_idle_slow_and_wrong_password_sockets_leaves_the_probes_answered() {
+    let mix = [Flooder::Idle, Flooder::Slow, Flooder::WrongPassword];
+    probes_answer_through(&mix, 30, false);
+}
+
+#[test]
+#[ignore = "full tier: floods of connections, about 10 s"]
+fn a_mix_of_idle_slow_and_wrong_password_sockets_over_tls_leaves_the_probes_answered() {
+    let mix = [Flooder::Idle, Flooder::Slow, Flooder::WrongPassword];
+    probes_answer_through(&mix, 30, true);
+}

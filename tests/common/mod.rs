@@ -673,3 +673,79 @@ pub fn chromium(profile: &std::path::Path, extra: &[&str], url: &str) -> Output 
         .output()
         .expect("chromium runs")
 }
+
+/// A CA, a server certificate for 127.0.0.1 and a client certificate,
+/// all signed by the CA, as PEM files in `dir`.
+pub fn make_pki(dir: &std::path::Path) {
+    let openssl = |args: &[&str]| {
+        let output = std::process::Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .expect("openssl runs (Debian's openssl package)");
+        assert!(
+            output.status.success(),
+            "openssl {args:?}: {}",
+            stderr_of(&output)
+        );
+    };
+    // The CA, and a self-signed "rogue" client the CA never signed.
+    for (name, subject) in [("ca", "/CN=latencyd test CA"), ("rogue", "/CN=prometheus")] {
+        openssl(&[
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+            "-keyout",
+            &format!("{name}.key"),
+            "-out",
+            &format!("{name}.crt"),
+            "-days",
+            "2",
+            "-subj",
+            subject,
+        ]);
+    }
+    std::fs::write(
+        dir.join("server.ext"),
+        "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("client.ext"), "extendedKeyUsage=clientAuth\n").unwrap();
+    for (name, subject) in [("server", "/CN=127.0.0.1"), ("client", "/CN=prometheus")] {
+        openssl(&[
+            "req",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+            "-keyout",
+            &format!("{name}.key"),
+            "-out",
+            &format!("{name}.csr"),
+            "-subj",
+            subject,
+        ]);
+        openssl(&[
+            "x509",
+            "-req",
+            "-in",
+            &format!("{name}.csr"),
+            "-CA",
+            "ca.crt",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            &format!("{name}.crt"),
+            "-days",
+            "2",
+            "-extfile",
+            &format!("{name}.ext"),
+        ]);
+    }
+}

@@ -9,7 +9,10 @@
 //!   100 s and 364 MB locked; 256 wrong passwords, 515 threads and 1 GB).
 //!   bcrypt waits up to `BCRYPT_WAIT` for its permit before it refuses,
 //!   as Prometheus' exporter-toolkit serialises it, so that a burst of
-//!   honest first logins is served.
+//!   honest first logins is served. One peer holds at most
+//!   `BCRYPT_PER_PEER` checks running or waiting, its further ones 503 at
+//!   once: the permits are handed out in turn, so another peer's check
+//!   waits for at most that many checks, whatever the first one sends.
 //! - **Not past their request.** The work gets a `Cancel` that turns true
 //!   when the request is dropped (its client went away, or
 //!   `export.request_timeout` passed and the server aborted it); a range
@@ -19,8 +22,10 @@
 //!   memory goes back to the kernel (`sys::trim_heap`): under `mlockall`
 //!   what a burst allocated would otherwise stay resident and locked.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -34,12 +39,17 @@ pub const HEAVY_AT_ONCE: usize = 2;
 pub const BCRYPT_AT_ONCE: usize = 2;
 /// How long a credential check waits for a bcrypt permit.
 pub const BCRYPT_WAIT: Duration = Duration::from_secs(2);
+/// bcrypt checks one peer may have running or waiting at once.
+pub const BCRYPT_PER_PEER: usize = BCRYPT_AT_ONCE;
 
 /// The permits of each kind of expensive work.
 #[derive(Clone)]
 pub struct Work {
     heavy: Arc<Semaphore>,
     bcrypt: Arc<Semaphore>,
+    /// Checks running or waiting, by peer; a peer with none has no entry,
+    /// so the map holds at most as many entries as checks under way.
+    bcrypt_by_peer: Arc<Mutex<HashMap<IpAddr, usize>>>,
 }
 
 impl Default for Work {
@@ -47,6 +57,40 @@ impl Default for Work {
         Work {
             heavy: Arc::new(Semaphore::new(HEAVY_AT_ONCE)),
             bcrypt: Arc::new(Semaphore::new(BCRYPT_AT_ONCE)),
+            bcrypt_by_peer: Arc::default(),
+        }
+    }
+}
+
+/// A peer's share of the bcrypt queue, given back when dropped.
+struct PeerShare {
+    by_peer: Arc<Mutex<HashMap<IpAddr, usize>>>,
+    peer: IpAddr,
+}
+
+impl PeerShare {
+    fn take(by_peer: &Arc<Mutex<HashMap<IpAddr, usize>>>, peer: IpAddr) -> Option<PeerShare> {
+        let mut held = by_peer.lock().unwrap_or_else(|e| e.into_inner());
+        let count = held.entry(peer).or_default();
+        if *count >= BCRYPT_PER_PEER {
+            return None;
+        }
+        *count += 1;
+        Some(PeerShare {
+            by_peer: Arc::clone(by_peer),
+            peer,
+        })
+    }
+}
+
+impl Drop for PeerShare {
+    fn drop(&mut self) {
+        let mut held = self.by_peer.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(count) = held.get_mut(&self.peer) {
+            *count -= 1;
+            if *count == 0 {
+                held.remove(&self.peer);
+            }
         }
     }
 }
@@ -88,12 +132,23 @@ impl Work {
         run(permit, work).await
     }
 
-    /// Runs a bcrypt check on the blocking pool once a permit is free,
-    /// waiting at most `BCRYPT_WAIT`, else answers 503.
+    /// Runs a bcrypt check for `peer` on the blocking pool once a permit
+    /// is free, waiting at most `BCRYPT_WAIT`, else answers 503; at once
+    /// when the peer has its share under way already.
     pub async fn bcrypt<T: Send + 'static>(
         &self,
+        peer: Option<IpAddr>,
         work: impl FnOnce(&Cancel) -> T + Send + 'static,
     ) -> Result<T, ApiError> {
+        let share = match peer {
+            Some(peer) => Some(PeerShare::take(&self.bcrypt_by_peer, peer).ok_or_else(|| {
+                ApiError::Unavailable(format!(
+                    "{BCRYPT_PER_PEER} credential checks from {peer} are under way, the most \
+                     latencyd runs for one client; retry in a second"
+                ))
+            })?),
+            None => None,
+        };
         let permit = tokio::time::timeout(BCRYPT_WAIT, Arc::clone(&self.bcrypt).acquire_owned())
             .await
             .ok()
@@ -103,7 +158,9 @@ impl Work {
                     "too many credential checks are waiting; retry in a second".to_string(),
                 )
             })?;
-        run(permit, work).await
+        let result = run(permit, work).await;
+        drop(share);
+        result
     }
 }
 

@@ -35,6 +35,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
+use connections::Passage;
 pub use error::ApiError;
 use handlers::*;
 use pages::{plot_svg, status_page};
@@ -253,7 +254,9 @@ pub const LIVENESS_PATH: &str = "/livez";
 /// other.
 async fn guard(State(app): State<AppState>, request: Request, next: Next) -> Response {
     let security = app.security();
+    let passage = request.extensions().get::<Passage>().cloned();
     if security.auth.is_some() && request.uri().path() != LIVENESS_PATH {
+        let peer = passage.as_ref().and_then(Passage::peer);
         let authorization = request
             .headers()
             .get(header::AUTHORIZATION)
@@ -267,7 +270,7 @@ async fn guard(State(app): State<AppState>, request: Request, next: Next) -> Res
         let ok = remembered
             || match app
                 .work
-                .bcrypt(move |_| {
+                .bcrypt(peer, move |_| {
                     security
                         .auth
                         .as_ref()
@@ -276,9 +279,17 @@ async fn guard(State(app): State<AppState>, request: Request, next: Next) -> Res
                 .await
             {
                 Ok(ok) => ok,
-                Err(busy) => return busy.into_response(),
+                Err(busy) => {
+                    if let Some(passage) = &passage {
+                        passage.refused();
+                    }
+                    return busy.into_response();
+                }
             };
         if !ok {
+            if let Some(passage) = &passage {
+                passage.refused();
+            }
             app.counters.refused_credentials.inc();
             return ApiError::Unauthorized(
                 "missing or wrong credentials: this endpoint needs HTTP basic authentication"
@@ -286,6 +297,11 @@ async fn guard(State(app): State<AppState>, request: Request, next: Next) -> Res
             )
             .into_response();
         }
+    }
+    // Past authentication: only now does the request keep its connection
+    // from being closed for a newcomer (connections.rs).
+    if let Some(passage) = &passage {
+        passage.passed();
     }
     if request.method() != Method::GET && request.method() != Method::HEAD {
         return ApiError::MethodNotAllowed(format!(

@@ -213,11 +213,12 @@ async fn http<IO>(
 ) where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let service = hyper::service::service_fn(move |request: Request<Incoming>| {
+    let service = hyper::service::service_fn(move |mut request: Request<Incoming>| {
         let router = router.clone();
         // In flight from here until the response's body is sent (or
-        // dropped): not idle, so not evicted.
+        // dropped); shielded from eviction once the guard lets it pass.
         let in_flight = requests.begin();
+        request.extensions_mut().insert(in_flight.passage());
         async move {
             let response = handle(request, router, limits).await;
             Ok::<_, Infallible>(response.map(|body| {
