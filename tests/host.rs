@@ -385,3 +385,87 @@ fn report_by_fingerprint_and_compare(record: &std::path::Path, host_lines: &[&st
     );
     assert!(json["a"]["samples"].as_u64().unwrap() > 0);
 }
+
+/// The file descriptors `pid` has open now.
+fn open_fds(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .count()
+}
+
+fn prlimit_nofile(pid: u32, limit: &str) {
+    let out = std::process::Command::new("prlimit")
+        .args(["--pid", &pid.to_string(), &format!("--nofile={limit}")])
+        .output()
+        .expect("prlimit runs (util-linux)");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn facts_that_cannot_be_read_for_want_of_file_descriptors_are_not_a_host_change() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = daemon_config(
+        dir.path(),
+        "",
+        "",
+        &format!("[host]\nreread_interval = \"{REREAD}\"\n"),
+    );
+    let daemon = Daemon::start(latencyd().args(["run", "--config"]).arg(&config));
+    let before = host(&daemon);
+    let pid = daemon.pid();
+    // Fewer descriptors than it holds (the soft limit only, so that it
+    // can be raised again): every open fails with EMFILE until then.
+    std::thread::sleep(Duration::from_millis(300));
+    let held = open_fds(pid);
+    let soft = |line: &str| line.split_whitespace().nth(3).unwrap_or("1024").to_string();
+    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
+    let was = soft(
+        limits
+            .lines()
+            .find(|l| l.starts_with("Max open files"))
+            .unwrap(),
+    );
+    prlimit_nofile(pid, &format!("{}:", held - 1));
+    wait_until(
+        "the unreadable facts to be said",
+        Duration::from_millis(100),
+        Duration::from_secs(10),
+        || daemon.log_text().contains("could not be read this time"),
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    prlimit_nofile(pid, &format!("{was}:"));
+    wait_until(
+        "the facts to be read again",
+        Duration::from_millis(100),
+        Duration::from_secs(10),
+        || {
+            daemon
+                .log_text()
+                .contains("the host's facts are all read again")
+        },
+    );
+    let log = daemon.log_text();
+    let said = log
+        .lines()
+        .find(|l| l.contains("could not be read this time"))
+        .unwrap();
+    assert!(said.contains("Too many open files"), "{said}");
+    assert!(
+        !log.contains("the host's configuration changed"),
+        "a want of descriptors was taken for a host change: {log}"
+    );
+    let after = host(&daemon);
+    assert_eq!(after["fingerprint"], before["fingerprint"], "{after}");
+    assert_eq!(after["changes_total"], 0, "{after}");
+    assert_eq!(after["unreadable"], serde_json::json!([]), "{after}");
+    let scrape = daemon.get("/metrics").1;
+    assert_eq!(
+        metric_value(&scrape, "latencyd_host_fingerprint_changes_total"),
+        Some(0.0)
+    );
+    assert_eq!(daemon.get("/healthz").0, 200);
+}

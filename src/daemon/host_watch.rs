@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tracing::{debug, warn};
+use tracing::{debug, info, warn};
 
 use super::state::{ChangeSeen, HostChange, HostTrack, MonitorState, lock};
 use crate::calendar::format_rfc3339_ms;
@@ -131,17 +131,46 @@ pub(super) async fn watch(first: FirstRead, state: Arc<Mutex<MonitorState>>, eve
             return;
         };
         reader = back;
-        let change = lock(&state).fingerprint.observe(
-            read.facts,
-            read.topology,
-            unix_now_ns(),
-            read.took_ns,
-            ChangeSeen::Running,
-        );
+        let (change, unreadable, was_unreadable) = {
+            let mut s = lock(&state);
+            let was = s.fingerprint.unreadable.clone();
+            let change = s.fingerprint.observe(
+                read.facts,
+                read.topology,
+                unix_now_ns(),
+                read.took_ns,
+                ChangeSeen::Running,
+            );
+            (change, s.fingerprint.unreadable.clone(), was)
+        };
+        log_unreadable(&was_unreadable, &unreadable);
         if let Some(change) = change {
             log_change(&change);
         }
     }
+}
+
+/// Says once which facts could not be read (and that they keep their
+/// last value), and once when every fact is read again.
+fn log_unreadable(was: &[(String, String)], now: &[(String, String)]) {
+    let names = |list: &[(String, String)]| list.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>();
+    if names(was) == names(now) {
+        return;
+    }
+    if now.is_empty() {
+        info!("the host's facts are all read again");
+        return;
+    }
+    let said: Vec<String> = now
+        .iter()
+        .map(|(name, why)| format!("{name} ({why})"))
+        .collect();
+    warn!(
+        "{} of the host's facts could not be read this time and keep their last known \
+         value (not a change of the host): {}",
+        now.len(),
+        said.join("; ")
+    );
 }
 
 /// One log line per change: the new identifier, and each fact with its

@@ -18,6 +18,12 @@ use sha2::{Digest, Sha256};
 pub enum Fact {
     Known(String),
     Absent(String),
+    /// Could not be read this time, for a reason that says nothing of the
+    /// host (too many open files, no memory, an I/O error): unknown, not
+    /// absent. It never counts as a change and never enters the
+    /// identifier; the daemon keeps the fact's last known value
+    /// (`Fingerprint::carry_over`) and says which could not be read.
+    Unreadable(String),
 }
 
 impl Fact {
@@ -29,11 +35,19 @@ impl Fact {
         Fact::Absent(reason.into())
     }
 
+    pub fn unreadable(reason: impl Into<String>) -> Fact {
+        Fact::Unreadable(reason.into())
+    }
+
     pub fn value(&self) -> Option<&str> {
         match self {
             Fact::Known(v) => Some(v),
-            Fact::Absent(_) => None,
+            Fact::Absent(_) | Fact::Unreadable(_) => None,
         }
+    }
+
+    pub fn is_unreadable(&self) -> bool {
+        matches!(self, Fact::Unreadable(_))
     }
 
     /// The value, or `unknown`, for a label or a log line.
@@ -47,8 +61,15 @@ impl Fact {
             Fact::Known(v) if v.is_empty() => "\"\"".to_string(),
             Fact::Known(v) => v.clone(),
             Fact::Absent(why) => format!("absent ({why})"),
+            Fact::Unreadable(why) => format!("unknown (could not be read: {why})"),
         }
     }
+}
+
+/// The name that stands for every fact of a family that could not be
+/// listed at all (`irq[*]`: `/proc/irq` or `/proc/interrupts` unreadable).
+pub fn whole_family(family: &str) -> String {
+    format!("{family}[*]")
 }
 
 /// Facts that are true but change without the configuration changing:
@@ -110,7 +131,7 @@ impl Fingerprint {
     pub fn id(&self) -> String {
         let mut hash = Sha256::new();
         for (name, fact) in &self.facts {
-            if is_volatile(name) {
+            if is_volatile(name) || fact.is_unreadable() {
                 continue;
             }
             hash.update(name.as_bytes());
@@ -123,14 +144,24 @@ impl Fingerprint {
     }
 
     /// The non-volatile facts that differ from `before`, in name order.
-    /// An absent fact whose reason changed has not changed.
+    /// An absent fact whose reason changed has not changed; a fact that
+    /// could not be read on either side (or whose whole family could not)
+    /// is not a change.
     pub fn changes_since(&self, before: &Fingerprint) -> Vec<FactChange> {
         let mut names: Vec<&String> = self.facts.keys().chain(before.facts.keys()).collect();
         names.sort();
         names.dedup();
+        let unknown = |fp: &Fingerprint, name: &str| {
+            fp.facts.get(name).is_some_and(Fact::is_unreadable)
+                || fp
+                    .facts
+                    .get(&whole_family(family(name)))
+                    .is_some_and(Fact::is_unreadable)
+        };
         names
             .into_iter()
             .filter(|name| !is_volatile(name))
+            .filter(|name| !unknown(self, name) && !unknown(before, name))
             .filter_map(|name| {
                 let from = before.facts.get(name);
                 let to = self.facts.get(name);
@@ -148,6 +179,39 @@ impl Fingerprint {
             .collect()
     }
 
+    /// Gives every fact that could not be read its value in `previous`
+    /// (a family that could not be listed, all of its facts there), so
+    /// that a read cut short by the process's limits is not taken for a
+    /// change of the host. Returns what could not be read and why; those
+    /// without a previous value stay unknown.
+    pub fn carry_over(&mut self, previous: &Fingerprint) -> Vec<(String, String)> {
+        let unread: Vec<(String, String)> = self
+            .facts
+            .iter()
+            .filter_map(|(name, fact)| match fact {
+                Fact::Unreadable(why) => Some((name.clone(), why.clone())),
+                _ => None,
+            })
+            .collect();
+        for (name, _) in &unread {
+            if let Some(whole) = name.strip_suffix("[*]") {
+                self.facts
+                    .retain(|n, _| family(n) != whole || n.as_str() == name.as_str());
+                for (n, fact) in &previous.facts {
+                    if family(n) == whole && !fact.is_unreadable() && !n.ends_with("[*]") {
+                        self.facts.insert(n.clone(), fact.clone());
+                    }
+                }
+                if previous.facts.keys().any(|n| family(n) == whole) {
+                    self.facts.remove(name);
+                }
+            } else if let Some(fact) = previous.facts.get(name).filter(|f| !f.is_unreadable()) {
+                self.facts.insert(name.clone(), fact.clone());
+            }
+        }
+        unread
+    }
+
     /// The facts as one line of JSON-free text for a record's comment:
     /// `name=value` words separated by tabs, values with tabs and
     /// newlines replaced, absent facts as `name!=reason`.
@@ -155,9 +219,11 @@ impl Fingerprint {
         let clean = |s: &str| s.replace(['\t', '\n', '\r'], " ");
         self.facts
             .iter()
-            .map(|(name, fact)| match fact {
-                Fact::Known(v) => format!("{name}={}", clean(v)),
-                Fact::Absent(why) => format!("{name}!={}", clean(why)),
+            .filter_map(|(name, fact)| match fact {
+                Fact::Known(v) => Some(format!("{name}={}", clean(v))),
+                Fact::Absent(why) => Some(format!("{name}!={}", clean(why))),
+                // Not a fact about the host: the record keeps what was read.
+                Fact::Unreadable(_) => None,
             })
             .collect::<Vec<_>>()
             .join("\t")
@@ -242,5 +308,42 @@ mod tests {
         let mut tabless = a.clone();
         tabless.insert("kernel.cmdline", Fact::known("quiet isolcpus=2-3 x=a=b"));
         assert_eq!(back.id(), tabless.id());
+    }
+
+    #[test]
+    fn a_fact_that_could_not_be_read_keeps_its_value_and_is_no_change() {
+        let mut before = sample();
+        before.insert("irq[24]", Fact::known("ACPI:Ged on 0"));
+        before.insert("irq[25]", Fact::known("virtio0 on 1"));
+        let mut read = sample();
+        read.insert(
+            "kernel.release",
+            Fact::unreadable("/proc/sys/kernel/osrelease: Too many open files"),
+        );
+        read.insert(
+            whole_family("irq"),
+            Fact::unreadable("/proc/interrupts: EMFILE"),
+        );
+        // Not a change even before it is carried over.
+        assert_eq!(read.changes_since(&before), vec![]);
+        let unread = read.carry_over(&before);
+        assert_eq!(
+            unread.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(),
+            ["irq[*]", "kernel.release"]
+        );
+        assert_eq!(read, before, "every value carried over");
+        assert_eq!(read.id(), before.id());
+        // With nothing to carry it from, it stays unknown: out of the
+        // identifier, out of the changes, out of the record's line.
+        let mut first = sample();
+        first.insert("kernel.release", Fact::unreadable("EMFILE"));
+        let unread = first.carry_over(&Fingerprint::default());
+        assert_eq!(unread.len(), 1);
+        assert!(first.get("kernel.release").unwrap().is_unreadable());
+        assert!(!first.to_line().contains("kernel.release"));
+        let mut without = sample();
+        without.facts.remove("kernel.release");
+        assert_eq!(first.id(), without.id());
+        assert_eq!(sample().changes_since(&first), vec![]);
     }
 }

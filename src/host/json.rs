@@ -9,12 +9,14 @@ use serde::Serialize;
 
 use super::{CpuTopology, Fact, Fingerprint};
 
-/// A fact: `{"value": …}` or `{"absent": why}`.
+/// A fact: `{"value": …}`, `{"absent": why}` or, for one that could not
+/// be read this time and has no earlier value, `{"unknown": why}`.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FactJson {
     Value(String),
     Absent(String),
+    Unknown(String),
 }
 
 impl FactJson {
@@ -22,6 +24,7 @@ impl FactJson {
         match fact {
             Fact::Known(v) => FactJson::Value(v.clone()),
             Fact::Absent(why) => FactJson::Absent(why.clone()),
+            Fact::Unreadable(why) => FactJson::Unknown(why.clone()),
         }
     }
 }

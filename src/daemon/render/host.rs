@@ -106,6 +106,15 @@ pub struct HostFingerprintBody {
     cpus: Vec<CpuJson>,
     /// The latest changes, oldest first (at most `state::MAX_HISTORY`).
     changes: Vec<HostChangeBody>,
+    /// Facts the latest read could not read (too many open files, say),
+    /// with why: they keep their last known value and are not changes.
+    unreadable: Vec<UnreadableBody>,
+}
+
+#[derive(Serialize)]
+pub struct UnreadableBody {
+    fact: String,
+    error: String,
 }
 
 pub fn fingerprint(track: &HostTrack, reread_interval_ns: u64) -> HostFingerprintBody {
@@ -118,6 +127,14 @@ pub fn fingerprint(track: &HostTrack, reread_interval_ns: u64) -> HostFingerprin
         changes_total: track.changes_total,
         facts: facts_json(&track.current),
         cpus: topology(&track.topology),
+        unreadable: track
+            .unreadable
+            .iter()
+            .map(|(fact, error)| UnreadableBody {
+                fact: fact.clone(),
+                error: error.clone(),
+            })
+            .collect(),
         changes: track
             .history
             .iter()

@@ -53,18 +53,23 @@ pub struct HostTrack {
     pub family_changed_unix_ns: BTreeMap<String, u64>,
     /// Every online CPU's place in the machine.
     pub topology: Vec<CpuTopology>,
+    /// The facts the latest read could not read, and why (they keep their
+    /// last known value; `/api/v1/host` lists them).
+    pub unreadable: Vec<(String, String)>,
 }
 
 impl HostTrack {
     /// The facts read at start (`read_ns` taken to read them).
     pub fn new(
-        first: Fingerprint,
+        mut first: Fingerprint,
         topology: Vec<CpuTopology>,
         now_unix_ns: u64,
         read_ns: u64,
     ) -> HostTrack {
+        let unreadable = first.carry_over(&Fingerprint::default());
         HostTrack {
             id: first.id(),
+            unreadable,
             current: Arc::new(first),
             previous: None,
             since_unix_ns: now_unix_ns,
@@ -82,7 +87,7 @@ impl HostTrack {
     /// facts (`fingerprint::VOLATILE`) are updated without being a change.
     pub fn observe(
         &mut self,
-        read: Fingerprint,
+        mut read: Fingerprint,
         topology: Vec<CpuTopology>,
         now_unix_ns: u64,
         read_ns: u64,
@@ -91,6 +96,8 @@ impl HostTrack {
         self.read_unix_ns = now_unix_ns;
         self.read_duration_ns = read_ns;
         self.topology = topology;
+        // What could not be read keeps its value: never a change.
+        self.unreadable = read.carry_over(&self.current);
         let facts = read.changes_since(&self.current);
         let id = read.id();
         let before = std::mem::replace(&mut self.current, Arc::new(read));

@@ -5,7 +5,8 @@ use std::fs;
 
 use super::FactReader;
 use crate::cpulist::{format_cpu_list, parse_cpu_list};
-use crate::host::fingerprint::{Fact, Fingerprint};
+use crate::host::fingerprint::{Fact, Fingerprint, whole_family};
+use crate::rt::sys::is_passing_error;
 
 impl FactReader {
     /// The default IRQ affinity, and each IRQ whose affinity reaches a
@@ -16,23 +17,47 @@ impl FactReader {
             "irq.default_affinity",
             self.text("proc/irq/default_smp_affinity"),
         );
-        let names = fs::read_to_string(self.path("proc/interrupts"))
-            .map(|t| irq_names(&t))
-            .unwrap_or_default();
-        let Ok(dirs) = fs::read_dir(self.path("proc/irq")) else {
-            return;
+        // The IRQs' values name their actions: without /proc/interrupts, or
+        // without the list of IRQs, none can be said, and none has gone.
+        let whole = whole_family("irq");
+        let names = match super::read_text(&self.path("proc/interrupts")) {
+            Ok(text) => irq_names(&text),
+            Err(e) if is_passing_error(&e) => {
+                fp.insert(whole, super::failed("/proc/interrupts".to_string(), &e));
+                return;
+            }
+            Err(_) => Vec::new(),
+        };
+        let dirs = match fs::read_dir(self.path("proc/irq")) {
+            Ok(dirs) => dirs,
+            Err(e) => {
+                if is_passing_error(&e) {
+                    fp.insert(whole, super::failed("/proc/irq".to_string(), &e));
+                }
+                return;
+            }
         };
         for dir in dirs.filter_map(Result::ok) {
             let Some(irq) = dir.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
                 continue;
             };
-            let list = |file: &str| {
-                fs::read_to_string(dir.path().join(file))
-                    .ok()
-                    .and_then(|s| parse_cpu_list(&s).ok())
+            let mut unreadable = None;
+            let mut list = |file: &str| match super::read_text(&dir.path().join(file)) {
+                Ok(text) => parse_cpu_list(&text).ok(),
+                Err(e) => {
+                    if is_passing_error(&e) {
+                        unreadable = Some(e);
+                    }
+                    None
+                }
             };
             let allowed = list("smp_affinity_list");
             let effective = list("effective_affinity_list").filter(|l| !l.is_empty());
+            if let Some(e) = unreadable {
+                let path = format!("/proc/irq/{irq}");
+                fp.insert(format!("irq[{irq}]"), super::failed(path, &e));
+                continue;
+            }
             let Some(reach) = effective.as_ref().or(allowed.as_ref()) else {
                 continue;
             };

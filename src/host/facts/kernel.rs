@@ -50,10 +50,12 @@ impl FactReader {
             }
         };
         fp.insert("kernel.config_sha256", config.sha256);
-        fp.insert(
-            "kernel.preempt",
-            self.preempt(cmdline.value(), config.default_preempt),
-        );
+        let preempt = if cmdline.is_unreadable() {
+            cmdline.clone()
+        } else {
+            self.preempt(cmdline.value(), config.default_preempt)
+        };
+        fp.insert("kernel.preempt", preempt);
         match cmdline.value() {
             Some(line) => {
                 for name in CMDLINE_PARAMETERS {
@@ -111,14 +113,20 @@ impl FactReader {
     /// word where debugfs shows it, else what the kernel is built and
     /// booted with.
     fn preempt(&self, cmdline: Option<&str>, default_preempt: Option<&'static str>) -> Fact {
-        let dynamic = self
-            .text("sys/kernel/debug/sched/preempt")
-            .value()
-            .and_then(selected_word);
+        let debugfs = self.text("sys/kernel/debug/sched/preempt");
         let version = self.text("proc/sys/kernel/version");
+        let realtime = self.text("sys/kernel/realtime");
+        // Derived from three reads: one that failed for want of a file
+        // descriptor (say) leaves the model unknown, not another model.
+        if let Some(unread) = [&debugfs, &version, &realtime]
+            .into_iter()
+            .find(|f| f.is_unreadable())
+        {
+            return unread.clone();
+        }
+        let dynamic = debugfs.value().and_then(selected_word);
         let version = version.value().unwrap_or("");
-        let rt =
-            self.text("sys/kernel/realtime").value() == Some("1") || version.contains("PREEMPT_RT");
+        let rt = realtime.value() == Some("1") || version.contains("PREEMPT_RT");
         match (rt, dynamic) {
             (true, Some(mode)) => return Fact::known(format!("rt ({mode})")),
             (true, None) => return Fact::known("rt"),

@@ -53,11 +53,12 @@ impl FactReader {
         self.root.join(rel)
     }
 
-    /// A file's text, trimmed, or absent with the reason.
+    /// A file's text, trimmed, or absent with the reason (unknown when
+    /// the read failed for a reason that is not the file's).
     fn text(&self, rel: &str) -> Fact {
-        match fs::read_to_string(self.path(rel)) {
+        match read_text(&self.path(rel)) {
             Ok(s) => Fact::known(s.trim()),
-            Err(e) => Fact::absent(format!("/{rel}: {}", reason(&e))),
+            Err(e) => failed(format!("/{rel}"), &e),
         }
     }
 
@@ -77,7 +78,7 @@ impl FactReader {
     }
 
     fn cpu(&self, fp: &mut Fingerprint) {
-        match fs::read_to_string(self.path("proc/cpuinfo")) {
+        match read_text(&self.path("proc/cpuinfo")) {
             Ok(info) => {
                 let field = |name: &str| -> Vec<String> {
                     info.lines()
@@ -130,9 +131,8 @@ impl FactReader {
                 fp.insert("virt.hypervisor", self.hypervisor(hypervisor));
             }
             Err(e) => {
-                let why = format!("/proc/cpuinfo: {}", reason(&e));
                 for name in ["cpu.model", "cpu.microcode", "virt.hypervisor"] {
-                    fp.insert(name, Fact::absent(why.clone()));
+                    fp.insert(name, failed("/proc/cpuinfo".to_string(), &e));
                 }
             }
         }
@@ -217,7 +217,7 @@ impl FactReader {
                     Some((index, name))
                 })
                 .collect(),
-            Err(e) => return Fact::absent(format!("/{dir}: {}", reason(&e))),
+            Err(e) => return failed(format!("/{dir}"), &e),
         };
         states.sort();
         let enabled: Vec<String> = states
@@ -280,7 +280,7 @@ impl FactReader {
             Err(e) => {
                 fp.insert(
                     "pm_qos.cpu_dma_latency_us",
-                    Fact::absent(format!("/dev/cpu_dma_latency: {}", reason(&e))),
+                    failed("/dev/cpu_dma_latency".to_string(), &e),
                 );
                 None
             }
@@ -362,20 +362,18 @@ impl FactReader {
     fn platform(&self, fp: &mut Fingerprint) {
         fp.insert(
             "tuned.profile",
-            match fs::read_to_string(self.path("etc/tuned/active_profile")) {
+            match read_text(&self.path("etc/tuned/active_profile")) {
                 Ok(p) => Fact::known(p.trim()),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                     Fact::absent("tuned is not installed (no /etc/tuned/active_profile)")
                 }
-                Err(e) => Fact::absent(format!("/etc/tuned/active_profile: {}", reason(&e))),
+                Err(e) => failed("/etc/tuned/active_profile".to_string(), &e),
             },
         );
-        let steal = fs::read_to_string(self.path("proc/stat"))
-            .ok()
-            .and_then(|s| {
-                let line = s.lines().find(|l| l.starts_with("cpu "))?;
-                line.split_whitespace().nth(8)?.parse::<u64>().ok()
-            });
+        let steal = read_text(&self.path("proc/stat")).ok().and_then(|s| {
+            let line = s.lines().find(|l| l.starts_with("cpu "))?;
+            line.split_whitespace().nth(8)?.parse::<u64>().ok()
+        });
         fp.insert(
             "virt.steal",
             match steal {
@@ -396,6 +394,29 @@ fn selected_word(text: &str) -> Option<String> {
             .or_else(|| w.strip_prefix('(').and_then(|w| w.strip_suffix(')')))
             .map(str::to_string)
     })
+}
+
+/// The most of one procfs or sysfs file a fact is read from: `/proc/cpuinfo`
+/// of a 256-CPU machine is about 400 KB, `/proc/interrupts` less.
+const MAX_FACT_FILE_BYTES: u64 = 4 << 20;
+
+/// A procfs or sysfs file's text, read up to `MAX_FACT_FILE_BYTES`.
+fn read_text(path: &Path) -> std::io::Result<String> {
+    let mut text = String::new();
+    fs::File::open(path)?
+        .take(MAX_FACT_FILE_BYTES)
+        .read_to_string(&mut text)?;
+    Ok(text)
+}
+
+/// The fact of a failed read of `what`: unknown when the failure is the
+/// process's or a passing one (too many open files, say), else absent.
+fn failed(what: String, e: &std::io::Error) -> Fact {
+    if crate::rt::sys::is_passing_error(e) {
+        Fact::unreadable(format!("{what}: {e}"))
+    } else {
+        Fact::absent(format!("{what}: {}", reason(e)))
+    }
 }
 
 fn reason(e: &std::io::Error) -> String {

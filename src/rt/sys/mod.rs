@@ -28,6 +28,26 @@ pub use timerfd::PeriodicTimerFd;
 /// (`clock::fault`), so that libc stays in this module.
 pub const EIO: i32 = libc::EIO;
 
+/// Whether a failed read says nothing about the file read: the process's
+/// own limits (`EMFILE`, `ENFILE`, `ENOMEM`, `ENOBUFS`) or a passing fault
+/// (`EAGAIN`, `EINTR`, `EBUSY`, `EIO`), as against the file not being
+/// there or not being readable by this user, which are facts.
+pub fn is_passing_error(err: &io::Error) -> bool {
+    matches!(
+        err.raw_os_error(),
+        Some(
+            libc::EMFILE
+                | libc::ENFILE
+                | libc::ENOMEM
+                | libc::ENOBUFS
+                | libc::EAGAIN
+                | libc::EINTR
+                | libc::EBUSY
+                | libc::EIO
+        )
+    )
+}
+
 /// The scheduling policies a sampler can run under.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Policy {
