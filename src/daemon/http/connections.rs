@@ -11,7 +11,9 @@
 //! flight" and every probe got 503. A shielded connection is closed only
 //! for a peer holding less than its fair share (the slots divided among
 //! the peers holding them and the newcomer) when every slot is shielded,
-//! and then the newest of the peer holding the most.
+//! and then the newest of the peer holding the most. A connection that has
+//! carried a request counts as idle only after `IDLE_GRACE` with nothing in
+//! flight: between two pipelined requests it has none for a moment.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -23,6 +25,11 @@ use std::time::Instant;
 
 use axum::body::Body;
 use tokio::sync::Notify;
+
+/// How long a connection must have had nothing in flight to count as
+/// idle: a connection with pipelined requests has none in flight between
+/// one response's end and the next request's start, for microseconds.
+const IDLE_GRACE: std::time::Duration = std::time::Duration::from_millis(100);
 
 pub(super) fn lock(registry: &Mutex<Registry>) -> MutexGuard<'_, Registry> {
     registry.lock().unwrap_or_else(|e| e.into_inner())
@@ -41,6 +48,8 @@ struct Open {
     in_flight: usize,
     /// Requests in flight that passed authentication.
     shielded: usize,
+    /// It has carried a request: nothing in flight then means between two.
+    served: bool,
     /// A request on it had its credentials refused (or was told to retry
     /// its check): the first to go, before any of its peer's others.
     refused: bool,
@@ -69,7 +78,7 @@ impl Registry {
     /// newcomer's peer already holds its fair share.
     pub(super) fn admit(&mut self, peer: IpAddr, now: Instant) -> Option<Slot> {
         if self.open.len() >= self.max {
-            let victim = self.victim().or_else(|| self.over_fair_share(peer))?;
+            let victim = self.victim(now).or_else(|| self.over_fair_share(peer))?;
             if let Some(open) = self.open.remove(&victim) {
                 open.evicted.notify_one();
             }
@@ -82,6 +91,7 @@ impl Registry {
                 peer,
                 in_flight: 0,
                 shielded: 0,
+                served: false,
                 refused: false,
                 idle_since: now,
                 opened: self.next_id,
@@ -106,11 +116,19 @@ impl Registry {
     /// The connection to close: one not shielded by an authenticated
     /// request, of the peer with the most open connections; of those, one
     /// whose credentials were refused, else the one idle longest.
-    fn victim(&self) -> Option<u64> {
+    fn victim(&self, now: Instant) -> Option<u64> {
         let per_peer = self.per_peer();
         self.open
             .iter()
             .filter(|(_, open)| open.shielded == 0)
+            // Nothing in flight for a moment only: between two pipelined
+            // requests (the next not yet read), busy, not idle.
+            .filter(|(_, open)| {
+                open.in_flight > 0
+                    || !open.served
+                    || open.refused
+                    || now.saturating_duration_since(open.idle_since) >= IDLE_GRACE
+            })
             .max_by_key(|(id, open)| {
                 let oldest_first = std::cmp::Reverse((open.idle_since, **id));
                 (per_peer[&open.peer], open.refused, oldest_first)
@@ -155,6 +173,7 @@ impl Requests {
     pub(super) fn begin(&self) -> InFlight {
         if let Some(open) = lock(&self.registry).open.get_mut(&self.id) {
             open.in_flight += 1;
+            open.served = true;
         }
         InFlight {
             requests: self.clone(),
@@ -275,7 +294,8 @@ mod tests {
     #[test]
     fn a_newcomer_closes_the_oldest_idle_connection_of_the_busiest_peer() {
         let t0 = Instant::now();
-        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        // Seconds apart: each is idle for longer than IDLE_GRACE.
+        let at = |s: u64| t0 + Duration::from_secs(s);
         let (flood, probe): (IpAddr, IpAddr) =
             ("10.0.0.66".parse().unwrap(), "10.0.0.7".parse().unwrap());
         let registry = Arc::new(Mutex::new(Registry::new(3)));
@@ -380,5 +400,23 @@ mod tests {
         // Now 2 and 2: each holds its fair share; nobody else goes.
         assert!(lock(&registry).admit(probe, t0).is_none());
         drop((busy, first, second));
+    }
+
+    #[test]
+    fn a_connection_between_two_pipelined_requests_is_not_idle() {
+        let t0 = Instant::now();
+        let peer: IpAddr = "10.0.0.66".parse().unwrap();
+        let registry = Arc::new(Mutex::new(Registry::new(1)));
+        let slot = lock(&registry).admit(peer, t0).unwrap();
+        let request = Requests {
+            registry: Arc::clone(&registry),
+            id: slot.id,
+        }
+        .begin();
+        drop(request);
+        // Its response just ended: not idle yet.
+        assert!(lock(&registry).admit(peer, Instant::now()).is_none());
+        let later = Instant::now() + IDLE_GRACE;
+        assert!(lock(&registry).admit(peer, later).is_some());
     }
 }

@@ -185,17 +185,20 @@ async fn connection(
     shutdown: watch::Receiver<bool>,
     requests: Requests,
 ) {
+    // Without basic auth every request passes at once: shielded from the
+    // moment it is read, not from when the guard gets to it.
+    let open = security.auth.is_none();
     match &security.tls {
         None => {
             let io = StallGuard::new(stream, limits.request_timeout);
-            http(io, router, limits, shutdown, requests).await;
+            http(io, router, limits, shutdown, requests, open).await;
         }
         Some(config) => {
             let acceptor = tokio_rustls::TlsAcceptor::from(Arc::clone(config));
             match tokio::time::timeout(limits.header_timeout, acceptor.accept(stream)).await {
                 Ok(Ok(tls)) => {
                     let io = StallGuard::new(tls, limits.request_timeout);
-                    http(io, router, limits, shutdown, requests).await;
+                    http(io, router, limits, shutdown, requests, open).await;
                 }
                 Ok(Err(err)) => debug!("TLS handshake failed: {err}"),
                 Err(_) => debug!("TLS handshake not done within {:?}", limits.header_timeout),
@@ -210,6 +213,7 @@ async fn http<IO>(
     limits: Limits,
     mut shutdown: watch::Receiver<bool>,
     requests: Requests,
+    open: bool,
 ) where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -218,6 +222,9 @@ async fn http<IO>(
         // In flight from here until the response's body is sent (or
         // dropped); shielded from eviction once the guard lets it pass.
         let in_flight = requests.begin();
+        if open {
+            in_flight.passage().passed();
+        }
         request.extensions_mut().insert(in_flight.passage());
         async move {
             let response = handle(request, router, limits).await;
