@@ -179,6 +179,16 @@ fn storms_of_off_on_cycles_end_with_a_sampler_on_every_online_cpu() {
     }
     let log = daemon.log_text();
     assert!(!log.contains("has died"), "{log}");
+    // The kernel widens the CPUs of a thread whose CPU goes offline: that
+    // is hotplug, not a change of the sampler's scheduling to report.
+    assert!(!log.contains("changed behind latencyd's back"), "{log}");
+    let scrape = daemon.get("/metrics").1;
+    assert!(
+        !scrape.lines().any(
+            |l| l.starts_with("latencyd_sampler_scheduling_changes_total{") && !l.ends_with(" 0")
+        ),
+        "{scrape}"
+    );
 }
 
 #[test]

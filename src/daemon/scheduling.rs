@@ -125,6 +125,13 @@ impl SchedulingWatch {
                 self.by_cpu.remove(&slot.cpu);
                 continue;
             };
+            // A CPU going offline makes the kernel move the threads bound
+            // to it and widen their CPUs: the hotplug machinery reaps and
+            // restarts that sampler, and it is not a change to report.
+            if !running.cpus.contains(&slot.cpu) && !cpu_online(slot.cpu) {
+                self.by_cpu.remove(&slot.cpu);
+                continue;
+            }
             let refused = shared.failure().0 == FailedStep::Policy;
             let watched = self.by_cpu.entry(slot.cpu).or_insert_with(|| Watched {
                 tid,
@@ -149,6 +156,12 @@ impl SchedulingWatch {
         }
         (seen, changes)
     }
+}
+
+/// Whether `cpu` is online now (read only when a sampler was found off its
+/// CPU, which is rare; unknown counts as online).
+fn cpu_online(cpu: usize) -> bool {
+    sys::online_cpus().is_none_or(|online| online.contains(&cpu))
 }
 
 /// What a sampler set for itself: the configured scheduling, or what it
