@@ -16,6 +16,7 @@
 
 pub mod account;
 pub mod format;
+mod noise_counters;
 pub mod observer;
 pub mod ring;
 pub mod spike;

@@ -18,11 +18,12 @@ use std::time::Duration;
 use tracing::{info, warn};
 
 use super::account::CpuAccount;
+use super::noise_counters::NoiseCounters;
 use super::tally::{Comm, CpuTally, Source, WakeSample};
 use super::tasks::ProcTasks;
 use super::tracer::Tracer;
 use super::{Interval, OTHER, ReadHealth, Settings, Status, TaskKey};
-use crate::forensics::noise::{SmiCounters, parse_steal};
+use crate::forensics::noise::SmiCounters;
 use crate::stats::LatencyStats;
 use crate::tracefs::Check;
 
@@ -30,6 +31,9 @@ use crate::tracefs::Check;
 const TICK: Duration = Duration::from_millis(100);
 /// Every how many ticks the counters outside the ring buffers are read.
 const HOUSEKEEPING_TICKS: u64 = 10;
+/// A woken task waiting longer than this is looked up in `/proc` once a
+/// second: let go when it is on another CPU (one not traced) or gone.
+const STALE_WAIT_NS: u64 = 1_000_000_000;
 /// Intervals that may wait for the collector.
 const QUEUE: usize = 16;
 /// Every how many ticks the instance's settings are read back: the
@@ -167,9 +171,7 @@ struct Worker {
     tracer: Tracer,
     accounts: Vec<CpuAccount>,
     tasks: ProcTasks,
-    smi: Option<SmiCounters>,
-    smi_last: BTreeMap<usize, u64>,
-    steal_last: BTreeMap<usize, u64>,
+    noise: NoiseCounters,
     lost_last: BTreeMap<usize, u64>,
     /// Task series given their own labels so far.
     series: BTreeSet<TaskKey>,
@@ -192,14 +194,13 @@ impl Worker {
         sender: SyncSender<Interval>,
     ) -> Worker {
         let accounts = accounts_for(&tracer, &settings);
+        let noise = NoiseCounters::new(settings.cpus.to_vec(), smi);
         let mut worker = Worker {
             settings,
             tracer,
             accounts,
             tasks: ProcTasks::new(Path::new("/proc")),
-            smi,
-            smi_last: BTreeMap::new(),
-            steal_last: BTreeMap::new(),
+            noise,
             lost_last: BTreeMap::new(),
             series: BTreeSet::new(),
             names: BTreeMap::new(),
@@ -210,8 +211,6 @@ impl Worker {
             pending: None,
         };
         // Baselines: only what happens from now on is counted.
-        worker.steal_deltas();
-        worker.smi_deltas();
         for cpu in worker.settings.cpus.clone() {
             worker.lost_last.insert(cpu, worker.tracer.lost(cpu));
         }
@@ -265,6 +264,7 @@ impl Worker {
                 error = cpu_error;
             }
         }
+        self.let_go_of_migrated();
         self.ticks += 1;
         if self.ticks.is_multiple_of(CHECK_TICKS) {
             self.check_instance();
@@ -279,6 +279,12 @@ impl Worker {
                 interval.spikes.push((key, spike));
             }
             if housekeeping {
+                let tasks = &self.tasks;
+                self.accounts[idx].let_go_of_stale(
+                    crate::rt::sys::monotonic_now_ns(),
+                    STALE_WAIT_NS,
+                    |pid| tasks.last_cpu(pid),
+                );
                 let lost = self.tracer.lost(cpu);
                 let before = self.lost_last.insert(cpu, lost).unwrap_or(lost);
                 if lost > before {
@@ -288,7 +294,7 @@ impl Worker {
             self.add_tally(&mut interval, cpu, tally);
         }
         if housekeeping {
-            for (cpu, ns) in self.steal_deltas() {
+            for (cpu, ns) in self.noise.steal_deltas() {
                 let tally = interval.cpus.entry(cpu).or_default();
                 tally.add(
                     Source::Steal,
@@ -297,7 +303,7 @@ impl Worker {
                     crate::rt::sys::monotonic_now_ns(),
                 );
             }
-            for (cpu, n) in self.smi_deltas() {
+            for (cpu, n) in self.noise.smi_deltas() {
                 let tally = interval.cpus.entry(cpu).or_default();
                 let entry = tally
                     .by_name
@@ -409,12 +415,34 @@ impl Worker {
         }
     }
 
+    /// A task woken onto one CPU that ran on another is waiting no more:
+    /// each CPU lets go of those the others switched in since.
+    fn let_go_of_migrated(&mut self) {
+        let ran: Vec<_> = self
+            .accounts
+            .iter_mut()
+            .map(|a| a.take_switched_in())
+            .collect();
+        for (idx, account) in self.accounts.iter_mut().enumerate() {
+            account.let_go_of(|pid| {
+                ran.iter()
+                    .enumerate()
+                    .filter(|&(other, _)| other != idx)
+                    .filter_map(|(_, switched)| switched.get(&pid).copied())
+                    .max()
+            });
+        }
+    }
+
     /// The tally with names beyond `max_names` for the CPU as `other`.
     fn add_tally(&mut self, interval: &mut Interval, cpu: usize, tally: CpuTally) {
         let known = self.names.entry(cpu).or_default();
         let mut bounded = CpuTally {
             longest: tally.longest,
             unseen_wakeups: tally.unseen_wakeups,
+            untraced_switches: tally.untraced_switches,
+            waiting_tasks: tally.waiting_tasks,
+            waiting_let_go: tally.waiting_let_go,
             ..CpuTally::default()
         };
         for ((source, name), t) in tally.by_name {
@@ -429,41 +457,6 @@ impl Worker {
             bounded.by_name.entry(key).or_default().merge(&t);
         }
         interval.cpus.entry(cpu).or_default().merge(&bounded);
-    }
-
-    /// Steal per observed CPU since the last call, ns.
-    fn steal_deltas(&mut self) -> Vec<(usize, u64)> {
-        let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
-        let mut out = Vec::new();
-        for (cpu, steal) in parse_steal(&stat) {
-            if !self.settings.cpus.contains(&cpu) {
-                continue;
-            }
-            if let Some(before) = self.steal_last.insert(cpu, steal)
-                && steal > before
-            {
-                out.push((cpu, steal - before));
-            }
-        }
-        out
-    }
-
-    /// SMIs per observed CPU since the last read (read once a second:
-    /// reading another CPU's MSR interrupts it).
-    fn smi_deltas(&mut self) -> Vec<(usize, u64)> {
-        let Some(smi) = &self.smi else {
-            return Vec::new();
-        };
-        let mut out = Vec::new();
-        for (cpu, count) in smi.read() {
-            let Some(count) = count else { continue };
-            if let Some(before) = self.smi_last.insert(cpu, count)
-                && count > before
-            {
-                out.push((cpu, count - before));
-            }
-        }
-        out
     }
 
     fn send(&mut self, interval: Interval) {

@@ -73,6 +73,12 @@ pub struct CpuTally {
     /// module's notes): their run counts from the first event in their
     /// context, and a woken one has no latency sample.
     pub untraced_switches: u64,
+    /// Woken real-time tasks waiting for this CPU as the interval ended
+    /// (a gauge: the latest interval's).
+    pub waiting_tasks: u64,
+    /// Waiting tasks let go without a sample: they ran on another CPU
+    /// (migrated, the CPU went offline), or the waiting list was full.
+    pub waiting_let_go: u64,
 }
 
 impl CpuTally {
@@ -100,6 +106,8 @@ impl CpuTally {
         }
         self.unseen_wakeups += other.unseen_wakeups;
         self.untraced_switches += other.untraced_switches;
+        self.waiting_tasks = other.waiting_tasks;
+        self.waiting_let_go += other.waiting_let_go;
     }
 }
 
@@ -177,6 +185,7 @@ pub struct Counts {
     longest: [Option<(u64, u64)>; 6],
     pub unseen_wakeups: u64,
     pub untraced_switches: u64,
+    pub waiting_let_go: u64,
 }
 
 impl Counts {
@@ -205,6 +214,8 @@ impl Counts {
                 .collect(),
             unseen_wakeups: self.unseen_wakeups,
             untraced_switches: self.untraced_switches,
+            waiting_tasks: 0,
+            waiting_let_go: self.waiting_let_go,
         };
         *self = Counts::default();
         tally

@@ -151,6 +151,16 @@ impl ProcTasks {
     }
 
     /// The container (or unit) label of a task.
+    /// The CPU task `tid` last ran on, or was last queued to (field 39 of
+    /// its `stat`); `None` when it is gone or cannot be read.
+    pub fn last_cpu(&self, tid: i32) -> Option<usize> {
+        let stat = fs::read_to_string(self.root.join(tid.to_string()).join("stat")).ok()?;
+        let close = stat.rfind(')')?;
+        let fields: Vec<&str> = stat.get(close + 1..)?.split_whitespace().collect();
+        // fields[0] is field 3.
+        fields.get(39 - 3)?.parse().ok()
+    }
+
     pub fn container(&mut self, pid: i32, comm: &[u8]) -> String {
         self.known(pid, comm).container.clone()
     }

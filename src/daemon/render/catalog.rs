@@ -267,6 +267,20 @@ const FAMILIES: &[Family] = &[
         build: observe::observe_unseen_wakeups_total,
     },
     Family {
+        name: "latencyd_observe_waiting_tasks",
+        help: "Woken real-time tasks an observed CPU's account holds as waiting for it, at the observer's latest interval: a task leaves when it runs (here: a latency sample; on another CPU: let go).",
+        kind: MetricType::GAUGE,
+        labels: &["cpu"],
+        build: observe::observe_waiting_tasks,
+    },
+    Family {
+        name: "latencyd_observe_waiting_let_go_total",
+        help: "Woken tasks an observed CPU stopped waiting for without a latency sample: they ran on another CPU (migrated, or this CPU went offline), or more than 512 waited at once and the oldest went.",
+        kind: MetricType::COUNTER,
+        labels: &["cpu"],
+        build: observe::observe_waiting_let_go_total,
+    },
+    Family {
         name: "latencyd_tracefs_instance_repairs_total",
         help: "Times latencyd found its tracefs instance (user forensics or observe) changed or broken behind its back by another program and set it back or made it again; each is logged at warn. A series exists while that user is enabled.",
         kind: MetricType::COUNTER,

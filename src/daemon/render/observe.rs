@@ -137,6 +137,21 @@ pub fn observe_unseen_wakeups_total(s: &Scrape) -> Vec<Metric> {
     per_cpu(s.state, |v| v.unseen_wakeups)
 }
 
+pub fn observe_waiting_tasks(s: &Scrape) -> Vec<Metric> {
+    (s.state.observe.cpus.iter())
+        .map(|(cpu, view)| {
+            gauge(
+                vec![label("cpu", &cpu.to_string())],
+                view.waiting_tasks as f64,
+            )
+        })
+        .collect()
+}
+
+pub fn observe_waiting_let_go_total(s: &Scrape) -> Vec<Metric> {
+    per_cpu(s.state, |v| v.waiting_let_go)
+}
+
 fn per_cpu(state: &MonitorState, value: impl Fn(&ObservedCpu) -> u64) -> Vec<Metric> {
     (state.observe.cpus.iter())
         .map(|(cpu, view)| counter(vec![label("cpu", &cpu.to_string())], value(view) as f64))

@@ -21,6 +21,10 @@ pub struct ObservedCpu {
     pub lost_events: u64,
     pub unseen_wakeups: u64,
     pub untraced_switches: u64,
+    /// Woken tasks held as waiting at the latest interval.
+    pub waiting_tasks: u64,
+    /// Woken tasks let go without a sample (`latencyd_observe_waiting_let_go_total`).
+    pub waiting_let_go: u64,
 }
 
 /// One real-time task series.
@@ -78,6 +82,8 @@ impl ObserveState {
                 lost_events: 0,
                 unseen_wakeups: 0,
                 untraced_switches: 0,
+                waiting_tasks: 0,
+                waiting_let_go: 0,
             });
             for (key, t) in tally.by_name {
                 view.by_name.entry(key).or_default().merge(&t);
@@ -90,6 +96,8 @@ impl ObserveState {
             }
             view.unseen_wakeups += tally.unseen_wakeups;
             view.untraced_switches += tally.untraced_switches;
+            view.waiting_tasks = tally.waiting_tasks;
+            view.waiting_let_go += tally.waiting_let_go;
         }
         for (cpu, lost) in interval.lost_events {
             if let Some(view) = self.cpus.get_mut(&cpu) {

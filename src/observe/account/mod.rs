@@ -123,7 +123,15 @@ pub struct CpuAccount {
     window: Vec<(u64, i32, &'static str, String)>,
     window_omitted: u64,
     spikes: Vec<WorkloadSpike>,
+    /// Tasks switched in on this CPU since the observer last looked, with
+    /// when: a task waiting on another CPU that ran here is let go there.
+    switched_in: HashMap<i32, u64>,
 }
+
+/// Woken tasks one CPU keeps waiting at most: a real-time task waits for
+/// one CPU at a time, and more than this many at once is a storm whose
+/// oldest wake-ups are let go (counted) rather than kept for ever.
+pub const MAX_WAITING: usize = 512;
 
 impl CpuAccount {
     pub fn new(cpu: usize, vector_names: &[String]) -> CpuAccount {
@@ -143,6 +151,7 @@ impl CpuAccount {
             window: Vec::new(),
             window_omitted: 0,
             spikes: Vec::new(),
+            switched_in: HashMap::new(),
         }
     }
 
@@ -155,7 +164,50 @@ impl CpuAccount {
 
     /// The tallies and samples since the last call.
     pub fn take(&mut self) -> (CpuTally, Vec<WakeSample>) {
-        (self.counts.take(), std::mem::take(&mut self.samples))
+        let mut tally = self.counts.take();
+        tally.waiting_tasks = self.waiting.len() as u64;
+        (tally, std::mem::take(&mut self.samples))
+    }
+
+    /// Lets go of the tasks that have waited here since before `now_ns -
+    /// older_than_ns` and that `last_cpu` says are on another CPU now, or
+    /// gone: woken here, then moved to a CPU the observer does not trace
+    /// (or exited there), they would otherwise wait here for ever. A task
+    /// still queued here waits on, however long: that is a starvation
+    /// worth its sample.
+    pub fn let_go_of_stale(
+        &mut self,
+        now_ns: u64,
+        older_than_ns: u64,
+        last_cpu: impl Fn(i32) -> Option<usize>,
+    ) {
+        let cpu = self.cpu as usize;
+        let before = self.waiting.len();
+        self.waiting.retain(|&pid, w| {
+            now_ns.saturating_sub(w.woken_ns) < older_than_ns || last_cpu(pid) == Some(cpu)
+        });
+        self.counts.waiting_let_go += (before - self.waiting.len()) as u64;
+    }
+
+    /// The tasks switched in here since the last call, with when.
+    pub fn take_switched_in(&mut self) -> HashMap<i32, u64> {
+        std::mem::take(&mut self.switched_in)
+    }
+
+    /// Lets go of the tasks waiting here that ran on another CPU after
+    /// they were woken (`ran_elsewhere`: pid → when it was switched in
+    /// there): a migration, a push or pull, a CPU going offline. Without
+    /// this a task woken here that ran elsewhere stayed waiting for ever,
+    /// and every later event was added to its causes.
+    pub fn let_go_of(&mut self, ran_elsewhere: impl Fn(i32) -> Option<u64>) {
+        let before = self.waiting.len();
+        self.waiting
+            .retain(|&pid, w| ran_elsewhere(pid).is_none_or(|at| at < w.woken_ns));
+        self.counts.waiting_let_go += (before - self.waiting.len()) as u64;
+        if self.waiting.is_empty() {
+            self.window = Vec::new();
+            self.window_omitted = 0;
+        }
     }
 
     /// The late wake-ups since the last call.
@@ -625,6 +677,51 @@ mod tests {
             "{:?}",
             t.by_name
         );
+    }
+
+    #[test]
+    fn a_task_woken_here_that_ran_elsewhere_is_let_go_and_the_list_is_capped() {
+        let k = &mut Kinds;
+        // CPU 1 sees the wake-up; the task is pulled to CPU 0 and runs
+        // there. Before, it waited on CPU 1 for ever.
+        let mut here = CpuAccount::new(1, &[]);
+        let mut there = CpuAccount::new(0, &[]);
+        here.feed(100, 0, &wakeup("rtapp", APP.1, APP.2, 1), k);
+        there.feed(150, 0, &switch(IDLE, 0, APP), k);
+        let ran = there.take_switched_in();
+        // A switch-in elsewhere before the wake-up is an older run.
+        here.let_go_of(|pid| (pid == APP.1).then_some(50));
+        assert_eq!(here.take().0.waiting_tasks, 1);
+        here.let_go_of(|pid| ran.get(&pid).copied());
+        let (tally, samples) = here.take();
+        assert_eq!((tally.waiting_tasks, tally.waiting_let_go), (0, 1));
+        assert!(samples.is_empty(), "no latency sample for it");
+        assert!(here.window.is_empty());
+        // Woken here, moved to a CPU nobody traces: let go once it has
+        // waited a second and /proc puts it elsewhere; one still queued
+        // here waits on.
+        here.feed(2_000, 0, &wakeup("moved", 501, 50, 1), k);
+        here.feed(2_001, 0, &wakeup("starved", 502, 50, 1), k);
+        here.let_go_of_stale(2_500, 1_000, |_| Some(0));
+        assert_eq!(here.waiting.len(), 2, "not waiting long enough yet");
+        here.let_go_of_stale(5_000, 1_000, |pid| Some(if pid == 501 { 0 } else { 1 }));
+        assert!(!here.waiting.contains_key(&501) && here.waiting.contains_key(&502));
+        here.let_go_of_stale(5_000, 1_000, |_| None);
+        assert!(here.waiting.is_empty(), "an exited task is let go");
+        assert_eq!(here.take().0.waiting_let_go, 2);
+        // A storm of wake-ups that never run here: the oldest go first.
+        for pid in 0..(MAX_WAITING as i32 + 10) {
+            here.feed(
+                1_000 + pid as u64,
+                0,
+                &wakeup("burst", 10_000 + pid, 50, 1),
+                k,
+            );
+        }
+        let (tally, _) = here.take();
+        assert_eq!(tally.waiting_tasks, MAX_WAITING as u64);
+        assert_eq!(tally.waiting_let_go, 10);
+        assert!(!here.waiting.contains_key(&10_000), "the oldest went");
     }
 
     #[test]

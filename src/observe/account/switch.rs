@@ -5,8 +5,8 @@
 //! and a capture when late enough).
 
 use super::{
-    CpuAccount, MAX_RT_PRIO, MAX_TIMERS, Role, Running, SLEEPING_STATES, TIMER_WAKEUP_GAP_NS,
-    Waiting,
+    CpuAccount, MAX_RT_PRIO, MAX_TIMERS, MAX_WAITING, Role, Running, SLEEPING_STATES,
+    TIMER_WAKEUP_GAP_NS, Waiting,
 };
 use crate::observe::format::Event;
 use crate::observe::tally::{Comm, TaskKinds, WakeSample};
@@ -26,6 +26,17 @@ impl CpuAccount {
             }
             _ => (ts, false),
         };
+        if self.waiting.len() >= MAX_WAITING
+            && !self.waiting.contains_key(&pid)
+            && let Some(oldest) = self
+                .waiting
+                .iter()
+                .min_by_key(|(_, w)| w.woken_ns)
+                .map(|(&p, _)| p)
+        {
+            self.waiting.remove(&oldest);
+            self.counts.waiting_let_go += 1;
+        }
         self.waiting.insert(
             pid,
             Waiting {
@@ -72,6 +83,9 @@ impl CpuAccount {
             }
             // Woken but seen only leaving: no sample.
             self.waiting.remove(&prev_pid);
+        }
+        if next_pid != 0 {
+            self.switched_in.insert(next_pid, ts);
         }
         let role = Self::role(next_pid, next_prio, next_comm, kinds);
         match self.waiting.remove(&next_pid) {
