@@ -192,22 +192,20 @@ fn read_file(
     let mut buf = Vec::new();
     let mut number = 0;
     loop {
-        buf.clear();
-        let n = (&mut reader)
-            .take(MAX_LINE_BYTES + 1)
-            .read_until(b'\n', &mut buf)
+        let read = next_line(&mut reader, &mut buf, go_on)
             .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-        if n == 0 {
-            return Ok(());
-        }
+        let fits = match read {
+            NextLine::End => return Ok(()),
+            NextLine::Stopped => return Err(STOPPED.to_string()),
+            NextLine::Line { fits } => fits,
+        };
         number += 1;
         if number % CHECK_EVERY == 0 && !go_on() {
             return Err(STOPPED.to_string());
         }
         let finished = buf.ends_with(b"\n");
-        if buf.len() as u64 > MAX_LINE_BYTES {
+        if !fits {
             // Longer than any entry: skipped to its end, counted.
-            skip_line(&mut reader).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
             corrupt(
                 report,
                 path,
@@ -286,21 +284,58 @@ fn merge_timerlat(report: &mut ReadReport, entry: Entry) {
 /// kilobytes; a longer line (a forged or broken file) is not held whole.
 const MAX_LINE_BYTES: u64 = 1 << 20;
 
-/// Reads past the rest of a line.
-fn skip_line(reader: &mut impl BufRead) -> std::io::Result<()> {
+/// What `next_line` found.
+enum NextLine {
+    /// A line (its text in the buffer when it `fits` in
+    /// `MAX_LINE_BYTES`; skipped to its end when not).
+    Line {
+        fits: bool,
+    },
+    End,
+    /// `go_on` said stop inside a long line.
+    Stopped,
+}
+
+/// How many bytes of an overlong line are skipped between two questions
+/// to `go_on`: a range read inside a 5 GB line stopped with its client.
+const SKIP_CHECK_BYTES: usize = 1 << 20;
+
+/// Reads the next line into `buf`, never holding more than
+/// `MAX_LINE_BYTES + 1` of it: a longer line is read past, asking `go_on`
+/// every `SKIP_CHECK_BYTES`.
+fn next_line(
+    reader: &mut impl BufRead,
+    buf: &mut Vec<u8>,
+    go_on: &dyn Fn() -> bool,
+) -> std::io::Result<NextLine> {
+    buf.clear();
+    let n = reader.take(MAX_LINE_BYTES + 1).read_until(b'\n', buf)?;
+    if n == 0 {
+        return Ok(NextLine::End);
+    }
+    if buf.len() as u64 <= MAX_LINE_BYTES || buf.ends_with(b"\n") {
+        return Ok(NextLine::Line {
+            fits: buf.len() as u64 <= MAX_LINE_BYTES,
+        });
+    }
+    buf.clear();
+    let mut since_check = 0;
     loop {
         let available = reader.fill_buf()?;
         if available.is_empty() {
-            return Ok(());
+            return Ok(NextLine::Line { fits: false });
         }
-        match available.iter().position(|&b| b == b'\n') {
-            Some(at) => {
-                reader.consume(at + 1);
-                return Ok(());
-            }
-            None => {
-                let n = available.len();
-                reader.consume(n);
+        if let Some(at) = available.iter().position(|&b| b == b'\n') {
+            reader.consume(at + 1);
+            return Ok(NextLine::Line { fits: false });
+        }
+        let n = available.len();
+        reader.consume(n);
+        since_check += n;
+        if since_check >= SKIP_CHECK_BYTES {
+            since_check = 0;
+            if !go_on() {
+                return Ok(NextLine::Stopped);
             }
         }
     }
@@ -327,10 +362,14 @@ pub fn last_host_facts(dir: &Path) -> Option<HostFacts> {
         };
         let mut parser = LineParser::default();
         let mut last = None;
-        for line in BufReader::new(file).lines() {
-            let Ok(line) = line else { break };
-            if line.starts_with("#[latencyd host ")
-                && let Line::Host(host) = parser.line(&line)
+        let mut reader = BufReader::new(file);
+        let mut buf = Vec::new();
+        // Line by bounded line: a 300 MB zero-filled file (what a crash
+        // leaves on some filesystems) is read past, never held.
+        while let Ok(NextLine::Line { fits }) = next_line(&mut reader, &mut buf, &|| true) {
+            if fits
+                && buf.starts_with(b"#[latencyd host ")
+                && let Line::Host(host) = parser.line(&String::from_utf8_lossy(&buf))
             {
                 last = Some(*host);
             }
@@ -504,6 +543,40 @@ mod tests {
     use crate::record::writer::{Batch, LogWriter, Settings, Target};
     use crate::units::NS_PER_SEC;
     use std::io::Write;
+
+    #[test]
+    fn a_long_line_is_read_past_within_its_bound_and_stops_with_its_client() {
+        // A 5 MB line, then an ordinary one.
+        let mut text = vec![b'0'; 5 << 20];
+        text.extend_from_slice(b"\nnext\n");
+        let mut reader = std::io::BufReader::new(&text[..]);
+        let mut buf = Vec::new();
+        let read = next_line(&mut reader, &mut buf, &|| true).unwrap();
+        assert!(matches!(read, NextLine::Line { fits: false }));
+        assert!(
+            buf.capacity() as u64 <= 2 * (MAX_LINE_BYTES + 1),
+            "held whole"
+        );
+        assert!(matches!(
+            next_line(&mut reader, &mut buf, &|| true).unwrap(),
+            NextLine::Line { fits: true }
+        ));
+        assert_eq!(buf, b"next\n");
+        assert!(matches!(
+            next_line(&mut reader, &mut buf, &|| true).unwrap(),
+            NextLine::End
+        ));
+        // The client leaves inside the long line: stopped within a MiB or so.
+        let asked = std::cell::Cell::new(0);
+        let mut reader = std::io::BufReader::new(&text[..]);
+        let read = next_line(&mut reader, &mut buf, &|| {
+            asked.set(asked.get() + 1);
+            false
+        })
+        .unwrap();
+        assert!(matches!(read, NextLine::Stopped));
+        assert_eq!(asked.get(), 1);
+    }
 
     fn write_record(dir: &Path, seconds: std::ops::Range<u64>) -> u64 {
         let mut writer = LogWriter::new(Target::Dir(Settings {
