@@ -4,7 +4,8 @@
 //! - `format`: the lines of an `.hlog` file, written and read; `gap`:
 //!   the stretches without samples it names.
 //! - `writer`: whole intervals appended, files rotated and pruned.
-//! - `reader`: a time range read back, streaming.
+//! - `reader`: a time range read back, streaming; `lines`: each line of
+//!   a file read within a bound, an overlong one read past.
 //! - `keeper`: the daemon's writer thread, its backlog and its status.
 //! - `Accumulator`: the interval in progress, filled by the exporter side
 //!   from the intervals the samplers publish (never by a sampler).
@@ -13,6 +14,7 @@ pub mod format;
 pub mod gap;
 pub mod hwnoise;
 pub mod keeper;
+mod lines;
 mod payload;
 pub mod reader;
 mod seconds;
