@@ -202,3 +202,87 @@ fn a_sampler_that_does_not_run_for_two_seconds_is_said_without_root() {
 #[test]
 #[ignore = "needs --features fault-injection (scripts/test passes it)"]
 fn a_stall_without_root_needs_the_fault_injection_build() {}
+
+/// A v1 freezer cgroup of this test's own, removed when dropped (its
+/// tasks thawed and moved back to the root first).
+struct Freezer(std::path::PathBuf);
+
+impl Freezer {
+    fn new() -> Option<Freezer> {
+        let root = Path::new("/sys/fs/cgroup/freezer");
+        let dir = root.join(format!("latencyd-test-{}", std::process::id()));
+        std::fs::create_dir(&dir).ok()?;
+        Some(Freezer(dir))
+    }
+
+    fn write(&self, file: &str, text: &str) {
+        std::fs::write(self.0.join(file), text)
+            .unwrap_or_else(|e| panic!("{}/{file}: {e}", self.0.display()));
+    }
+}
+
+impl Drop for Freezer {
+    fn drop(&mut self) {
+        let _ = std::fs::write(self.0.join("freezer.state"), "THAWED");
+        let tasks = std::fs::read_to_string(self.0.join("tasks")).unwrap_or_default();
+        for tid in tasks.lines() {
+            let _ = std::fs::write("/sys/fs/cgroup/freezer/tasks", tid);
+        }
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
+
+#[test]
+#[ignore = "full tier: root, the cgroup freezer"]
+fn a_frozen_sampler_is_said_frozen_not_held_by_another_task() {
+    let _turn = one_at_a_time();
+    let test = "a_frozen_sampler_is_said_frozen_not_held_by_another_task";
+    if !privileged() {
+        report_skip(test, "not root: no cgroup to freeze the sampler in");
+        return;
+    }
+    let Some(freezer) = Freezer::new() else {
+        report_skip(
+            test,
+            "no writable v1 freezer hierarchy at /sys/fs/cgroup/freezer (the own-state \
+             reader's unit tests cover cgroup v2)",
+        );
+        return;
+    };
+    let cpu = usable_cpus() - 1;
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = daemon(dir.path(), None);
+    std::thread::sleep(Duration::from_millis(500));
+    let status: Value = serde_json::from_str(&daemon.get("/api/v1/status").1).unwrap();
+    let tid = status["samplers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["cpu"] == cpu)
+        .and_then(|s| s["tid"].as_i64())
+        .unwrap();
+    freezer.write("tasks", &tid.to_string());
+    freezer.write("freezer.state", "FROZEN");
+    let said = format!("CPU {cpu}'s sampler has not run for");
+    wait_until(
+        "the stall to be said",
+        Duration::from_millis(20),
+        Duration::from_secs(4),
+        || daemon.log_text().contains(&said),
+    );
+    freezer.write("freezer.state", "THAWED");
+    let log = daemon.log_text();
+    let line = log.lines().find(|l| l.contains(&said)).unwrap();
+    assert!(
+        line.contains("its own thread is frozen by the cgroup freezer (freezer /latencyd-test-"),
+        "the sampler's own state is said first: {line}"
+    );
+    assert!(!line.contains("held by"), "{line}");
+    drop(freezer);
+    wait_until(
+        "the end of the stall",
+        Duration::from_millis(50),
+        Duration::from_secs(5),
+        || daemon.log_text().contains("runs again after a stall of"),
+    );
+}

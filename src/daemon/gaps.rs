@@ -17,6 +17,7 @@ use tokio::task::JoinHandle;
 use tracing::{info, warn};
 
 use super::state::{MonitorState, lock};
+use crate::observe::own_state::own_state;
 use crate::observe::tasks::{Runnable, runnable_on};
 use crate::record::{Gap, GapReason};
 use crate::units::format_duration_ns;
@@ -25,8 +26,10 @@ use crate::units::format_duration_ns;
 struct Scan {
     cpu: usize,
     age_ns: u64,
-    /// The runnable tasks, and whether /proc shows other users' processes.
-    job: JoinHandle<(Vec<Runnable>, bool)>,
+    /// The runnable tasks (or, `Err`, what the sampler's own state says
+    /// kept it from running), and whether /proc shows other users'
+    /// processes.
+    job: JoinHandle<(Result<Vec<Runnable>, String>, bool)>,
 }
 
 /// The stretches without samples going on now, by CPU (their start in
@@ -87,14 +90,25 @@ impl GapWatch {
                         sampler.stalls += 1;
                         gaps.open(cpu, GapReason::Stalled, start_ns);
                         let skip = sampler.tid;
+                        let realtime = sampler.realtime || sampler.scheduling.changed;
                         self.scans.push(Scan {
                             cpu,
                             age_ns,
                             job: tokio::task::spawn_blocking(move || {
                                 let proc = Path::new("/proc");
+                                // The sampler's own state first: a stopped,
+                                // frozen, demoted or moved sampler is not
+                                // held by another task.
+                                let cgroups = Path::new("/sys/fs/cgroup");
+                                if let Some(own) = own_state(proc, cgroups, skip, cpu, realtime) {
+                                    return (Err(own), true);
+                                }
                                 // PID 1 is another user's: hidden under
                                 // systemd's ProtectProc=invisible.
-                                (runnable_on(proc, cpu, skip), proc.join("1/stat").exists())
+                                (
+                                    Ok(runnable_on(proc, cpu, skip)),
+                                    proc.join("1/stat").exists(),
+                                )
                             }),
                         });
                     }
@@ -132,10 +146,13 @@ impl GapWatch {
         self.scans = waiting;
         for scan in done {
             // A finished task's result is ready: this await does not wait.
-            let (runnable, sees_others) = scan.job.await.unwrap_or_default();
-            let held_by = runnable.first().map(Runnable::describe);
+            let (found, sees_others) = scan.job.await.unwrap_or((Ok(Vec::new()), false));
+            let (held_by, own) = match found {
+                Ok(runnable) => (runnable.first().map(Runnable::describe), None),
+                Err(own) => (None, Some(own)),
+            };
             let threshold = lock(state).config.measure.stall_threshold_ns;
-            if let Some(held_by) = &held_by
+            if let Some(held_by) = held_by.as_ref().or(own.as_ref())
                 && let Some(open) = lock(state).gaps.open_mut(scan.cpu, GapReason::Stalled)
             {
                 open.held_by = Some(held_by.clone());
@@ -147,16 +164,18 @@ impl GapWatch {
                 scan.cpu,
                 format_duration_ns(round_ms(scan.age_ns)),
                 format_duration_ns(threshold),
-                match held_by {
-                    Some(task) => format!("held by {task}"),
-                    None if sees_others => {
+                match (held_by, own) {
+                    (_, Some(own)) => own,
+                    (Some(task), None) => format!("held by {task}"),
+                    (None, None) if sees_others => {
                         "no other runnable task found on it (the host may not run this CPU)"
                             .to_string()
                     }
-                    None => "what held it is unknown: /proc shows no other user's processes \
+                    (None, None) =>
+                        "what held it is unknown: /proc shows no other user's processes \
                              here (systemd's ProtectProc=invisible; the observer's drop-in \
                              lifts it)"
-                        .to_string(),
+                            .to_string(),
                 }
             );
         }

@@ -18,6 +18,7 @@ pub mod account;
 pub mod format;
 mod noise_counters;
 pub mod observer;
+pub mod own_state;
 pub mod ring;
 pub mod spike;
 pub mod tally;
