@@ -10,7 +10,9 @@ mod common;
 use std::io::Write as _;
 use std::time::{Duration, Instant};
 
-use common::{Daemon, daemon_config, latencyd, metric_value, report_skip, wait_until};
+use common::{
+    Daemon, daemon_config, latencyd, metric_value, one_at_a_time, report_skip, wait_until,
+};
 use serde_json::Value;
 
 /// What the facts are read at: often enough that a test waits seconds.
@@ -79,6 +81,9 @@ fn changes(daemon: &Daemon) -> usize {
 
 #[test]
 fn runtime_changes_of_the_host_are_seen_reverted_logged_and_recorded() {
+    // It changes the host's facts: no other test of this file watches
+    // them meanwhile.
+    let _turn = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let record = dir.path().join("record");
     let config = daemon_config(
@@ -407,6 +412,7 @@ fn prlimit_nofile(pid: u32, limit: &str) {
 
 #[test]
 fn facts_that_cannot_be_read_for_want_of_file_descriptors_are_not_a_host_change() {
+    let _turn = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let config = daemon_config(
         dir.path(),
