@@ -270,6 +270,30 @@ fn file_then_environment_then_flags() {
 }
 
 #[test]
+fn a_fifo_or_a_device_is_refused_at_once_and_dev_null_means_the_defaults() {
+    let read = |path: &str| {
+        let sources = Sources {
+            file: Some(path.into()),
+            flags: vec![],
+        };
+        Config::load_with_env(
+            &sources,
+            Environment::with_prefix(ENV_PREFIX).source(Some(Map::new())),
+        )
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("latencyd.toml");
+    crate::rt::sys::make_fifo(&fifo).unwrap();
+    // Nobody writes into it: refused at once, not waited on.
+    let err = read(fifo.to_str().unwrap()).unwrap_err();
+    assert!(err.reason.contains("is not a regular file"), "{err}");
+    let err = read("/dev/zero").unwrap_err();
+    assert!(err.reason.contains("is not a regular file"), "{err}");
+    let defaults = read("/dev/null").unwrap();
+    assert_eq!(defaults.measure.priority, 80);
+}
+
+#[test]
 fn unreadable_and_non_utf8_files_name_the_file() {
     let sources = Sources {
         file: Some("/nonexistent/latencyd.toml".into()),

@@ -35,7 +35,7 @@ impl Recorder {
     /// Forensics off: the journal says so.
     pub fn disabled() -> Recorder {
         let journal = JournalData {
-            reason: Some("disabled in the configuration (forensics.enabled = false)".to_string()),
+            reason: Some("off (forensics.enabled = false, the default)".to_string()),
             ..JournalData::default()
         };
         Recorder {

@@ -64,7 +64,7 @@ impl Source {
     /// `timerlat.enabled = false`.
     pub fn disabled() -> Source {
         Source::unavailable(Status {
-            reason: Some("disabled in the configuration (timerlat.enabled = false)".to_string()),
+            reason: Some("off (timerlat.enabled = false, the default)".to_string()),
             ..Status::default()
         })
     }

@@ -58,7 +58,7 @@ impl Observer {
     pub fn disabled() -> Observer {
         Observer {
             status: Arc::new(Mutex::new(Status {
-                reason: Some("disabled in the configuration (observe.enabled = false)".to_string()),
+                reason: Some("off (observe.enabled = false, the default)".to_string()),
                 ..Status::default()
             })),
             intervals: None,
