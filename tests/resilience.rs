@@ -164,18 +164,6 @@ fn logs_that_cannot_be_written_do_not_stop_the_daemon() {
     }
 }
 
-/// The status API's view of CPU `cpu`'s sampler.
-fn sampler_status(daemon: &Daemon, cpu: usize) -> serde_json::Value {
-    let status: serde_json::Value = serde_json::from_str(&daemon.get("/api/v1/status").1).unwrap();
-    status["samplers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["cpu"] == cpu)
-        .cloned()
-        .unwrap_or_else(|| panic!("no sampler on CPU {cpu}: {status}"))
-}
-
 /// The sampler's status once the collector has read its scheduling (what
 /// an unprivileged sampler runs as is learnt at that first read).
 fn read_once(daemon: &Daemon, cpu: usize) -> serde_json::Value {

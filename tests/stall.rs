@@ -253,14 +253,7 @@ fn a_frozen_sampler_is_said_frozen_not_held_by_another_task() {
     let dir = tempfile::tempdir().unwrap();
     let daemon = daemon(dir.path(), None);
     std::thread::sleep(Duration::from_millis(500));
-    let status: Value = serde_json::from_str(&daemon.get("/api/v1/status").1).unwrap();
-    let tid = status["samplers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["cpu"] == cpu)
-        .and_then(|s| s["tid"].as_i64())
-        .unwrap();
+    let tid = sampler_status(&daemon, cpu)["tid"].as_i64().unwrap();
     freezer.write("tasks", &tid.to_string());
     freezer.write("freezer.state", "FROZEN");
     let said = format!("CPU {cpu}'s sampler has not run for");

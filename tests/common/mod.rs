@@ -749,3 +749,15 @@ pub fn make_pki(dir: &std::path::Path) {
         ]);
     }
 }
+
+/// The status API's view of CPU `cpu`'s sampler.
+pub fn sampler_status(daemon: &Daemon, cpu: usize) -> serde_json::Value {
+    let status: serde_json::Value = serde_json::from_str(&daemon.get("/api/v1/status").1).unwrap();
+    status["samplers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["cpu"] == cpu)
+        .cloned()
+        .unwrap_or_else(|| panic!("no sampler on CPU {cpu}: {status}"))
+}

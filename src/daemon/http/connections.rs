@@ -368,20 +368,8 @@ mod tests {
         let slots: Vec<Slot> = (0..4)
             .map(|_| lock(&registry).admit(hog, t0).unwrap())
             .collect();
-        let busy: Vec<InFlight> = slots
-            .iter()
-            .map(|slot| {
-                let request = Requests {
-                    registry: Arc::clone(&registry),
-                    id: slot.id,
-                }
-                .begin();
-                request.passage().passed();
-                request
-            })
-            .collect();
-        // The probe's own connections are busy and authenticated too.
-        let shielded = |slot: Slot| {
+        // An authenticated request in flight on the slot's connection.
+        let shielded = |slot: &Slot| {
             let request = Requests {
                 registry: Arc::clone(&registry),
                 id: slot.id,
@@ -390,12 +378,13 @@ mod tests {
             request.passage().passed();
             request
         };
+        let busy: Vec<InFlight> = slots.iter().map(&shielded).collect();
         // The hog holds 4 of 4, over its fair share of 2: its newest goes.
         let admitted = lock(&registry).admit(probe, t0).unwrap();
-        let first = shielded(admitted);
+        let first = shielded(&admitted);
         assert!(!lock(&registry).open.contains_key(&slots[3].id));
         let admitted = lock(&registry).admit(probe, t0).unwrap();
-        let second = shielded(admitted);
+        let second = shielded(&admitted);
         assert!(!lock(&registry).open.contains_key(&slots[2].id));
         // Now 2 and 2: each holds its fair share; nobody else goes.
         assert!(lock(&registry).admit(probe, t0).is_none());

@@ -13,40 +13,18 @@ use std::mem::MaybeUninit;
 
 use crate::cpulist::{MAX_CPUS, parse_cpu_list};
 
+mod errno;
 mod sched;
 mod time;
 mod timer;
 mod timerfd;
 
+pub use errno::{EIO, is_passing_error};
 pub use sched::{ThreadScheduling, set_thread_scheduling, thread_scheduling};
 use time::timespec_of;
 pub use time::{ClockSource, clock_now_ns, clock_sleep_ns, process_cpu_ns, thread_cpu_ns};
 pub use timer::IntervalTimer;
 pub use timerfd::PeriodicTimerFd;
-
-/// The error number of an I/O error, for the test-only faulty clock
-/// (`clock::fault`), so that libc stays in this module.
-pub const EIO: i32 = libc::EIO;
-
-/// Whether a failed read says nothing about the file read: the process's
-/// own limits (`EMFILE`, `ENFILE`, `ENOMEM`, `ENOBUFS`) or a passing fault
-/// (`EAGAIN`, `EINTR`, `EBUSY`, `EIO`), as against the file not being
-/// there or not being readable by this user, which are facts.
-pub fn is_passing_error(err: &io::Error) -> bool {
-    matches!(
-        err.raw_os_error(),
-        Some(
-            libc::EMFILE
-                | libc::ENFILE
-                | libc::ENOMEM
-                | libc::ENOBUFS
-                | libc::EAGAIN
-                | libc::EINTR
-                | libc::EBUSY
-                | libc::EIO
-        )
-    )
-}
 
 /// The scheduling policies a sampler can run under.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
