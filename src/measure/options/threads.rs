@@ -71,8 +71,9 @@ pub fn place(
         // `-t` alone: one per CPU; without -t, `measure` runs one per CPU
         // too, and says so where cyclictest would run one thread.
         Some(None) => mask.len(),
+        // With -S cyclictest runs one thread per CPU too: nothing to say.
         None => {
-            if mask.len() > 1 {
+            if mask.len() > 1 && !placement.smp {
                 notes.add(
                     "-t",
                     format!(
@@ -331,6 +332,28 @@ mod tests {
         );
         assert_eq!(placed(Some(Some("!0-3")), None, false).0, [4, 5]);
         assert_eq!(placed(Some(Some("1")), Some(Some(2)), true).1, 6, "-S wins");
+    }
+
+    #[test]
+    fn a_note_that_cyclictest_runs_one_thread_only_where_it_does() {
+        let said = |threads: Option<Option<i64>>, smp: bool| {
+            let mut notes = Notes::default();
+            let placement = Placement {
+                cpus: None,
+                threads,
+                smp,
+            };
+            place(&placement, &host(&[0, 1, 2, 3]), &mut notes).unwrap();
+            notes
+                .0
+                .iter()
+                .map(|n| n.message.clone())
+                .collect::<Vec<_>>()
+        };
+        assert!(said(None, false)[0].contains("cyclictest runs one thread"));
+        // `-S` (and `-m -S -p 90`): cyclictest runs one per CPU as well.
+        assert!(said(None, true).is_empty(), "{:?}", said(None, true));
+        assert!(said(Some(None), false).is_empty());
     }
 
     #[test]
