@@ -24,15 +24,9 @@ impl Drop for OnlineAgain {
     }
 }
 
+/// The status API's view of CPU `cpu`'s sampler.
 fn sampler(daemon: &Daemon, cpu: u64) -> Value {
-    let status: Value = serde_json::from_str(&daemon.get("/api/v1/status").1).unwrap();
-    status["samplers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["cpu"] == cpu)
-        .cloned()
-        .unwrap()
+    sampler_status(daemon, cpu as usize)
 }
 
 fn count(daemon: &Daemon, cpu: u64) -> u64 {
