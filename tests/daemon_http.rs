@@ -1143,6 +1143,26 @@ async fn status_page_shows_host_samplers_table_and_plot() {
     );
     assert!(cpu2.contains("<td>3000.0</td>"), "window max: {cpu2}");
     assert!(page.contains("UNHEALTHY"));
+    // The page leads with the budget: CPU 0's 250 us wake-up is out of
+    // the window, CPU 2's 3 ms one in it; each row says its own.
+    let budget = &page[page.find("<p id=\"budget\">").expect("the budget line")..];
+    assert!(
+        page.find("<p id=\"budget\">") < page.find("<p id=\"health\">"),
+        "the budget comes before the health"
+    );
+    assert!(
+        budget.starts_with(
+            "<p id=\"budget\">Latency budget (measure.spike_threshold): \
+             <span class=\"bad\">exceeded</span>: 1 wake-up over 100us in the last 1m, \
+             2 since start.</p>"
+        ),
+        "{budget}"
+    );
+    assert!(cpu0.contains("<td>0 / 1</td>"), "over budget: {cpu0}");
+    assert!(
+        cpu2.contains("<td class=\"bad\">1 / 1</td>"),
+        "over budget: {cpu2}"
+    );
     // The plots, inline: the samplers', then timerlat's.
     if common::font_or_skip("status_page_shows_host_samplers_table_and_plot") {
         assert_eq!(page.matches("<svg").count(), 2);

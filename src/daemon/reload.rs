@@ -214,6 +214,7 @@ impl Reload {
                     s.config.export.max_window_ns = new.export.max_window_ns;
                     for view in &mut s.cpus {
                         view.window = view.window.resized(new.export.max_window_ns, now);
+                        view.over_budget = view.over_budget.resized(new.export.max_window_ns, now);
                         view.recent = view.recent.resized(new.export.max_window_ns, now);
                     }
                     s.timerlat.resize_windows(new.export.max_window_ns, now);

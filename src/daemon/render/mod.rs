@@ -35,6 +35,7 @@ pub mod metrics;
 pub mod observe;
 pub mod openmetrics;
 pub mod page;
+mod page_cpus;
 mod page_parts;
 pub mod plots;
 pub mod proto;

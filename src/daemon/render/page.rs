@@ -10,12 +10,14 @@
 
 use std::fmt::Write as _;
 
-use super::page_parts::{gap_line, human_duration, render_gaps, render_record};
+pub use super::page_cpus::CpuRow;
+use super::page_cpus::render_cpus;
+use super::page_parts::{gap_line, human_duration, render_budget, render_gaps, render_record, us};
 use super::style::STYLE;
 
 use super::plots;
 use crate::calendar::format_rfc3339_ms;
-use crate::daemon::state::{MonitorState, SamplerView};
+use crate::daemon::state::MonitorState;
 use crate::forensics::Summary;
 use crate::plot::{PlotData, Source};
 use crate::stats::P99;
@@ -23,21 +25,6 @@ use crate::units::format_duration_ns;
 
 /// How often the page reloads itself, in seconds.
 pub const REFRESH_SECONDS: u32 = 5;
-
-/// One CPU's row of the status table; times in ns.
-#[derive(Debug, Clone)]
-pub struct CpuRow {
-    pub cpu: usize,
-    pub sampler: SamplerView,
-    pub stale: bool,
-    pub count: u64,
-    pub min_ns: u64,
-    pub avg_ns: f64,
-    pub p99_ns: u64,
-    pub max_ns: u64,
-    pub window_max_ns: Option<u64>,
-    pub missed: u64,
-}
 
 /// Everything the plot and the page show, copied out of the state.
 #[derive(Debug, Clone)]
@@ -58,6 +45,8 @@ pub struct Snapshot {
     pub timerlat: Vec<String>,
     pub interval_ns: u64,
     pub max_window_ns: u64,
+    /// The latency budget (`measure.spike_threshold`).
+    pub budget_ns: u64,
     /// The span the plot covers: `None` for the lifetime.
     pub plot_window_ns: Option<u64>,
     pub rows: Vec<CpuRow>,
@@ -116,6 +105,7 @@ impl Snapshot {
             timerlat: super::timerlat::page_lines(s, now_ns),
             interval_ns: s.config.measure.interval_ns,
             max_window_ns: s.config.export.max_window_ns,
+            budget_ns: s.config.measure.spike_threshold_ns,
             forensics_enabled: s.config.forensics.enabled,
             forensics_available: forensics.available,
             forensics_reason: forensics.reason.clone(),
@@ -151,6 +141,8 @@ impl Snapshot {
                     max_ns: v.lifetime.max_ns,
                     window_max_ns: v.window.max(now_ns),
                     missed: v.lifetime.missed,
+                    over_window: v.over_budget.sum(now_ns),
+                    over_total: v.lifetime.spikes,
                 })
                 .collect(),
             plot,
@@ -160,10 +152,6 @@ impl Snapshot {
 }
 
 pub use crate::plot::capture::escape;
-
-fn us(ns: u64) -> String {
-    format!("{:.1}", ns as f64 / 1_000.0)
-}
 
 /// The page's head, title, kernel line, health and load window.
 fn render_head(html: &mut String, snap: &Snapshot) {
@@ -185,6 +173,13 @@ fn render_head(html: &mut String, snap: &Snapshot) {
         human_duration(snap.uptime_ns),
         format_duration_ns(snap.interval_ns),
         format_duration_ns(snap.max_window_ns),
+    );
+    render_budget(
+        html,
+        snap.budget_ns,
+        snap.max_window_ns,
+        snap.rows.iter().map(|r| r.over_window).sum(),
+        snap.rows.iter().map(|r| r.over_total).sum(),
     );
     let _ = writeln!(
         html,
@@ -214,77 +209,6 @@ fn render_head(html: &mut String, snap: &Snapshot) {
     }
 }
 
-/// The table of CPUs: each sampler, its state and its figures.
-fn render_cpus(html: &mut String, snap: &Snapshot) {
-    html.push_str(
-        "<table id=\"cpus\"><thead><tr><th>CPU</th><th class=\"l\">Sampler</th>\
-         <th class=\"l\">State</th><th>Samples</th><th>Min µs</th><th>Avg µs</th>\
-         <th>P99 µs</th><th>Max µs</th><th>Window max µs</th><th>Missed</th></tr></thead>\
-         <tbody>\n",
-    );
-    for row in &snap.rows {
-        let sampler = &row.sampler;
-        let state = if !sampler.alive {
-            "dead"
-        } else if !sampler.online {
-            "CPU offline"
-        } else if !sampler.sampling {
-            "CPU online, no sampler (restarting)"
-        } else if row.stale {
-            "stalled"
-        } else if row.count == 0 {
-            "starting"
-        } else {
-            "sampling"
-        };
-        let problem = !sampler.alive
-            || !sampler.online
-            || !sampler.sampling
-            || row.stale
-            || !sampler.realtime;
-        let _ = writeln!(
-            html,
-            "<tr id=\"cpu-{cpu}\" class=\"cpu{}\"><td>{cpu}</td>\
-             <td class=\"l\">tid {} · {} {} · {}</td><td class=\"l\">{state}</td>\
-             <td>{}</td><td>{}</td><td>{:.1}</td><td>{}</td><td>{}</td><td>{}</td>\
-             <td>{}</td></tr>",
-            if problem { " problem" } else { "" },
-            sampler.tid,
-            sampler.policy.name(),
-            sampler.priority,
-            match (&sampler.scheduling.running, sampler.realtime) {
-                (Some(running), _) if sampler.scheduling.changed => format!(
-                    "NOT real-time: runs {} (changed behind latencyd's back)",
-                    running
-                ),
-                (_, true) => "real-time".to_string(),
-                (_, false) => "NOT real-time".to_string(),
-            },
-            row.count,
-            if row.count == 0 {
-                "-".to_string()
-            } else {
-                us(row.min_ns)
-            },
-            row.avg_ns / 1_000.0,
-            if row.count == 0 {
-                "-".to_string()
-            } else {
-                us(row.p99_ns)
-            },
-            if row.count == 0 {
-                "-".to_string()
-            } else {
-                us(row.max_ns)
-            },
-            row.window_max_ns.map_or_else(|| "-".to_string(), us),
-            row.missed,
-            cpu = row.cpu,
-        );
-    }
-    html.push_str("</tbody></table>\n");
-}
-
 /// The status page; `plot_svg` is the rendered plot, or why it could not
 /// be drawn, and `timerlat_svg` timerlat's (when it has periods).
 pub fn render_page(
@@ -294,7 +218,7 @@ pub fn render_page(
 ) -> String {
     let mut html = String::with_capacity(16 * 1024);
     render_head(&mut html, snap);
-    render_cpus(&mut html, snap);
+    render_cpus(&mut html, &snap.rows);
     render_unmeasured(&mut html, snap);
     render_timerlat(&mut html, snap);
     render_gaps(&mut html, &snap.gaps);

@@ -1,5 +1,6 @@
-//! Parts of the status page that need nothing of its snapshot: the gaps
-//! in the measurement, the record's line, durations for people.
+//! Parts of the status page that need nothing of its snapshot: the
+//! budget's line, the gaps in the measurement, the record's line,
+//! durations and microseconds for people.
 
 use std::fmt::Write as _;
 
@@ -8,6 +9,48 @@ use crate::daemon::state::GapSeen;
 use crate::plot::capture::escape;
 use crate::record::GapReason;
 use crate::units::{NS_PER_SEC, format_duration_ns};
+
+/// Nanoseconds as microseconds with one decimal, as the page's tables
+/// show them.
+pub(super) fn us(ns: u64) -> String {
+    format!("{:.1}", ns as f64 / 1_000.0)
+}
+
+/// The line the page leads with: whether the host's latency budget
+/// (`measure.spike_threshold`) held, from the wake-ups over it in the
+/// window and since start (each CPU's in the table). Red while any
+/// wake-up in the window went over it; amber when the window is clean but
+/// some earlier one did; green when none ever did.
+pub(super) fn render_budget(
+    html: &mut String,
+    budget_ns: u64,
+    window_ns: u64,
+    over_window: u64,
+    over_total: u64,
+) {
+    let budget = format_duration_ns(budget_ns);
+    let window = format_duration_ns(window_ns);
+    let wake_ups = |n: u64| if n == 1 { "wake-up" } else { "wake-ups" };
+    let verdict = if over_window > 0 {
+        format!(
+            "<span class=\"bad\">exceeded</span>: {over_window} {} over {budget} in the \
+             last {window}, {over_total} since start",
+            wake_ups(over_window)
+        )
+    } else if over_total > 0 {
+        format!(
+            "<span class=\"warn\">held for the last {window}</span>: none over {budget} \
+             there, {over_total} {} since start",
+            wake_ups(over_total)
+        )
+    } else {
+        format!("<span class=\"ok\">held</span>: no wake-up over {budget} since start")
+    };
+    let _ = writeln!(
+        html,
+        "<p id=\"budget\">Latency budget (measure.spike_threshold): {verdict}.</p>"
+    );
+}
 
 /// One stretch without samples, for people.
 pub(super) fn gap_line(g: &GapSeen, now_unix_ns: u64) -> String {
@@ -86,5 +129,37 @@ pub(super) fn human_duration(ns: u64) -> String {
         60..3600 => format!("{} min {} s", s / 60, s % 60),
         3600..86400 => format!("{} h {} min", s / 3600, s % 3600 / 60),
         _ => format!("{} d {} h", s / 86400, s % 86400 / 3600),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn budget(over_window: u64, over_total: u64) -> String {
+        let mut html = String::new();
+        render_budget(&mut html, 50_000, 60 * NS_PER_SEC, over_window, over_total);
+        html
+    }
+
+    #[test]
+    fn the_budget_line_is_red_while_the_window_is_over_amber_after_and_green_if_never() {
+        assert_eq!(
+            budget(0, 0),
+            "<p id=\"budget\">Latency budget (measure.spike_threshold): \
+             <span class=\"ok\">held</span>: no wake-up over 50us since start.</p>\n"
+        );
+        assert_eq!(
+            budget(0, 1),
+            "<p id=\"budget\">Latency budget (measure.spike_threshold): \
+             <span class=\"warn\">held for the last 1m</span>: none over 50us there, \
+             1 wake-up since start.</p>\n"
+        );
+        assert_eq!(
+            budget(3, 7),
+            "<p id=\"budget\">Latency budget (measure.spike_threshold): \
+             <span class=\"bad\">exceeded</span>: 3 wake-ups over 50us in the last 1m, \
+             7 since start.</p>\n"
+        );
     }
 }

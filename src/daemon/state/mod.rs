@@ -15,6 +15,7 @@ mod load;
 pub mod native;
 mod observe;
 mod timerlat;
+mod window_count;
 mod window_histogram;
 mod window_max;
 
@@ -26,6 +27,7 @@ pub use load::LoadState;
 pub use native::NativeCounts;
 pub use observe::{ObserveState, ObservedCpu, TaskView};
 pub use timerlat::{ContextView, TimerlatState};
+pub use window_count::WindowCount;
 pub use window_histogram::{MAX_HISTOGRAM_SLOTS, WindowHistogram};
 pub use window_max::WindowMax;
 
@@ -90,6 +92,9 @@ pub struct CpuView {
     pub cpu: usize,
     pub lifetime: LatencyStats,
     pub window: WindowMax,
+    /// Wake-ups over the budget (`measure.spike_threshold`) in the same
+    /// window.
+    pub over_budget: WindowCount,
     /// Histograms of the same window, for `/plot.svg?window=`.
     pub recent: WindowHistogram,
     pub buckets: BucketCounts,
@@ -106,6 +111,7 @@ impl CpuView {
             cpu,
             lifetime: LatencyStats::new(config.measure.spike_threshold_ns, None),
             window: WindowMax::new(config.export.max_window_ns),
+            over_budget: WindowCount::new(config.export.max_window_ns),
             recent: WindowHistogram::new(config.export.max_window_ns),
             buckets: BucketCounts::new(&config.export.buckets_ns),
             native: NativeCounts::default(),
@@ -119,6 +125,7 @@ impl CpuView {
         self.lifetime.merge(interval)?;
         if let Some(max_at_ns) = interval.max_at_ns() {
             self.window.record(max_at_ns, interval.max_ns);
+            self.over_budget.add(max_at_ns, interval.spikes);
         }
         self.recent.record(interval);
         self.buckets.add(interval);
