@@ -187,6 +187,39 @@ fn storms_of_off_on_cycles_end_with_a_sampler_on_every_online_cpu() {
 
 #[test]
 #[ignore = "full tier: root takes CPUs offline"]
+fn a_cpu_offline_for_a_while_is_no_change_of_the_hosts_configuration() {
+    let _turn = one_at_a_time();
+    let test = "a_cpu_offline_for_a_while_is_no_change_of_the_hosts_configuration";
+    let Some((cpu, switch)) = hot_pluggable(test) else {
+        return;
+    };
+    let _restore = OnlineAgain(switch.clone());
+    let dir = tempfile::tempdir().unwrap();
+    let config = daemon_config(dir.path(), "", "", "[host]\nreread_interval = \"1s\"\n");
+    let daemon = Daemon::start(latencyd().args(["run", "--config"]).arg(config));
+    settles(&daemon, "at start");
+    let host = || -> Value { serde_json::from_str(&daemon.get("/api/v1/host").1).unwrap() };
+    let reads = |h: &Value| h["read_unix_ns"].as_u64().unwrap();
+    // Offline over at least three reads of the facts (the kernel moves
+    // the IRQs off it and its own facts go), then back for three more.
+    for online in ["0", "1"] {
+        std::fs::write(&switch, online).unwrap();
+        let from = reads(&host());
+        wait_until(
+            &format!("three reads of the host's facts with CPU {cpu} online = {online}"),
+            Duration::from_millis(100),
+            Duration::from_secs(20),
+            || reads(&host()) > from + 3_000_000_000,
+        );
+    }
+    let after = host();
+    assert_eq!(after["changes_total"], 0, "{after}");
+    let log = daemon.log_text();
+    assert!(!log.contains("the host's configuration changed"), "{log}");
+}
+
+#[test]
+#[ignore = "full tier: root takes CPUs offline"]
 fn hotplug_during_start_and_during_a_reload_ends_sampled_too() {
     let _turn = one_at_a_time();
     let test = "hotplug_during_start_and_during_a_reload_ends_sampled_too";

@@ -184,11 +184,23 @@ fn log_change(change: &HostChange) {
             format_rfc3339_ms(recorded_unix_ns)
         ),
     };
+    // Running, a change of the online CPUs is filed only once it has
+    // lasted (state::ONLINE_SETTLE_NS): say so beside it.
+    let hotplug = matches!(change.seen, ChangeSeen::Running)
+        && change.facts.iter().any(|f| f.name == "cpus.online");
+    let cause = if hotplug {
+        format!(
+            " (CPU hotplug: the CPUs online have stayed so for {})",
+            crate::units::format_duration_ns(super::state::ONLINE_SETTLE_NS)
+        )
+    } else {
+        String::new()
+    };
     warn!(
         fingerprint = change.to_id,
         previous = change.from_id,
         changed = facts.len(),
-        "the host's configuration {when}: fingerprint {} → {}: {}",
+        "the host's configuration {when}{cause}: fingerprint {} → {}: {}",
         change.from_id,
         change.to_id,
         facts.join("; ")

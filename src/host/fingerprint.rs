@@ -79,6 +79,14 @@ pub fn whole_family(family: &str) -> String {
 /// steal time turns from zero to non-zero once, under any configuration.
 pub const VOLATILE: &[&str] = &["pm_qos.holders", "virt.steal"];
 
+/// Whether a fact's value follows which CPUs are online rather than how
+/// the host is configured: the online list itself, a CPU's own facts
+/// (`…[cpuN]`, absent while it is offline) and the IRQs' delivery lists
+/// (the kernel moves them off a CPU that leaves).
+pub fn follows_online(name: &str) -> bool {
+    name == "cpus.online" || family(name) == "irq" || name.ends_with(']') && name.contains("[cpu")
+}
+
 /// The family of a fact: its name without the `[instance]`.
 pub fn family(name: &str) -> &str {
     name.split_once('[').map_or(name, |(family, _)| family)
@@ -210,6 +218,19 @@ impl Fingerprint {
             }
         }
         unread
+    }
+
+    /// Gives every fact that follows which CPUs are online
+    /// ([`follows_online`]) its value in `previous`, dropping those that
+    /// `previous` does not have: what a read made while a CPU comes or
+    /// goes is compared without them.
+    pub fn hold_online_facts(&mut self, previous: &Fingerprint) {
+        self.facts.retain(|name, _| !follows_online(name));
+        for (name, fact) in &previous.facts {
+            if follows_online(name) {
+                self.facts.insert(name.clone(), fact.clone());
+            }
+        }
     }
 
     /// The facts as one line of JSON-free text for a record's comment:

@@ -6,11 +6,28 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
+use crate::cpulist::parse_cpu_list;
 use crate::host::fingerprint::family;
 use crate::host::{CpuTopology, FactChange, Fingerprint};
 
 /// Changes kept for `/api/v1/host` (the oldest go first).
 pub const MAX_HISTORY: usize = 64;
+
+/// How long the same CPUs must have been online (and in at least two
+/// reads in a row) before the facts that follow them are compared again:
+/// a CPU taken offline for maintenance and brought back within this is
+/// no change of the host; one that stays away longer is one change.
+pub const ONLINE_SETTLE_NS: u64 = 300 * 1_000_000_000;
+
+/// The CPUs online while the facts that follow them are held: since when
+/// this set has been read, and in how many reads in a row (`online` is
+/// `None` for a read that straddled a CPU coming or going).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OnlineSettling {
+    pub online: Option<Vec<usize>>,
+    pub since_unix_ns: u64,
+    pub reads: u32,
+}
 
 /// How a change was seen.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,6 +73,9 @@ pub struct HostTrack {
     /// The facts the latest read could not read, and why (they keep their
     /// last known value; `/api/v1/host` lists them).
     pub unreadable: Vec<(String, String)>,
+    /// Set while the online CPUs differ from the fingerprint's, or have
+    /// not yet stayed the same for [`ONLINE_SETTLE_NS`].
+    pub settling: Option<OnlineSettling>,
 }
 
 impl HostTrack {
@@ -80,6 +100,7 @@ impl HostTrack {
             history: VecDeque::new(),
             family_changed_unix_ns: BTreeMap::new(),
             topology,
+            settling: None,
         }
     }
 
@@ -98,6 +119,14 @@ impl HostTrack {
         self.topology = topology;
         // What could not be read keeps its value: never a change.
         self.unreadable = read.carry_over(&self.current);
+        // Nor is a CPU coming or going, until it has stayed so.
+        // (Where the online list cannot be read at all, nothing is held.)
+        let online = online_of(&read, &self.topology);
+        if let Some(online) = online
+            && self.hold_while_settling(online, now_unix_ns)
+        {
+            read.hold_online_facts(&self.current);
+        }
         let facts = read.changes_since(&self.current);
         let id = read.id();
         let before = std::mem::replace(&mut self.current, Arc::new(read));
@@ -114,6 +143,38 @@ impl HostTrack {
         };
         self.record(change.clone());
         Some(change)
+    }
+
+    /// Whether this read's facts that follow the online CPUs are to be
+    /// held at their values in force: while the CPUs online differ from
+    /// the fingerprint's or from the previous read's, until the same ones
+    /// have been read twice in a row over at least [`ONLINE_SETTLE_NS`]
+    /// (none at all when they are back as the fingerprint has them).
+    fn hold_while_settling(&mut self, online: Option<Vec<usize>>, now_unix_ns: u64) -> bool {
+        let reference = self.current.value("cpus.online").map(parse_online);
+        let steady = online.is_some() && online == reference;
+        if steady && self.settling.is_none() {
+            return false;
+        }
+        let settling = match self.settling.take() {
+            Some(mut s) if s.online.is_some() && s.online == online => {
+                s.reads += 1;
+                s
+            }
+            _ => OnlineSettling {
+                online,
+                since_unix_ns: now_unix_ns,
+                reads: 1,
+            },
+        };
+        let settled = settling.online.is_some()
+            && settling.reads >= 2
+            && (steady || now_unix_ns.saturating_sub(settling.since_unix_ns) >= ONLINE_SETTLE_NS);
+        if settled {
+            return false;
+        }
+        self.settling = Some(settling);
+        true
     }
 
     /// The facts in force at the wall time `unix_ns` (ns): the current
@@ -164,6 +225,24 @@ impl HostTrack {
     }
 }
 
+/// A CPU list as the kernel writes it; an unreadable one as no CPU.
+fn parse_online(text: &str) -> Vec<usize> {
+    parse_cpu_list(text).unwrap_or_default()
+}
+
+/// The CPUs online during a read: its `cpus.online`, unless the CPUs whose
+/// topology was read after it (every online one) differ, which means a
+/// CPU came or went while it read (`Some(None)`); `None` when the read has
+/// no online list.
+fn online_of(read: &Fingerprint, topology: &[CpuTopology]) -> Option<Option<Vec<usize>>> {
+    let online = parse_online(read.value("cpus.online")?);
+    if topology.is_empty() {
+        return Some(Some(online));
+    }
+    let after: Vec<usize> = topology.iter().map(|t| t.cpu).collect();
+    Some((after == online).then_some(online))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -175,6 +254,100 @@ mod tests {
         f.insert("cpuidle.states[cpu1]", Fact::known(states));
         f.insert("pm_qos.holders", Fact::known(holders));
         f
+    }
+
+    fn online(list: &str, idle_cpu1: Option<&str>, irq: &str) -> Fingerprint {
+        let mut f = Fingerprint::default();
+        f.insert("kernel.release", Fact::known("6.12"));
+        f.insert("cpus.online", Fact::known(list));
+        match idle_cpu1 {
+            Some(states) => f.insert("cpuidle.states[cpu1]", Fact::known(states)),
+            None => f.insert("cpuidle.states[cpu1]", Fact::absent("not present")),
+        }
+        f.insert("irq[24]", Fact::known(irq));
+        f
+    }
+
+    fn topology(cpus: &[usize]) -> Vec<CpuTopology> {
+        cpus.iter()
+            .map(|&cpu| CpuTopology {
+                cpu,
+                package: Some(0),
+                core: Some(cpu as i64),
+                node: Some(0),
+                smt_siblings: None,
+            })
+            .collect()
+    }
+
+    const MIN: u64 = 60 * 1_000_000_000;
+
+    #[test]
+    fn a_cpu_that_leaves_and_comes_back_within_the_settling_time_is_no_change() {
+        let both = || online("0-1", Some("POLL 0us"), "ens3 on 1");
+        let mut track = HostTrack::new(both(), topology(&[0, 1]), 0, 0);
+        let id = track.id.clone();
+        // A read that straddled the CPU going: its IRQ moved, the online
+        // list read before it did not change yet, the CPUs read after did.
+        let straddled = online("0-1", Some("POLL 0us"), "ens3 on 0");
+        let seen = ChangeSeen::Running;
+        assert_eq!(
+            track.observe(straddled, topology(&[0]), MIN, 0, seen.clone()),
+            None
+        );
+        let gone = || online("0", None, "ens3 on 0");
+        for minute in 2..5 {
+            let read = track.observe(gone(), topology(&[0]), minute * MIN, 0, seen.clone());
+            assert_eq!(read, None, "minute {minute}");
+        }
+        // Back, and its IRQ not yet: held until a second read agrees.
+        let back_early = online("0-1", Some("POLL 0us"), "ens3 on 0");
+        let read = track.observe(back_early, topology(&[0, 1]), 5 * MIN, 0, seen.clone());
+        assert_eq!(read, None);
+        let read = track.observe(both(), topology(&[0, 1]), 6 * MIN, 0, seen.clone());
+        assert_eq!(read, None);
+        assert_eq!((track.changes_total, &track.id), (0, &id));
+        assert_eq!(track.settling, None);
+        // Settled: an IRQ moved by someone is a change again.
+        let moved = online("0-1", Some("POLL 0us"), "ens3 on 0");
+        let change = track.observe(moved, topology(&[0, 1]), 7 * MIN, 0, seen);
+        assert_eq!(change.unwrap().facts[0].name, "irq[24]");
+    }
+
+    #[test]
+    fn a_cpu_that_stays_away_is_one_change_once_settled() {
+        let first = online("0-1", Some("POLL 0us"), "ens3 on 1");
+        let mut track = HostTrack::new(first, Vec::new(), 0, 0);
+        let gone = |kernel: &str| {
+            let mut read = online("0", None, "ens3 on 0");
+            read.insert("kernel.release", Fact::known(kernel));
+            read
+        };
+        let seen = ChangeSeen::Running;
+        let mut changes = Vec::new();
+        for minute in 1..=10 {
+            // Meanwhile the facts that do not follow the CPUs are compared
+            // as ever.
+            let kernel = if minute < 3 { "6.12" } else { "6.13" };
+            let read = gone(kernel);
+            changes.extend(track.observe(read, Vec::new(), minute * MIN, 0, seen.clone()));
+        }
+        assert_eq!(changes.len(), 2, "{changes:?}");
+        assert_eq!(changes[0].at_unix_ns, 3 * MIN);
+        assert_eq!(changes[0].facts.len(), 1);
+        assert_eq!(changes[0].facts[0].name, "kernel.release");
+        let names: Vec<&str> = changes[1].facts.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(names, ["cpuidle.states[cpu1]", "cpus.online", "irq[24]"]);
+        assert_eq!(
+            changes[1].at_unix_ns,
+            6 * MIN,
+            "five minutes after first read"
+        );
+        assert_eq!(track.settling, None);
+        assert_eq!(
+            track.observe(gone("6.13"), Vec::new(), 11 * MIN, 0, seen),
+            None
+        );
     }
 
     #[test]

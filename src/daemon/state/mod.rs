@@ -21,7 +21,7 @@ mod window_max;
 
 pub use buckets::BucketCounts;
 pub use gaps::{GapLog, GapSeen, MAX_GAPS_SEEN};
-pub use host::{ChangeSeen, HostChange, HostTrack, MAX_HISTORY};
+pub use host::{ChangeSeen, HostChange, HostTrack, MAX_HISTORY, ONLINE_SETTLE_NS, OnlineSettling};
 pub use hwnoise::{HwnoiseState, KeptApart};
 pub use load::LoadState;
 pub use native::NativeCounts;
