@@ -234,7 +234,18 @@ pub fn policy_and_priority(
         .map(|p| p as i32);
     let fallback = (n_threads + 1).min(99) as i32;
     Ok(match (named, priority) {
-        (None, None) => (Policy::Fifo, default_priority(Policy::Fifo)),
+        // Said, since cyclictest would print `P: 0` here.
+        (None, None) => {
+            let p = default_priority(Policy::Fifo);
+            notes.add(
+                "--priority",
+                format!(
+                    "none given: SCHED_FIFO at {p}, latencyd's default (cyclictest runs \
+                     SCHED_OTHER, P: 0; --policy other for that)"
+                ),
+            );
+            (Policy::Fifo, p)
+        }
         // cyclictest's -p always means SCHED_FIFO, and priority 0 there
         // becomes the number of threads + 1.
         (None, Some(0)) => {
@@ -354,6 +365,30 @@ mod tests {
         // `-S` (and `-m -S -p 90`): cyclictest runs one per CPU as well.
         assert!(said(None, true).is_empty(), "{:?}", said(None, true));
         assert!(said(Some(None), false).is_empty());
+    }
+
+    #[test]
+    fn without_p_or_policy_fifo_80_is_taken_and_said_where_cyclictest_runs_other() {
+        let run = |priority: Option<&str>, policy: Option<&str>| {
+            let args = MeasureArgs {
+                priority: priority.map(str::to_string),
+                policy: policy.map(str::to_string),
+                ..MeasureArgs::default()
+            };
+            let mut notes = Notes::default();
+            let chosen = policy_and_priority(&args, 1, &mut notes).unwrap();
+            let said: Vec<String> = notes.0.iter().map(|n| n.message.clone()).collect();
+            (chosen, said)
+        };
+        let (chosen, said) = run(None, None);
+        assert_eq!(chosen, (Policy::Fifo, 80));
+        assert_eq!(said.len(), 1, "{said:?}");
+        assert!(
+            said[0].contains("cyclictest runs SCHED_OTHER, P: 0"),
+            "{said:?}"
+        );
+        assert_eq!(run(Some("90"), None), ((Policy::Fifo, 90), Vec::new()));
+        assert_eq!(run(None, Some("other")), ((Policy::Other, 0), Vec::new()));
     }
 
     #[test]
