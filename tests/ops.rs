@@ -1,7 +1,9 @@
 //! The operations kit checked with the real tools: promtool on the rules,
 //! their unit tests and the scrape configuration; systemd-analyze on the
 //! unit (security exposure at most 2.0, verify clean); every YAML file and
-//! every latencyd configuration under deploy/ with the real parsers.
+//! every latencyd configuration under deploy/ with the real parsers; and
+//! the test gate's own summary (scripts/test-summary, with the skips that
+//! scripts/allowed-skips allows under CI=true).
 
 mod common;
 
@@ -551,4 +553,81 @@ fn the_man_page_is_listed_in_help_and_names_only_pages_that_exist() {
             _ => {}
         }
     }
+}
+
+/// Every entry of scripts/allowed-skips has a scope, a pattern grep takes
+/// and a why above it; and the gate's summary fails under CI=true exactly
+/// for a skip that no entry allows where it happened.
+#[test]
+fn the_gate_fails_under_ci_for_a_skip_no_entry_allows() {
+    let list = std::fs::read_to_string(root().join("scripts/allowed-skips")).unwrap();
+    let mut said_why = false;
+    for line in list.lines() {
+        if line.starts_with('#') {
+            said_why = true;
+            continue;
+        }
+        if line.trim().is_empty() {
+            said_why = false;
+            continue;
+        }
+        let (scope, pattern) = line.split_once(' ').expect("SCOPE PATTERN");
+        assert!(["any", "root", "unprivileged"].contains(&scope), "{line}");
+        assert!(said_why, "no why above: {line}");
+        let grep = Command::new("grep")
+            .args(["-qE", pattern, "/dev/null"])
+            .status()
+            .unwrap();
+        assert_eq!(grep.code(), Some(1), "grep -E does not take: {pattern}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let log = |name: &str, lines: &[&str]| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+        path
+    };
+    let skip = |test: &str, why: &str| format!("*** SKIPPED PART of {test}: {why} ***");
+    let allowed = skip(
+        "h",
+        "LATENCYD_RTEVAL_DIR is not set: point it at a checkout",
+    );
+    let not_root = skip("m", "not root: SCHED_FIFO is not available to check");
+    let no_font = skip("p", "no TrueType font (install fonts-dejavu-core)");
+    let ok = "test result: ok. 7 passed; 0 failed; 0 ignored";
+    let summary = |root_log: &Path, unprivileged_log: &Path, ci: bool| {
+        let mut cmd = Command::new(root().join("scripts/test-summary"));
+        cmd.arg(root_log).arg(unprivileged_log).env_remove("CI");
+        if ci {
+            cmd.env("CI", "true");
+        }
+        let output = cmd.output().unwrap();
+        (output.status.success(), stdout_of(&output))
+    };
+    let clean = log("clean", &[&allowed, ok]);
+    let unprivileged = log("nobody", &[&not_root, ok]);
+    let (passed, said) = summary(&clean, &unprivileged, true);
+    assert!(passed, "{said}");
+    assert!(said.contains("skipped parts: 2"), "{said}");
+    assert!(said.ends_with("total: 14 passed, 0 failed\n"), "{said}");
+    // A missing font is an install step left out: listed, and fatal only
+    // under CI=true; "not root" is allowed only in the unprivileged pass.
+    let fonts = log("fonts", &[&no_font, &not_root, ok]);
+    let (passed, said) = summary(&fonts, &unprivileged, false);
+    assert!(passed, "{said}");
+    assert!(said.contains(&format!("  root: {no_font}")), "{said}");
+    assert!(said.contains(&format!("  root: {not_root}")), "{said}");
+    let (passed, said) = summary(&fonts, &unprivileged, true);
+    assert!(!passed, "{said}");
+    assert!(said.contains("skips not allowed under CI=true"), "{said}");
+    assert!(
+        !said.contains(&format!("unprivileged: {not_root}")),
+        "{said}"
+    );
+    // A failed test fails the summary whatever the skips.
+    let failed = log("failed", &["test x ... FAILED", ok]);
+    let (passed, said) = summary(&failed, Path::new("/dev/null"), false);
+    assert!(
+        !passed && said.contains("failed tests:\n  test x ... FAILED"),
+        "{said}"
+    );
 }
