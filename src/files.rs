@@ -90,6 +90,67 @@ pub fn read_text_bounded(path: &Path, links: Links, max_bytes: u64) -> Result<St
         .map_err(|_| format!("{} is not UTF-8 text", path.display()))
 }
 
+/// The most latencyd reads of a small kernel-made file (a `/proc/PID`
+/// entry, a sysfs value, a tracefs setting).
+pub const MAX_KERNEL_FILE_BYTES: u64 = 1 << 20;
+
+/// Reads a text file the kernel makes (procfs, sysfs, tracefs), of at
+/// most `max_bytes`. Such files report no size, so the read stops at the
+/// bound, and a longer file is an error (`InvalidData`, naming the path
+/// and the bound), never a value cut short. Reads go in one large buffer:
+/// tracefs's `events/header_page` answers a small first read with its
+/// start and the next with nothing (std's `read_to_string` probes with
+/// 32 bytes when the size is 0). The error keeps its errno, for callers
+/// that tell a passing failure from an absent file.
+pub fn read_kernel_text(path: &Path, max_bytes: u64) -> io::Result<String> {
+    let mut file = File::open(path)?;
+    let cap = max_bytes.saturating_add(1) as usize;
+    let mut bytes = vec![0u8; cap.min(64 * 1024)];
+    let mut len = 0;
+    loop {
+        match file.read(&mut bytes[len..]) {
+            Ok(0) => break,
+            Ok(n) => {
+                len += n;
+                if len >= cap {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        format!(
+                            "{} is longer than the {max_bytes} bytes latencyd reads of it",
+                            path.display()
+                        ),
+                    ));
+                }
+                if len == bytes.len() {
+                    bytes.resize((len * 2).min(cap), 0);
+                }
+            }
+            Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
+            Err(err) => return Err(err),
+        }
+    }
+    bytes.truncate(len);
+    String::from_utf8(bytes).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{} is not UTF-8 text", path.display()),
+        )
+    })
+}
+
+/// The last `max_bytes` of a regular file (all of it when shorter), as
+/// text with anything not UTF-8 replaced: where a program's summary and
+/// last words are, however much it wrote before them.
+pub fn read_tail(path: &Path, max_bytes: u64) -> io::Result<String> {
+    use std::io::{Seek, SeekFrom};
+    let mut file = open_regular(path, Links::Refuse)?;
+    let size = file.metadata()?.size();
+    file.seek(SeekFrom::Start(size.saturating_sub(max_bytes)))?;
+    let mut bytes = Vec::new();
+    file.take(max_bytes).read_to_end(&mut bytes)?;
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
+}
+
 /// Creates `path` new, for appending: an existing file or link there is
 /// an error (`AlreadyExists`), never truncated or followed.
 pub fn create_new(path: &Path) -> io::Result<File> {
@@ -201,5 +262,38 @@ mod tests {
             said.contains("by everyone") && said.contains("chmod go-w"),
             "{said}"
         );
+    }
+
+    #[test]
+    fn kernel_text_is_read_whole_within_its_bound_and_refused_past_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("stat");
+        std::fs::write(&file, "a".repeat(200_000)).unwrap();
+        assert_eq!(read_kernel_text(&file, 200_000).unwrap().len(), 200_000);
+        let err = read_kernel_text(&file, 199_999).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidData);
+        assert!(
+            err.to_string().contains("longer than the 199999 bytes"),
+            "{err}"
+        );
+        // A real kernel file of size 0 in stat: procfs.
+        let online = read_kernel_text(Path::new("/proc/self/stat"), MAX_KERNEL_FILE_BYTES);
+        assert!(online.unwrap().contains(')'));
+        let missing = read_kernel_text(&dir.path().join("gone"), 10).unwrap_err();
+        assert_eq!(missing.raw_os_error(), Some(libc::ENOENT));
+    }
+
+    #[test]
+    fn a_tail_is_the_end_of_a_long_file_and_all_of_a_short_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("out");
+        let mut text = "x".repeat(3_000_000);
+        text.push_str("Time: 0.123\n");
+        std::fs::write(&file, &text).unwrap();
+        let tail = read_tail(&file, 1_000).unwrap();
+        assert_eq!(tail.len(), 1_000);
+        assert!(tail.ends_with("Time: 0.123\n"));
+        std::fs::write(&file, "short").unwrap();
+        assert_eq!(read_tail(&file, 1_000).unwrap(), "short");
     }
 }

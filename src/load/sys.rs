@@ -6,7 +6,10 @@
 
 use std::io;
 use std::os::unix::process::CommandExt;
+use std::path::Path;
 use std::process::Command;
+
+use crate::files::{MAX_KERNEL_FILE_BYTES, read_kernel_text};
 
 /// Prepares `command` to start in the process group `group` (0: a new
 /// group led by the child itself), on `cpus` only, under `SCHED_OTHER`
@@ -80,7 +83,8 @@ fn processes_with_stat(field: usize, value: i32) -> Vec<i32> {
         .filter_map(Result::ok)
         .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
         .filter(|&pid| {
-            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            let stat = format!("/proc/{pid}/stat");
+            read_kernel_text(Path::new(&stat), MAX_KERNEL_FILE_BYTES)
                 .ok()
                 .and_then(|stat| {
                     let rest = &stat[stat.rfind(')')? + 1..];
@@ -104,7 +108,9 @@ pub fn children_of(pid: i32) -> Vec<i32> {
     };
     let listed: Vec<i32> = tasks
         .filter_map(Result::ok)
-        .filter_map(|task| std::fs::read_to_string(task.path().join("children")).ok())
+        .filter_map(|task| {
+            read_kernel_text(&task.path().join("children"), MAX_KERNEL_FILE_BYTES).ok()
+        })
         .flat_map(|list| {
             list.split_whitespace()
                 .filter_map(|p| p.parse().ok())

@@ -10,6 +10,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use super::tally::{Comm, TaskKinds};
+use crate::files::{MAX_KERNEL_FILE_BYTES, read_kernel_text};
 
 /// A task found runnable on a CPU.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,7 +51,8 @@ pub fn runnable_on(root: &Path, cpu: usize, skip: i32) -> Vec<Runnable> {
             continue;
         };
         for task in tasks.flatten() {
-            let Ok(stat) = fs::read_to_string(task.path().join("stat")) else {
+            let Ok(stat) = read_kernel_text(&task.path().join("stat"), MAX_KERNEL_FILE_BYTES)
+            else {
                 continue;
             };
             if let Some(runnable) = parse_runnable(&stat, cpu)
@@ -130,8 +132,10 @@ impl ProcTasks {
                 self.cache.clear();
             }
             let dir = self.root.join(pid.to_string());
-            let stat = std::fs::read_to_string(dir.join("stat")).unwrap_or_default();
-            let cgroup = std::fs::read_to_string(dir.join("cgroup")).unwrap_or_default();
+            let read = |file: &str| {
+                read_kernel_text(&dir.join(file), MAX_KERNEL_FILE_BYTES).unwrap_or_default()
+            };
+            let (stat, cgroup) = (read("stat"), read("cgroup"));
             // A task /proc does not show (gone already, or hidden by
             // ProtectProc=invisible): a kernel thread if its name is one.
             let kernel_thread = match stat_flags(&stat) {
@@ -154,7 +158,8 @@ impl ProcTasks {
     /// The CPU task `tid` last ran on, or was last queued to (field 39 of
     /// its `stat`); `None` when it is gone or cannot be read.
     pub fn last_cpu(&self, tid: i32) -> Option<usize> {
-        let stat = fs::read_to_string(self.root.join(tid.to_string()).join("stat")).ok()?;
+        let stat = self.root.join(tid.to_string()).join("stat");
+        let stat = read_kernel_text(&stat, MAX_KERNEL_FILE_BYTES).ok()?;
         let close = stat.rfind(')')?;
         let fields: Vec<&str> = stat.get(close + 1..)?.split_whitespace().collect();
         // fields[0] is field 3.

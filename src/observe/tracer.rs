@@ -39,6 +39,22 @@ const KALLSYMS: &str = "/proc/kallsyms";
 /// timers: the address of `hrtimer_wakeup` from `/proc/kallsyms`. None
 /// when the symbol is missing or its address hidden (all zeroes under
 /// `kptr_restrict`, or to a reader without CAP_SYSLOG).
+/// [`sleep_timer_filter_by_address`] over `/proc/kallsyms`, read a line at
+/// a time (it holds tens of MiB on a distribution's kernel with modules;
+/// a line is at most a symbol's length, and the whole read stops at
+/// [`MAX_KALLSYMS_BYTES`]).
+fn sleep_timer_filter_from_kallsyms() -> Option<String> {
+    use std::io::{BufRead, Read};
+    let file = fs::File::open(KALLSYMS).ok()?;
+    std::io::BufReader::new(file.take(MAX_KALLSYMS_BYTES))
+        .split(b'\n')
+        .map_while(Result::ok)
+        .find_map(|line| sleep_timer_filter_by_address(std::str::from_utf8(&line).ok()?))
+}
+
+/// The most of `/proc/kallsyms` read looking for the sleep timer.
+const MAX_KALLSYMS_BYTES: u64 = 256 << 20;
+
 pub(crate) fn sleep_timer_filter_by_address(kallsyms: &str) -> Option<String> {
     kallsyms.lines().find_map(|line| {
         let mut words = line.split_whitespace();
@@ -172,8 +188,8 @@ impl Tracer {
     /// Events the ring buffer of `cpu` lost so far (overwritten before
     /// they were read, or dropped), from `per_cpu/cpuN/stats`.
     pub fn lost(&self, cpu: usize) -> u64 {
-        let text =
-            fs::read_to_string(self.stats_dir.join(format!("cpu{cpu}/stats"))).unwrap_or_default();
+        let text = crate::tracefs::read_text(&self.stats_dir.join(format!("cpu{cpu}/stats")))
+            .unwrap_or_default();
         text.lines()
             .filter_map(|line| {
                 let (key, value) = line.split_once(':')?;
@@ -262,10 +278,7 @@ impl Events<'_> {
         };
         let by_name = install(self, SLEEP_TIMER_FILTER);
         let by_address = !by_name
-            && fs::read_to_string(KALLSYMS)
-                .ok()
-                .and_then(|text| sleep_timer_filter_by_address(&text))
-                .is_some_and(|filter| install(self, &filter));
+            && sleep_timer_filter_from_kallsyms().is_some_and(|filter| install(self, &filter));
         let timers_ok = by_name || by_address;
         if !timers_ok {
             for (system, name) in timers {

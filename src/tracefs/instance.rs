@@ -229,7 +229,7 @@ impl Instance {
                 self.dir.join(file).display()
             )
         })?;
-        let read_back = fs::read_to_string(self.dir.join(file))
+        let read_back = super::read_text(&self.dir.join(file))
             .ok()
             .map(|text| text.trim().to_string());
         self.written.borrow_mut().push(Written {
@@ -342,7 +342,7 @@ impl Instance {
         for setting in written.iter() {
             latest.insert(&setting.file, setting);
         }
-        let enabled: Option<Vec<String>> = fs::read_to_string(self.dir.join("set_event"))
+        let enabled: Option<Vec<String>> = super::read_text(&self.dir.join("set_event"))
             .ok()
             .map(|text| text.lines().map(|l| l.trim().to_string()).collect());
         let mut found = Vec::new();
@@ -359,7 +359,7 @@ impl Instance {
             let Some(expected) = &setting.read_back else {
                 continue;
             };
-            match fs::read_to_string(self.dir.join(file)) {
+            match super::read_text(&self.dir.join(file)) {
                 Ok(read) if read.trim() == expected => {}
                 Ok(read) => {
                     let shown: String = read.trim().chars().take(60).collect();

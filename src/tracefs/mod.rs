@@ -11,7 +11,7 @@
 pub mod instance;
 
 use std::fs::{self, File};
-use std::io::{ErrorKind, Read};
+use std::io::ErrorKind;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
@@ -75,7 +75,7 @@ pub fn locate_for(configured: &Path, who: &str) -> Result<PathBuf, String> {
 /// e.g. `("timerlat_hist", "timerlat")` for an rtla run.
 pub fn tracer_users(root: &Path, tracers: &[&str], except: Option<&str>) -> Vec<(String, String)> {
     let read = |dir: &Path| {
-        fs::read_to_string(dir.join("current_tracer"))
+        read_text(&dir.join("current_tracer"))
             .ok()
             .map(|t| t.trim().to_string())
             .filter(|t| tracers.contains(&t.as_str()))
@@ -100,30 +100,17 @@ pub fn tracer_users(root: &Path, tracers: &[&str], except: Option<&str>) -> Vec<
     users
 }
 
-/// A tracefs text file. Read with one large buffer: `events/header_page`
-/// answers a small first read with its start and the next with nothing
-/// (std's `read_to_string` probes with 32 bytes when the size is 0).
+/// A tracefs text file, of at most [`MAX_TRACEFS_TEXT_BYTES`] (the
+/// largest, `available_events` and the event formats, are tens of KiB).
 pub fn read_text(path: &Path) -> Result<String, String> {
-    let fail = |err: std::io::Error| format!("cannot read {}: {err}", path.display());
-    let mut file = File::open(path).map_err(fail)?;
-    let mut bytes = vec![0u8; 64 * 1024];
-    let mut len = 0;
-    loop {
-        match file.read(&mut bytes[len..]) {
-            Ok(0) => break,
-            Ok(n) => {
-                len += n;
-                if len == bytes.len() {
-                    bytes.resize(len * 2, 0);
-                }
-            }
-            Err(err) if err.kind() == ErrorKind::Interrupted => {}
-            Err(err) => return Err(fail(err)),
-        }
-    }
-    bytes.truncate(len);
-    String::from_utf8(bytes).map_err(|err| format!("{} is not text: {err}", path.display()))
+    crate::files::read_kernel_text(path, MAX_TRACEFS_TEXT_BYTES).map_err(|err| match err.kind() {
+        ErrorKind::InvalidData => err.to_string(),
+        _ => format!("cannot read {}: {err}", path.display()),
+    })
 }
+
+/// The most latencyd reads of one tracefs text file.
+pub const MAX_TRACEFS_TEXT_BYTES: u64 = 16 << 20;
 
 /// The size of one ring-buffer page of the instance in `dir` (4 KiB
 /// where the kernel does not say: before `buffer_subbuf_size_kb`).

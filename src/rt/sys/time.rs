@@ -93,8 +93,7 @@ pub fn process_cpu_ns() -> Option<u64> {
 /// The calling thread's CPU time from `/proc/thread-self/schedstat`, ns
 /// (the scheduler's own account, not tick-sampled).
 pub fn thread_cpu_ns() -> Option<u64> {
-    std::fs::read_to_string("/proc/thread-self/schedstat")
-        .ok()?
+    super::read_small("/proc/thread-self/schedstat")?
         .split_whitespace()
         .next()?
         .parse()
