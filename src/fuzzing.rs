@@ -43,46 +43,24 @@ fn parts(data: &[u8], n: usize) -> Vec<String> {
     parts
 }
 
-/// A query string as the router splits it (`k=v&k=v`, '+' a space,
-/// percent escapes decoded), into `?from=&to=`, `?window=` and the CPU
+/// A query string as the daemon takes it: parsed as a request's URI
+/// (what hyper lets through), decoded by axum's `Query` extractor as the
+/// handlers decode it, then read as `?from=&to=`, `?window=` and the CPU
 /// list parameter.
 pub fn query(data: &[u8]) {
     use crate::daemon::http::{parse_range, parse_window};
-    let pairs: Vec<(String, String)> = text(data)
-        .split('&')
-        .map(|pair| {
-            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-            (percent_decode(k), percent_decode(v))
-        })
-        .collect();
+    use axum::extract::Query;
+    let Ok(uri) = format!("/plot.svg?{}", text(data)).parse::<axum::http::Uri>() else {
+        return;
+    };
+    let Ok(Query(pairs)) = Query::<Vec<(String, String)>>::try_from_uri(&uri) else {
+        return;
+    };
     let now = 1_795_315_538_000_000_000;
     if let Ok(Some(range)) = parse_range(&pairs, now, &["window"]) {
         assert!(range.from_ns <= range.to_ns, "{range:?}");
     }
     let _ = parse_window(&pairs, 60_000_000_000);
-}
-
-fn percent_decode(text: &str) -> String {
-    let bytes = text.replace('+', " ").into_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = |b: u8| (b as char).to_digit(16);
-        if bytes[i] == b'%'
-            && i + 2 < bytes.len() + 1
-            && let (Some(h), Some(l)) = (
-                bytes.get(i + 1).and_then(|&b| hex(b)),
-                bytes.get(i + 2).and_then(|&b| hex(b)),
-            )
-        {
-            out.push((h * 16 + l) as u8);
-            i += 3;
-            continue;
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// `Accept` and `Accept-Encoding` headers.
@@ -151,18 +129,44 @@ pub fn cpu_lists(data: &[u8]) {
     let _ = crate::tracefs::cpumask(&[]);
 }
 
-/// The lines of an `.hlog` file, through latencyd's line reader, then
-/// read whole from a file by the record's reader.
+/// An `.hlog` file of the record, written as a record file into a
+/// directory and read there by the record's own readers: a range read of
+/// everything (the API's and `report`'s) and the host facts start-up reads
+/// (`last_host_facts`), both through the bounded line reader.
 pub fn hlog(data: &[u8]) {
-    use crate::record::format::{Line, LineParser};
-    let mut parser = LineParser::default();
-    for line in text(data).lines() {
-        if let Line::Entry(entry) = parser.line(line) {
-            let stats = &entry.stats;
-            assert!(stats.min_ns() <= stats.max_ns || stats.count == 0);
-            let _ = stats.quantile_ns(crate::stats::P99);
-        }
+    let Ok(dir) = tempfile_dir() else {
+        return;
+    };
+    let file = dir.join("latencyd-20261122T024538.123Z.hlog");
+    if std::fs::write(&file, data).is_ok() {
+        let mut visited = 0;
+        let read = crate::record::reader::read(
+            std::slice::from_ref(&file),
+            crate::record::reader::Range::ALL,
+            |entry| {
+                visited += 1;
+                let stats = &entry.stats;
+                assert!(stats.min_ns() <= stats.max_ns || stats.count == 0);
+                let _ = stats.quantile_ns(crate::stats::P99);
+            },
+        );
+        let report = read.expect("a record file that exists is read");
+        assert_eq!(report.entries, visited, "every entry counted is given");
+        let _ = crate::record::reader::last_host_facts(&dir);
     }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A new private directory under the temporary one, for a target that
+/// reads through real files.
+fn tempfile_dir() -> std::io::Result<std::path::PathBuf> {
+    let dir = std::env::temp_dir().join(format!(
+        "latencyd-fuzz-{}-{:x}",
+        std::process::id(),
+        crate::rt::sys::random_u64()
+    ));
+    std::fs::create_dir(&dir)?;
+    Ok(dir)
 }
 
 /// A ring-buffer page (`trace_pipe_raw`) of a 64-bit kernel, its records
