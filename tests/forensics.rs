@@ -839,3 +839,75 @@ fn without_permission_the_daemon_runs_and_says_why() {
         .collect();
     assert!(made.is_empty(), "nobody could not have made it: {made:?}");
 }
+
+/// A burst of the observer's late wake-ups offered to the recorder: each
+/// capture is made only once the rate limits admit it, and the refused
+/// ones are counted, never built (a 3 s stall used to build every late
+/// task's capture before the limits threw most away).
+#[test]
+#[ignore = "full tier: root for tracefs"]
+fn offered_captures_are_made_only_when_the_limits_admit_them() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use latencyd::forensics::{Offer, Recorder, Settings};
+    use latencyd::observe::TaskKey;
+    use latencyd::observe::tally::{Comm, WorkloadSpike};
+
+    let _turn = one_at_a_time();
+    let test = "offered_captures_are_made_only_when_the_limits_admit_them";
+    if !real_kernel(test) {
+        return;
+    }
+    let settings = Settings {
+        threshold_ns: 1_000_000,
+        dir: None,
+        max_captures: 100,
+        max_bytes: 1 << 20,
+        buffer_size_kb: 64,
+        tracefs: Path::new("/sys/kernel/tracing").to_path_buf(),
+        per_cpu_gap_ns: 1_000_000_000,
+        max_per_minute: 3,
+    };
+    let mut recorder = Recorder::start(settings, &[0]);
+    let made = Arc::new(AtomicUsize::new(0));
+    let now = latencyd::rt::sys::monotonic_now_ns();
+    // 40 late tasks, 10 ms apart, alternating over two CPUs, equally late:
+    // one a CPU a second, three a minute, no escalation.
+    for i in 0..40u64 {
+        let cpu = (i % 2) as usize;
+        let spike = WorkloadSpike {
+            pid: 1_000 + i as i32,
+            comm: Comm::new(b"rtapp"),
+            latency_ns: 2_000_000,
+            since_ns: now + i * 10_000_000,
+            woken_ns: now + i * 10_000_000,
+            ran_ns: now + i * 10_000_000 + 2_000_000,
+            from_timer: false,
+            causes: vec![],
+            events: vec![],
+            events_omitted: 0,
+        };
+        let key = TaskKey {
+            cpu,
+            task: "rtapp".to_string(),
+            container: String::new(),
+        };
+        let counter = Arc::clone(&made);
+        recorder.offer(Offer {
+            cpu,
+            wakeup_mono_ns: spike.ran_ns,
+            latency_ns: spike.latency_ns,
+            build: Box::new(move || {
+                counter.fetch_add(1, Ordering::SeqCst);
+                latencyd::observe::spike::capture(&key, &spike, (now, 1_795_315_538_000_000_000))
+            }),
+        });
+    }
+    recorder.flush();
+    let journal = recorder.journal();
+    let kept = journal.lock().recent.len();
+    recorder.stop();
+    assert_eq!(kept, 2, "one per CPU within the second");
+    assert_eq!(made.load(Ordering::SeqCst), kept, "made only when admitted");
+}

@@ -151,8 +151,13 @@ impl Collector {
         self.observer.drain(|mut interval| {
             let spikes = std::mem::take(&mut interval.spikes);
             lock(state).observe.absorb(interval);
-            for (key, spike) in &spikes {
-                recorder.file(crate::observe::spike::capture(key, spike, now));
+            for (key, spike) in spikes {
+                recorder.offer(crate::forensics::Offer {
+                    cpu: key.cpu,
+                    wakeup_mono_ns: spike.ran_ns,
+                    latency_ns: spike.latency_ns,
+                    build: Box::new(move || crate::observe::spike::capture(&key, &spike, now)),
+                });
             }
         });
         self.absorb_timerlat(state, &spun);

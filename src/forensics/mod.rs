@@ -36,3 +36,4 @@ pub use journal::{Journal, JournalData, Settings, Spike, Trigger, UNCAPTURED_REA
 pub use recorder::Recorder;
 pub use store::{Capture, Lookup, Summary, TaskRef, TimerlatSplit};
 pub use tracefs::Capability;
+pub use worker::Offer;

@@ -18,9 +18,9 @@ use std::thread::JoinHandle;
 use super::journal::{Journal, JournalData, Settings, Spike};
 use super::limits::RateLimits;
 use super::noise::{SmiCounters, StealHistory};
-use super::store::{Capture, Store};
+use super::store::Store;
 use super::tracefs::{self, Capability};
-use super::worker::{Message, Worker};
+use super::worker::{Message, Offer, Worker};
 
 /// The running recorder (or the reason there is none).
 pub struct Recorder {
@@ -90,7 +90,7 @@ impl Recorder {
         let steal = StealHistory::new(Path::new("/proc/stat"));
         data.capabilities = opened.capabilities;
         data.capabilities.push(steal.capability());
-        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        let cpuinfo = crate::files::read_cpuinfo();
         let (smi, smi_capability) = SmiCounters::open(Path::new("/dev/cpu"), &cpuinfo, cpus);
         data.capabilities.push(smi_capability);
         data.available = true;
@@ -191,15 +191,15 @@ impl Recorder {
         }
     }
 
-    /// Hands a capture made elsewhere (a workload task's, by the
-    /// observer) to the recorder without waiting; it is kept within the
-    /// same rate limits and bounds as the recorder's own.
-    pub fn file(&self, capture: Capture) {
+    /// Offers a capture made elsewhere (a workload task's, by the
+    /// observer) to the recorder without waiting; it is made and kept only
+    /// within the same rate limits and bounds as the recorder's own.
+    pub fn offer(&self, offer: Offer) {
         let Some(sender) = &self.sender else {
             return;
         };
-        let cpu = capture.summary.cpu;
-        if sender.try_send(Message::Made(Box::new(capture))).is_err() {
+        let cpu = offer.cpu;
+        if sender.try_send(Message::Offered(offer)).is_err() {
             *self
                 .journal
                 .lock()

@@ -26,13 +26,24 @@ pub(super) enum Message {
     /// The CPUs measured from now on (one came online and was added).
     SetCpus(Vec<usize>),
     /// A capture made elsewhere (the observer's, of a workload task),
-    /// kept within the same limits.
-    Made(Box<Capture>),
+    /// built only once the same limits admit it.
+    Offered(Offer),
     /// A timerlat period over the threshold, split (`forensics/timerlat.rs`).
     Timerlat(usize, TimerlatSplit),
     /// Answered once every message before it is handled.
     Flush(SyncSender<()>),
     Stop,
+}
+
+/// A capture another part of latencyd can make, offered with what the
+/// limits judge it by: its CPU, when the task ran (`CLOCK_MONOTONIC`) and
+/// how late. `build` runs only if the limits admit it, so a burst of late
+/// wake-ups costs a capture's making only for the ones kept.
+pub struct Offer {
+    pub cpu: usize,
+    pub wakeup_mono_ns: u64,
+    pub latency_ns: u64,
+    pub build: Box<dyn FnOnce() -> Capture + Send>,
 }
 
 /// How often the steal counters are read.
@@ -91,12 +102,10 @@ impl Worker {
                 Ok(Message::Timerlat(cpu, split)) => {
                     self.timerlat(cpu, split, sys::monotonic_now_ns());
                 }
-                Ok(Message::Made(capture)) => {
-                    let summary = &capture.summary;
-                    let (cpu, at, latency) =
-                        (summary.cpu, summary.wakeup_mono_ns, summary.latency_ns);
+                Ok(Message::Offered(offer)) => {
+                    let (cpu, at, latency) = (offer.cpu, offer.wakeup_mono_ns, offer.latency_ns);
                     if self.within_limits(cpu, at, latency, Trigger::Threshold) {
-                        self.keep(*capture);
+                        self.keep((offer.build)());
                     }
                 }
                 Ok(Message::SetCpus(cpus)) => self.set_cpus(cpus),
@@ -117,7 +126,7 @@ impl Worker {
         {
             self.journal.lock().notice(err);
         }
-        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        let cpuinfo = crate::files::read_cpuinfo();
         self.smi = SmiCounters::open(Path::new("/dev/cpu"), &cpuinfo, &cpus).0;
         self.cpus = cpus;
     }

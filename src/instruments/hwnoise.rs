@@ -285,7 +285,7 @@ fn run_window(
         smis: None,
         notes: Vec::new(),
     };
-    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let cpuinfo = crate::files::read_cpuinfo();
     let (smi, smi_cap) = SmiCounters::open(Path::new("/dev/cpu"), &cpuinfo, &spec.cpus);
     let smi_before = smi.as_ref().map(SmiCounters::read);
     let since_mono_ns = crate::rt::sys::monotonic_now_ns();

@@ -49,7 +49,7 @@ pub(super) fn run(
         width_us: knobs.width_us,
         window_us: knobs.window_us,
     };
-    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let cpuinfo = crate::files::read_cpuinfo();
     let (smi, smi_cap) = SmiCounters::open(Path::new("/dev/cpu"), &cpuinfo, &cpus);
     let smi_before = smi.as_ref().map(SmiCounters::read);
     let mut session =

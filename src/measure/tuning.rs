@@ -193,7 +193,7 @@ pub(super) fn check_resolution(clock: ClockSource, verbose: bool) {
 /// checked where cyclictest checks it (with its options, before it says
 /// anything about `/dev/cpu_dma_latency`), with cyclictest's words.
 fn check_smi_supported() -> anyhow::Result<()> {
-    let cpuinfo = fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let cpuinfo = crate::files::read_cpuinfo();
     smi_counter_expected(&cpuinfo).map_err(|why| {
         anyhow::anyhow!("--smi: SMI counter is not supported on this processor ({why})")
     })
@@ -203,7 +203,7 @@ fn check_smi_supported() -> anyhow::Result<()> {
 /// opens them (after the PM QoS line); a device that cannot be read stops
 /// the run, as it stops cyclictest.
 fn smi_counters(cpus: &[usize]) -> anyhow::Result<SmiCounters> {
-    let cpuinfo = fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let cpuinfo = crate::files::read_cpuinfo();
     match SmiCounters::open(Path::new("/dev/cpu"), &cpuinfo, cpus) {
         (Some(counters), _) => Ok(counters),
         (None, capability) => bail!("--smi: cannot read the SMI counters: {}", capability.detail),

@@ -99,9 +99,7 @@ impl Observer {
             Ok(tracer) => tracer,
             Err(reason) => return unavailable(status, reason),
         };
-        // About 1.5 KiB a CPU: 16 MiB holds 8,192 of them.
-        let cpuinfo = crate::files::read_kernel_text(Path::new("/proc/cpuinfo"), 16 << 20)
-            .unwrap_or_default();
+        let cpuinfo = crate::files::read_cpuinfo();
         let (smi, smi_capability) =
             SmiCounters::open(Path::new("/dev/cpu"), &cpuinfo, &settings.cpus);
         status.capabilities = tracer.capabilities.clone();

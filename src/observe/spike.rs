@@ -105,7 +105,7 @@ pub fn capture(key: &TaskKey, spike: &WorkloadSpike, now: (u64, u64)) -> Capture
                 pid: *pid,
                 cpu: key.cpu,
                 event: event.to_string(),
-                fields: fields.clone(),
+                fields: fields.to_string(),
             })
             .collect(),
     }
@@ -130,12 +130,7 @@ mod tests {
                 (Source::Thread, "spinner".to_string(), 19_500_000),
                 (Source::Irq, "local_timer".to_string(), 100_000),
             ],
-            events: vec![(
-                21_000_000,
-                7,
-                "sched_switch",
-                "prev_comm=spinner".to_string(),
-            )],
+            events: vec![(21_000_000, 7, "sched_switch", "prev_comm=spinner".into())],
             events_omitted: 0,
         };
         let key = TaskKey {

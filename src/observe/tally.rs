@@ -250,7 +250,9 @@ impl Names {
     /// hard part if it was seen, else from the `comm`.
     pub fn thread(&mut self, comm: &[u8], kinds: &mut impl TaskKinds) -> (Source, Arc<str>) {
         if self.threads.len() > 4096 {
-            self.threads.clear();
+            // A new table, not clear(): that would keep the full one's
+            // capacity for good.
+            self.threads = HashMap::new();
         }
         if let Some((source, name)) = self.threads.get(&Comm::new(comm)) {
             return (*source, Arc::clone(name));
@@ -296,7 +298,9 @@ pub struct WorkloadSpike {
     /// What took the CPU while it waited: source, name, time.
     pub causes: Vec<(Source, String, u64)>,
     /// The events from its wake-up to its run: time, pid, event, fields.
-    pub events: Vec<(u64, i32, &'static str, String)>,
+    /// The fields are shared with the CPU's event window: a late task's
+    /// events are pointers into it, not copies of its text.
+    pub events: Vec<(u64, i32, &'static str, Arc<str>)>,
     pub events_omitted: u64,
 }
 

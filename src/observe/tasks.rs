@@ -129,7 +129,8 @@ impl ProcTasks {
         let fresh = self.cache.get(&pid).is_some_and(|k| k.comm == comm);
         if !fresh {
             if self.cache.len() >= MAX_CACHED {
-                self.cache.clear();
+                // A new table, not clear(): that keeps the capacity.
+                self.cache = HashMap::new();
             }
             let dir = self.root.join(pid.to_string());
             let read = |file: &str| {

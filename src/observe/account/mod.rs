@@ -53,6 +53,8 @@ const MAX_TIMERS: usize = 4096;
 const TIMER_WAKEUP_GAP_NS: u64 = 1_000_000;
 /// Events kept for one capture window; more are counted as omitted.
 const MAX_WINDOW_EVENTS: usize = 4096;
+/// The capacity an emptied event window keeps.
+const WINDOW_KEPT: usize = 256;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Role {
@@ -120,7 +122,7 @@ pub struct CpuAccount {
     /// A wake-up at least this late is handed over with what ran.
     capture_ns: Option<u64>,
     /// The events while a task waits (only when captures are on).
-    window: Vec<(u64, i32, &'static str, String)>,
+    window: Vec<(u64, i32, &'static str, Arc<str>)>,
     window_omitted: u64,
     spikes: Vec<WorkloadSpike>,
     /// Tasks switched in on this CPU since the observer last looked, with
@@ -341,7 +343,7 @@ impl CpuAccount {
             .map(|(source, name, ns)| (*source, name.to_string(), *ns))
             .collect();
         causes.sort_by(|a, b| b.2.cmp(&a.2).then_with(|| a.1.cmp(&b.1)));
-        let mut events: Vec<(u64, i32, &'static str, String)> = self
+        let mut events: Vec<(u64, i32, &'static str, Arc<str>)> = self
             .window
             .iter()
             .filter(|e| e.0 >= w.woken_ns)
@@ -352,7 +354,7 @@ impl CpuAccount {
             Event::Switch { prev_pid, .. } => *prev_pid,
             _ => pid,
         };
-        events.push((ts, context, name, fields));
+        events.push((ts, context, name, Arc::from(fields)));
         self.spikes.push(WorkloadSpike {
             pid,
             comm: w.comm,
@@ -378,13 +380,16 @@ impl CpuAccount {
         if recording || (self.capture_ns.is_some() && !self.waiting.is_empty()) {
             if self.window.len() < MAX_WINDOW_EVENTS {
                 let (name, fields) = describe(event, &self.vector_names);
-                self.window.push((ts, pid, name, fields));
+                self.window.push((ts, pid, name, Arc::from(fields)));
             } else {
                 self.window_omitted += 1;
             }
         }
         if self.waiting.is_empty() && !self.window.is_empty() {
             self.window.clear();
+            // A burst's window gives its memory back: the next one rarely
+            // needs more than a few hundred events.
+            self.window.shrink_to(WINDOW_KEPT);
             self.window_omitted = 0;
         }
     }
@@ -434,7 +439,8 @@ impl CpuAccount {
             } => {
                 if pid > 0 {
                     if self.timers.len() >= MAX_TIMERS {
-                        self.timers.clear();
+                        // New tables, not clear(): that keeps the capacity.
+                        self.timers = Default::default();
                     }
                     self.timers.insert(timer, (softexpires, pid));
                 }
@@ -443,7 +449,7 @@ impl CpuAccount {
                 if let Some((set_for, pid)) = self.timers.remove(&timer) {
                     let late = now.saturating_sub(set_for).max(0) as u64;
                     if self.fired.len() >= MAX_TIMERS {
-                        self.fired.clear();
+                        self.fired = Default::default();
                     }
                     self.fired.insert(pid, (ts, late));
                 }

@@ -122,7 +122,7 @@ impl CpuAccount {
             blocking,
         });
         if self.preempted.len() >= MAX_TIMERS {
-            self.preempted.clear();
+            self.preempted = Default::default();
         }
     }
 }
