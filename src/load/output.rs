@@ -1,7 +1,31 @@
 //! What the generators print: hackbench's time per run, stress-ng's
 //! metrics YAML, and the last lines of a failed one's output.
 
+use std::path::Path;
 use std::process::ExitStatus;
+
+/// The most of a generator's output (its end) or metrics file read:
+/// hackbench and stress-ng write a few KiB.
+const MAX_OUTPUT_READ_BYTES: u64 = 1 << 20;
+
+/// A finished run's output file: its end, where the summary and the last
+/// words are, whatever it wrote before them (empty when unreadable).
+pub(super) fn read_output(path: &Path) -> String {
+    crate::files::read_tail(path, MAX_OUTPUT_READ_BYTES).unwrap_or_default()
+}
+
+/// The metrics a stress-ng run wrote to `yaml`, read within the bound and
+/// removed; or why there are none.
+pub(super) fn read_stress_ng_metrics(yaml: &Path) -> Result<Vec<(String, f64, f64)>, String> {
+    let links = crate::files::Links::Refuse;
+    let metrics = crate::files::read_text_bounded(yaml, links, MAX_OUTPUT_READ_BYTES)
+        .map_err(|e| format!("it wrote no metrics ({e})"))
+        .and_then(|text| {
+            stress_ng_metrics(&text).map_err(|e| format!("its metrics could not be read: {e}"))
+        });
+    let _ = std::fs::remove_file(yaml);
+    metrics
+}
 
 pub(super) fn exit_text(status: ExitStatus, output: &str) -> String {
     let tail: Vec<&str> = output

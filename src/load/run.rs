@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
-use super::output::{exit_text, hackbench_time, stress_ng_metrics};
+use super::output::{exit_text, hackbench_time, read_output, read_stress_ng_metrics};
 use super::profile::{Generator, HACKBENCH_FDS, Kind, Profile};
 use super::report::{GeneratorReport, LoadReport, Throughput};
 use crate::load::sys::{
@@ -35,9 +35,6 @@ const GONE_WAIT: Duration = Duration::from_secs(5);
 /// The wait before a generator that failed is started again.
 const RETRY_AFTER: Duration = Duration::from_secs(5);
 const POLL: Duration = Duration::from_millis(50);
-/// The most of a generator's output (its end) or metrics file read: hackbench
-/// and stress-ng write a few KiB.
-const MAX_OUTPUT_READ_BYTES: u64 = 1 << 20;
 
 /// What to run and how: the profile, its CPUs, and the program that
 /// guards the group (`/proc/self/exe load-guard`; tests name the binary).
@@ -315,9 +312,7 @@ impl Supervisor {
     /// pipe: a child it left behind cannot make the read wait);
     /// `stopping`: the exit was asked for.
     fn absorb(&mut self, idx: usize, status: ExitStatus, stopping: bool) {
-        // Its summary and last words are at the end, whatever it wrote.
-        let output = self.running[idx].generator.output_path(&self.scratch);
-        let output = crate::files::read_tail(&output, MAX_OUTPUT_READ_BYTES).unwrap_or_default();
+        let output = read_output(&self.running[idx].generator.output_path(&self.scratch));
         let run = &mut self.running[idx];
         let failure = match &run.generator.kind {
             Kind::Hackbench { .. } => match hackbench_time(&output) {
@@ -331,14 +326,7 @@ impl Supervisor {
                 _ => Some(exit_text(status, &output)),
             },
             Kind::StressNg { yaml } => {
-                let links = crate::files::Links::Refuse;
-                let metrics = crate::files::read_text_bounded(yaml, links, MAX_OUTPUT_READ_BYTES)
-                    .map_err(|e| format!("it wrote no metrics ({e})"))
-                    .and_then(|text| {
-                        stress_ng_metrics(&text)
-                            .map_err(|e| format!("its metrics could not be read: {e}"))
-                    });
-                let _ = fs::remove_file(yaml);
+                let metrics = read_stress_ng_metrics(yaml);
                 let unread = match metrics {
                     Ok(metrics) => {
                         for (stressor, ops, seconds) in metrics {
