@@ -13,7 +13,7 @@ mod common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::prometheus::{Prometheus, free_port};
 use common::*;
@@ -198,23 +198,37 @@ fn a_spinning_thread_shows_in_the_workloads_latency_the_interference_and_the_ale
     let before = cpu_of(&observe_json(&daemon), observed);
     let (spinner_before, _) = interference(&before, "thread", "spinner");
 
-    busy_named_thread(observed, WORKLOAD_PRIORITY + 10, SPIN, "spinner");
     let spin_ns = SPIN.as_nanos() as u64;
 
     // The workload's histogram shows the spike: the spinner started at
     // most a period before the task's next wake-up, so the task waited
-    // the spin less at most 1 ms, and not much more.
+    // the spin less at most 1 ms, and not much more. On a loaded host
+    // the observer may miss the spinner's switch (counted as untraced):
+    // then it spins once more, at most three times.
     let mut seen = Value::Null;
-    wait_until(
-        "the spike in the workload's maximum",
-        Duration::from_millis(100),
-        Duration::from_secs(5),
-        || {
+    for attempt in 1.. {
+        busy_named_thread(observed, WORKLOAD_PRIORITY + 10, SPIN, "spinner");
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let shown = loop {
             seen = cpu_of(&observe_json(&daemon), observed);
-            task_of(&seen, "rt-workload")
-                .is_some_and(|t| t["max_ns"].as_u64().unwrap() >= spin_ns / 2)
-        },
-    );
+            let late = task_of(&seen, "rt-workload")
+                .is_some_and(|t| t["max_ns"].as_u64().unwrap() >= spin_ns / 2);
+            if late && interference(&seen, "thread", "spinner").0 > spinner_before {
+                break true;
+            }
+            if Instant::now() > deadline {
+                break false;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        if shown {
+            break;
+        }
+        assert!(
+            attempt < 3,
+            "three spins, none seen as the spinner's: {seen}"
+        );
+    }
     let task_json = task_of(&seen, "rt-workload").unwrap();
     let max = task_json["max_ns"].as_u64().unwrap();
     assert!(
