@@ -16,8 +16,7 @@
 //!
 //! Run: `cargo bench --bench state_memory`.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 
 use latencyd::config::Config;
 use latencyd::daemon::state::{CpuView, SamplerView};
@@ -26,30 +25,10 @@ use latencyd::rt::handoff;
 use latencyd::rt::sys::Policy;
 use latencyd::stats::LatencyStats;
 
-struct Counting;
+#[path = "support/counting.rs"]
+mod counting;
 
-static LIVE: AtomicUsize = AtomicUsize::new(0);
-
-// SAFETY: every call forwards to the system allocator with the caller's
-// layout and pointer; the counter only observes sizes.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        LIVE.fetch_add(layout.size(), Ordering::Relaxed);
-        // SAFETY: the caller's contract for `alloc` is passed on unchanged.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
-        // SAFETY: `ptr` came from `alloc` above with this layout.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        LIVE.fetch_add(new_size, Ordering::Relaxed);
-        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
-        // SAFETY: the caller's contract for `realloc` is passed on unchanged.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
+use counting::{Counting, LIVE};
 
 #[global_allocator]
 static ALLOCATOR: Counting = Counting;
