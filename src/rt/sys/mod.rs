@@ -1,7 +1,7 @@
 //! The kernel-facing module: every `unsafe` block and every libc call of
 //! latencyd lives here (and in `timer`, its POSIX interval timer).
 //!
-//! It owns thread affinity, scheduling policy and priority, memory locking,
+//! It owns thread affinity (`cpus`), scheduling policy and priority, memory locking,
 //! the sleeps and the clocks, signal masks, resource limits, named pipes
 //! and the `/dev/cpu_dma_latency` hold. Functions are thin:
 //! they translate between Rust types and the C API and report failures as
@@ -11,14 +11,19 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::mem::MaybeUninit;
 
-use crate::cpulist::{MAX_CPUS, parse_cpu_list};
+use crate::cpulist::MAX_CPUS;
 
+mod cpus;
 mod errno;
 mod sched;
 mod time;
 mod timer;
 mod timerfd;
 
+pub use cpus::{
+    cpu_set_of, current_cpu, online_cpus, pin_current_thread, process_affinity,
+    set_current_thread_affinity,
+};
 pub use errno::{EIO, is_passing_error};
 pub use sched::{ThreadScheduling, set_thread_scheduling, thread_scheduling};
 use time::timespec_of;
@@ -133,57 +138,6 @@ pub fn reported_resolution_ns(clock: ClockSource) -> io::Result<u64> {
     // SAFETY: clock_getres returned 0, so `ts` was written.
     let ts = unsafe { ts.assume_init() };
     Ok(ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
-}
-
-/// Pins the calling thread to one CPU.
-pub fn pin_current_thread(cpu: usize) -> io::Result<()> {
-    set_current_thread_affinity(&[cpu])
-}
-
-/// The kernel's CPU set of `cpus`.
-pub fn cpu_set_of(cpus: &[usize]) -> io::Result<libc::cpu_set_t> {
-    // SAFETY: cpu_set_t is plain data; all-zeroes is the empty set.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    for &cpu in cpus {
-        if cpu >= MAX_CPUS {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("CPU {cpu} is beyond CPU_SETSIZE"),
-            ));
-        }
-        // SAFETY: `cpu` < CPU_SETSIZE was checked above.
-        unsafe { libc::CPU_SET(cpu, &mut set) };
-    }
-    Ok(set)
-}
-
-/// Restricts the calling thread to a set of CPUs.
-pub fn set_current_thread_affinity(cpus: &[usize]) -> io::Result<()> {
-    let set = cpu_set_of(cpus)?;
-    // SAFETY: pid 0 is the calling thread; `set` is a valid cpu_set_t of the
-    // size passed.
-    let rc = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
-}
-
-/// The CPUs this process may run on (its affinity mask, which cgroups,
-/// `taskset` and systemd's `CPUAffinity=` narrow).
-pub fn process_affinity() -> io::Result<Vec<usize>> {
-    // SAFETY: cpu_set_t is plain data; all-zeroes is the empty set.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: `set` is a valid out-buffer of the size passed.
-    let rc =
-        unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: every index is below CPU_SETSIZE and `set` is initialised.
-    Ok((0..MAX_CPUS)
-        .filter(|&cpu| unsafe { libc::CPU_ISSET(cpu, &set) })
-        .collect())
 }
 
 /// Sets the scheduling policy and priority of the calling thread only
@@ -352,24 +306,9 @@ pub fn block_signals_in_current_thread() -> io::Result<()> {
 }
 
 /// The kernel's id of the calling thread (what `ps -L` and cyclictest show).
-/// The CPU the calling thread runs on. glibc answers from the rseq area
-/// the kernel keeps up to date (or the vDSO): no system call, so the hot
-/// loop may ask at every wake-up.
-#[inline]
-pub fn current_cpu() -> Option<usize> {
-    // SAFETY: sched_getcpu has no arguments.
-    let cpu = unsafe { libc::sched_getcpu() };
-    usize::try_from(cpu).ok()
-}
-
 pub fn current_tid() -> i32 {
     // SAFETY: gettid has no arguments and cannot fail.
     unsafe { libc::gettid() }
-}
-
-/// The CPUs online now (`/sys/devices/system/cpu/online`), if readable.
-pub fn online_cpus() -> Option<Vec<usize>> {
-    read_small("/sys/devices/system/cpu/online").and_then(|s| parse_cpu_list(&s).ok())
 }
 
 /// The most latencyd reads of a one-line kernel file here: a CPU list of

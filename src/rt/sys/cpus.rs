@@ -1,0 +1,72 @@
+//! Which CPUs: a thread's and the process's affinity, the CPU a thread
+//! runs on, the CPUs online.
+
+use std::io;
+
+use crate::cpulist::{MAX_CPUS, parse_cpu_list};
+
+/// Pins the calling thread to one CPU.
+pub fn pin_current_thread(cpu: usize) -> io::Result<()> {
+    set_current_thread_affinity(&[cpu])
+}
+
+/// The kernel's CPU set of `cpus`.
+pub fn cpu_set_of(cpus: &[usize]) -> io::Result<libc::cpu_set_t> {
+    // SAFETY: cpu_set_t is plain data; all-zeroes is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    for &cpu in cpus {
+        if cpu >= MAX_CPUS {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("CPU {cpu} is beyond CPU_SETSIZE"),
+            ));
+        }
+        // SAFETY: `cpu` < CPU_SETSIZE was checked above.
+        unsafe { libc::CPU_SET(cpu, &mut set) };
+    }
+    Ok(set)
+}
+
+/// Restricts the calling thread to a set of CPUs.
+pub fn set_current_thread_affinity(cpus: &[usize]) -> io::Result<()> {
+    let set = cpu_set_of(cpus)?;
+    // SAFETY: pid 0 is the calling thread; `set` is a valid cpu_set_t of the
+    // size passed.
+    let rc = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// The CPUs this process may run on (its affinity mask, which cgroups,
+/// `taskset` and systemd's `CPUAffinity=` narrow).
+pub fn process_affinity() -> io::Result<Vec<usize>> {
+    // SAFETY: cpu_set_t is plain data; all-zeroes is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `set` is a valid out-buffer of the size passed.
+    let rc =
+        unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: every index is below CPU_SETSIZE and `set` is initialised.
+    Ok((0..MAX_CPUS)
+        .filter(|&cpu| unsafe { libc::CPU_ISSET(cpu, &set) })
+        .collect())
+}
+
+/// The CPU the calling thread runs on. glibc answers from the rseq area
+/// the kernel keeps up to date (or the vDSO): no system call, so the hot
+/// loop may ask at every wake-up.
+#[inline]
+pub fn current_cpu() -> Option<usize> {
+    // SAFETY: sched_getcpu has no arguments.
+    let cpu = unsafe { libc::sched_getcpu() };
+    usize::try_from(cpu).ok()
+}
+
+/// The CPUs online now (`/sys/devices/system/cpu/online`), if readable.
+pub fn online_cpus() -> Option<Vec<usize>> {
+    super::read_small("/sys/devices/system/cpu/online").and_then(|s| parse_cpu_list(&s).ok())
+}
