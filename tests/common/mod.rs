@@ -141,8 +141,10 @@ pub fn unprivileged_latencyd(dir: &std::path::Path, keep_sys_nice: bool) -> Opti
     Some(cmd)
 }
 
-/// A minimal HTTP/1.1 GET against the daemon: (status, body).
-pub fn http_get(addr: std::net::SocketAddr, path: &str) -> std::io::Result<(u16, String)> {
+/// The bytes a `GET path` over a new connection brought back, whole
+/// (empty when the server closed it without answering).
+#[allow(dead_code)]
+pub fn http_get_raw(addr: std::net::SocketAddr, path: &str) -> std::io::Result<Vec<u8>> {
     use std::io::Read;
     let mut stream =
         std::net::TcpStream::connect_timeout(&addr, std::time::Duration::from_secs(5))?;
@@ -153,7 +155,17 @@ pub fn http_get(addr: std::net::SocketAddr, path: &str) -> std::io::Result<(u16,
     )?;
     let mut response = Vec::new();
     stream.read_to_end(&mut response)?;
-    let text = String::from_utf8_lossy(&response).into_owned();
+    Ok(response)
+}
+
+/// A minimal HTTP/1.1 GET against the daemon: (status, body).
+pub fn http_get(addr: std::net::SocketAddr, path: &str) -> std::io::Result<(u16, String)> {
+    Ok(parse_response(&http_get_raw(addr, path)?))
+}
+
+/// A response's status (0 when there is none) and body, dechunked.
+pub fn parse_response(response: &[u8]) -> (u16, String) {
+    let text = String::from_utf8_lossy(response).into_owned();
     let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
     let status = head
         .split_whitespace()
@@ -169,7 +181,7 @@ pub fn http_get(addr: std::net::SocketAddr, path: &str) -> std::io::Result<(u16,
     } else {
         body.to_string()
     };
-    Ok((status, body))
+    (status, body)
 }
 
 /// Decodes an HTTP/1.1 chunked body (size line in hex, data, CRLF, ...).
