@@ -386,6 +386,41 @@ fn a_flood_of_wrong_passwords_runs_bcrypt_a_few_at_a_time() {
     settles_back(&daemon, own_before, rss_before, 8 * 1024);
 }
 
+/// A scraper that opens many connections at once with a password not yet
+/// verified is served on each: one bcrypt check answers them all, and its
+/// share of the bcrypt queue (two checks per peer) does not refuse the rest.
+#[test]
+#[ignore = "full tier: floods of connections, about 5 s"]
+fn many_first_requests_with_the_right_password_share_one_check() {
+    let dir = tempfile::tempdir().unwrap();
+    // Cost 10: a check takes long enough that the requests overlap it.
+    let hash = bcrypt::hash("right", 10).unwrap();
+    let web = dir.path().join("web.yml");
+    std::fs::write(&web, format!("basic_auth_users:\n  alice: '{hash}'\n")).unwrap();
+    let config = daemon_config(
+        dir.path(),
+        "",
+        &format!("web_config_file = \"{}\"\n", web.display()),
+        "",
+    );
+    let daemon = Daemon::start(latencyd().args(["run", "--config"]).arg(config));
+    let good = "Authorization: Basic YWxpY2U6cmlnaHQ=\r\n"; // alice:right
+    let addr = daemon.addr;
+    let start = Arc::new(std::sync::Barrier::new(40));
+    let clients: Vec<_> = (0..40)
+        .map(|_| {
+            let start = Arc::clone(&start);
+            std::thread::spawn(move || {
+                start.wait();
+                status_of_get(addr, "/api/v1/status", good)
+            })
+        })
+        .collect();
+    let answers: Vec<u16> = clients.into_iter().map(|c| c.join().unwrap()).collect();
+    eprintln!("40 first requests with the right password: {answers:?}");
+    assert!(answers.iter().all(|&a| a == 200), "{answers:?}");
+}
+
 /// A connection to the daemon, plain or TLS (rustls, trusting `ca.crt`).
 type Conn = Box<dyn ReadWrite + Send>;
 trait ReadWrite: Read + Write {}

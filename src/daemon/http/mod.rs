@@ -40,7 +40,7 @@ pub use error::ApiError;
 use handlers::*;
 use pages::{plot_svg, status_page};
 pub use query::{parse_range, parse_window};
-use webconfig::Security;
+use webconfig::{Lead, Security, Turn};
 
 use super::render::metrics;
 use super::state::MonitorState;
@@ -247,6 +247,42 @@ pub fn check_routes(telemetry_path: &str) -> Result<(), String> {
 /// `/livez` open to their probes.
 pub const LIVENESS_PATH: &str = "/livez";
 
+/// Whether `authorization` carries a configured user's password: the
+/// answer of a check of the same credential under way if there is one,
+/// else a bcrypt check of its own whose answer the others share.
+async fn verify(
+    app: &AppState,
+    security: &Arc<Security>,
+    peer: Option<std::net::IpAddr>,
+    authorization: Option<Vec<u8>>,
+) -> Result<bool, ApiError> {
+    let Some(auth) = security.auth.as_ref() else {
+        return Ok(true);
+    };
+    let lead = match auth.turn(authorization.as_deref()) {
+        Turn::Lead(lead) => Some(lead),
+        Turn::Follow(follow) => match Lead::wait(follow).await {
+            Some(ok) => return Ok(ok),
+            // The check it waited for was refused or dropped: its own.
+            None => None,
+        },
+    };
+    let security = Arc::clone(security);
+    let ok = app
+        .work
+        .bcrypt(peer, move |_| {
+            security
+                .auth
+                .as_ref()
+                .is_some_and(|auth| auth.check(authorization.as_deref()))
+        })
+        .await?;
+    if let Some(lead) = lead {
+        lead.answer(ok);
+    }
+    Ok(ok)
+}
+
 /// What every request passes before it is routed, in this order:
 /// authentication when the web configuration asks for it (401 with
 /// `WWW-Authenticate`; `LIVENESS_PATH` excepted), GET or HEAD only (405
@@ -266,18 +302,12 @@ async fn guard(State(app): State<AppState>, request: Request, next: Next) -> Res
             .as_ref()
             .is_some_and(|auth| auth.remembered(authorization.as_deref()));
         // bcrypt takes milliseconds: off the runtime's thread, a few at a
-        // time (busy.rs); a credential already verified needs none.
-        let ok = remembered
-            || match app
-                .work
-                .bcrypt(peer, move |_| {
-                    security
-                        .auth
-                        .as_ref()
-                        .is_some_and(|auth| auth.check(authorization.as_deref()))
-                })
-                .await
-            {
+        // time (busy.rs), once per credential however many requests carry
+        // it at once (auth.rs); a credential already verified needs none.
+        let ok = if remembered {
+            true
+        } else {
+            match verify(&app, &security, peer, authorization).await {
                 Ok(ok) => ok,
                 Err(busy) => {
                     if let Some(passage) = &passage {
@@ -285,7 +315,8 @@ async fn guard(State(app): State<AppState>, request: Request, next: Next) -> Res
                     }
                     return busy.into_response();
                 }
-            };
+            }
+        };
         if !ok {
             if let Some(passage) = &passage {
                 passage.refused();

@@ -1,12 +1,13 @@
 //! HTTP basic authentication against bcrypt hashes, at the same cost
 //! for every refusal.
 
-use std::collections::{BTreeMap, HashSet};
-use std::sync::Mutex;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, Mutex};
 
 use base64::Engine as _;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
+use tokio::sync::watch;
 
 use super::parse::bcrypt_cost;
 
@@ -22,10 +23,61 @@ const AUTH_CACHE_LIMIT: usize = 1024;
 /// checked against a dummy hash of the highest configured cost, and user
 /// names are compared in constant time. Good credentials are remembered
 /// by a SHA-256 digest (never in clear) for later requests.
+///
+/// One check per credential at a time: requests that carry a credential
+/// whose check is under way wait for its answer (`turn`). A scraper
+/// that opens 40 connections at once with a password not yet verified
+/// costs one bcrypt run, not 40, and is not refused for having more
+/// checks under way than its share of the queue (busy.rs).
 pub struct BasicAuth {
     users: Vec<(String, String)>,
     dummy_hash: String,
     good: Mutex<HashSet<[u8; 32]>>,
+    under_way: UnderWay,
+}
+
+/// Checks under way by credential digest, each with its answer to come;
+/// an entry lives as long as its `Lead`, so the map holds no more entries
+/// than checks running or waiting for a permit.
+type UnderWay = Arc<Mutex<HashMap<[u8; 32], watch::Receiver<Option<bool>>>>>;
+
+/// Whose turn it is to check a credential.
+pub enum Turn {
+    /// Nobody is checking it: this request does, and answers the others.
+    Lead(Lead),
+    /// Another request is checking it: wait for its answer
+    /// (`Lead::wait`); none comes when that check was refused or dropped.
+    Follow(watch::Receiver<Option<bool>>),
+}
+
+/// The right and duty to check a credential; dropping it without an
+/// answer lets the waiting requests check for themselves.
+pub struct Lead {
+    under_way: UnderWay,
+    digest: [u8; 32],
+    answer: watch::Sender<Option<bool>>,
+}
+
+impl Lead {
+    /// Tells every request waiting on this credential the outcome.
+    pub fn answer(self, ok: bool) {
+        self.answer.send_replace(Some(ok));
+    }
+
+    /// The answer of the check another request leads, or `None` when it
+    /// ended without one.
+    pub async fn wait(mut follow: watch::Receiver<Option<bool>>) -> Option<bool> {
+        follow.wait_for(Option::is_some).await.ok().and_then(|v| *v)
+    }
+}
+
+impl Drop for Lead {
+    fn drop(&mut self) {
+        self.under_way
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&self.digest);
+    }
 }
 
 impl BasicAuth {
@@ -45,7 +97,25 @@ impl BasicAuth {
             dummy_hash: dummy_hash(cost),
             users: users.into_iter().collect(),
             good: Mutex::new(HashSet::new()),
+            under_way: UnderWay::default(),
         }
+    }
+
+    /// Whether this request checks the header's credential or waits for
+    /// the check of the same credential under way (a SHA-256, no bcrypt).
+    pub fn turn(&self, authorization: Option<&[u8]>) -> Turn {
+        let (_, _, _, digest) = self.credential(authorization);
+        let mut under_way = self.under_way.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(follow) = under_way.get(&digest) {
+            return Turn::Follow(follow.clone());
+        }
+        let (answer, follow) = watch::channel(None);
+        under_way.insert(digest, follow);
+        Turn::Lead(Lead {
+            under_way: Arc::clone(&self.under_way),
+            digest,
+            answer,
+        })
     }
 
     /// The header's user and password, the hash to check them against
@@ -207,6 +277,36 @@ mod tests {
         assert!(
             !known && hash == auth.dummy_hash,
             "an unknown user meets the dummy hash"
+        );
+    }
+
+    #[tokio::test]
+    async fn one_check_per_credential_answers_every_request_that_carries_it() {
+        let hash = bcrypt::hash("right", 4).unwrap();
+        let auth = BasicAuth::new(BTreeMap::from([("alice".to_string(), hash)]));
+        let header = b"Basic YWxpY2U6cmlnaHQ=".as_slice(); // alice:right
+        let Turn::Lead(lead) = auth.turn(Some(header)) else {
+            panic!("the first request checks");
+        };
+        let Turn::Follow(follow) = auth.turn(Some(header)) else {
+            panic!("the second waits for the first");
+        };
+        // Another credential is checked on its own.
+        assert!(matches!(auth.turn(Some(b"Basic Ym9iOng=")), Turn::Lead(_)));
+        lead.answer(true);
+        assert_eq!(Lead::wait(follow).await, Some(true));
+        // The answer given, the next request checks (or finds it remembered).
+        let Turn::Lead(lead) = auth.turn(Some(header)) else {
+            panic!("no check under way any more");
+        };
+        let Turn::Follow(follow) = auth.turn(Some(header)) else {
+            panic!("the second waits for the first");
+        };
+        drop(lead);
+        assert_eq!(
+            Lead::wait(follow).await,
+            None,
+            "a dropped check answers nothing"
         );
     }
 }

@@ -32,7 +32,7 @@ use rustls::ServerConfig;
 
 use crate::config::{self, Config, ConfigError};
 
-pub use auth::BasicAuth;
+pub use auth::{BasicAuth, Lead, Turn};
 pub use parse::{ClientAuth, TlsSettings, TlsVersion, WebConfig, parse};
 pub use tls::server_config;
 
