@@ -26,18 +26,21 @@ links not served, forensics still available).
 At the end: a sampler on every online CPU, forensics and the observer
 available, no tracefs instance of a dead latencyd left (15 s allowed for
 the running latencyd's sweep), then SIGTERM and
-a clean exit. Prints the figures (RSS slope after the first 30 minutes by
-least squares, threads and fds range) and writes them as JSON to SOAK_OUT
+a clean exit. Prints the figures (RSS slope after SOAK_SETTLE seconds,
+by default the first hour or a quarter of a shorter soak, by least
+squares on 5-minute medians with its 95 % interval; threads and fds
+range) and writes them as JSON to SOAK_OUT
 (target/chaos-soak.json). Exit status 1 when a check failed.
 
 Run as root (hotplug, SCHED_FIFO, tracefs) with tracefs mounted, after
 `cargo build --release`; needs openssl, stress-ng and Python's bcrypt:
     SOAK_SECS=7200 benches/chaos_soak.py
 Environment: LATENCYD (target/release/latencyd), SOAK_SECS, ROUND_SECS,
-SOAK_OUT, SOAK_SEED (the fault order's random seed).
+SOAK_OUT, SOAK_SEED (the fault order's random seed), SOAK_SETTLE.
 """
 
 import base64
+import ctypes
 import http.client
 import json
 import os
@@ -57,6 +60,7 @@ SOAK_SECS = int(os.environ.get("SOAK_SECS", "7200"))
 ROUND_SECS = int(os.environ.get("ROUND_SECS", "300"))
 SOAK_OUT = os.environ.get("SOAK_OUT", "target/chaos-soak.json")
 SEED = int(os.environ.get("SOAK_SEED", str(int(time.time()))))
+SETTLE_SECS = int(os.environ.get("SOAK_SETTLE", str(min(3600, SOAK_SECS // 4))))
 USER, PASSWORD = "soak", base64.b32encode(os.urandom(10)).decode()
 TRACING = "/sys/kernel/tracing"
 
@@ -159,11 +163,18 @@ TLS.check_hostname = False
 TLS.verify_mode = ssl.CERT_NONE
 
 
-def request(addr, path, password=None, timeout=10):
+# The floods come from another loopback address than the watchers, as a
+# hostile or broken client is another peer than Prometheus and the
+# kubelet: latencyd shares its connection slots and bcrypt queue by peer.
+FLOODER = "127.0.0.2"
+
+
+def request(addr, path, password=None, timeout=10, source=None):
     """(status, body) of a GET over TLS, with the right credentials unless
-    `password` says otherwise ("" for none)."""
+    `password` says otherwise ("" for none), from `source` if given."""
     password = PASSWORD if password is None else password
-    conn = http.client.HTTPSConnection(addr[0], addr[1], timeout=timeout, context=TLS)
+    conn = http.client.HTTPSConnection(addr[0], addr[1], timeout=timeout, context=TLS,
+                                       source_address=(source, 0) if source else None)
     headers = {}
     if password:
         token = base64.b64encode(f"{USER}:{password}".encode()).decode()
@@ -361,6 +372,12 @@ def hotplug_storm(ctx):
     return f"hotplug storm of CPU {cpu} ({storm:.1f} s), all sampled again after {took and round(took, 2)} s"
 
 
+def die_with_the_soak():
+    """In a child before exec: SIGKILL when the soak goes (PR_SET_PDEATHSIG),
+    so that a soak stopped by hand leaves no FIFO 99 spinner behind."""
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
+
+
 def starve(ctx):
     cpu = random.choice(sorted(online_cpus()))
     series = f'latencyd_sampler_stalls_total{{cpu="{cpu}"}}'
@@ -368,6 +385,7 @@ def starve(ctx):
     # The spinner alone is pinned and real-time: what stops it (here) must
     # be able to run elsewhere.
     spinner = subprocess.Popen(["sh", "-c", "while :; do :; done"], preexec_fn=lambda: (
+        die_with_the_soak(),
         os.sched_setaffinity(0, {cpu}),
         os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(99))))
     time.sleep(30)
@@ -385,7 +403,8 @@ def idle_flood(ctx):
     sockets = []
     for _ in range(300):
         try:
-            sockets.append(socket.create_connection(ctx["addr"], timeout=5))
+            sockets.append(socket.create_connection(ctx["addr"], timeout=5,
+                                                    source_address=(FLOODER, 0)))
         except OSError:
             break
     time.sleep(30)
@@ -425,13 +444,14 @@ def crowd(n, job):
 def range_flood(ctx):
     path = "/api/v1/latency?from=-1d"
     flip = iter(range(40))
-    counts = crowd(40, lambda: request(ctx["addr"], path,
+    counts = crowd(40, lambda: request(ctx["addr"], path, source=FLOODER,
                                         timeout=0.3 if next(flip) % 2 else 30)[0])
     return f"40 range reads: {counts}"
 
 
 def password_flood(ctx):
-    counts = crowd(200, lambda: request(ctx["addr"], "/api/v1/status", password="wrong")[0])
+    counts = crowd(200, lambda: request(ctx["addr"], "/api/v1/status", password="wrong",
+                                        source=FLOODER)[0])
     if counts.get("200"):
         fail(f"a wrong password was let in: {counts}")
     return f"200 wrong passwords: {counts}"
@@ -478,6 +498,35 @@ def slope_per_hour(points):
     my = sum(p[1] for p in points) / n
     sxx = sum((p[0] - mx) ** 2 for p in points)
     return 3600 * sum((p[0] - mx) * (p[1] - my) for p in points) / sxx if sxx else 0.0
+
+
+# Student's t at 97.5 % for 1..30 degrees of freedom, then 2.0 beyond.
+T975 = [12.71, 4.30, 3.18, 2.78, 2.57, 2.45, 2.36, 2.31, 2.26, 2.23, 2.20, 2.18, 2.16, 2.14,
+        2.13, 2.12, 2.11, 2.10, 2.09, 2.09, 2.08, 2.07, 2.07, 2.06, 2.06, 2.06, 2.05, 2.05,
+        2.05, 2.04]
+
+
+def slope_interval(points, block=300):
+    """The RSS slope per hour with its 95 % interval. Readings 10 s apart
+    are far from independent (a flood lifts ten of them at once), so the
+    fit is made on the median of each `block` seconds, and the interval
+    from the residuals of that fit: (slope, low, high, blocks)."""
+    blocks = {}
+    for t, v in points:
+        blocks.setdefault(int(t // block), []).append(v)
+    pts = [((k + 0.5) * block, sorted(vs)[len(vs) // 2]) for k, vs in sorted(blocks.items())]
+    n = len(pts)
+    if n < 3:
+        return (slope_per_hour(pts), None, None, n)
+    mx = sum(p[0] for p in pts) / n
+    my = sum(p[1] for p in pts) / n
+    sxx = sum((p[0] - mx) ** 2 for p in pts)
+    b = sum((p[0] - mx) * (p[1] - my) for p in pts) / sxx
+    a = my - b * mx
+    rss = sum((p[1] - a - b * p[0]) ** 2 for p in pts)
+    se = (rss / (n - 2) / sxx) ** 0.5
+    t = T975[n - 3] if n - 2 <= len(T975) else 2.0
+    return (3600 * b, 3600 * (b - t * se), 3600 * (b + t * se), n)
 
 
 def instances_of_the_dead():
@@ -557,7 +606,8 @@ def main():
     log = open(f"{dir}/latencyd.log").read()
     end["log_lines"] = {level: log.count(f" {level} ") for level in ("ERROR", "WARN", "INFO")}
 
-    settled = [r for r in watch.resources if r[0] >= min(1800, SOAK_SECS / 4)]
+    settled = [r for r in watch.resources if r[0] >= SETTLE_SECS]
+    slope, low, high, blocks = slope_interval([(r[0], r[1]) for r in settled])
     probes = watch.livez
     summary = {
         "seconds": round(now()),
@@ -573,7 +623,11 @@ def main():
                     "settled_from_s": settled[0][0] if settled else None,
                     "settled_min": min((r[1] for r in settled), default=None),
                     "settled_max": max((r[1] for r in settled), default=None),
-                    "settled_slope_kib_per_h": round(slope_per_hour([(r[0], r[1]) for r in settled]), 1)},
+                    "settled_slope_kib_per_h": round(slope, 1),
+                    "slope_95_interval": [round(low, 1) if low is not None else None,
+                                          round(high, 1) if high is not None else None],
+                    "slope_blocks": blocks,
+                    "series": [(r[0], r[1]) for r in watch.resources]},
         "threads": [min((r[2] for r in settled), default=None), max((r[2] for r in settled), default=None)],
         "fds": [min((r[3] for r in settled), default=None), max((r[3] for r in settled), default=None)],
         "end": end,
@@ -584,6 +638,7 @@ def main():
     with open(SOAK_OUT, "w") as f:
         json.dump(summary, f, indent=1)
     brief = {k: v for k, v in summary.items() if k not in ("done", "decreases")}
+    brief["rss_kib"] = {k: v for k, v in summary["rss_kib"].items() if k != "series"}
     print(json.dumps(brief, indent=1))
     sys.exit(1 if failures else 0)
 
