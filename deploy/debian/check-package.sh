@@ -68,7 +68,7 @@ signer=$(zcat /usr/share/doc/latencyd/changelog.Debian.gz | sed -n 's/^ -- \(.*>
 [[ $signer =~ $address ]] || fail "the changelog's trailer '$signer' is not 'Name <user@domain>'"
 /usr/bin/latencyd check-config /etc/latencyd/latencyd.toml >/dev/null || fail "the shipped configuration is invalid"
 for f in grafana/dashboards/latencyd-host.json grafana/dashboards/latencyd-fleet.json \
-         prometheus/latencyd.rules.yml prometheus/agent.yml \
+         prometheus/latencyd.rules.yml prometheus/agent.yml prometheus/vmagent.yml \
          systemd/latencyd-pmqos.conf systemd/latencyd-forensics.conf \
          systemd/latencyd-observe.conf systemd/latencyd-load.conf \
          udev/60-cpu-dma-latency.rules; do

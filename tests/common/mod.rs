@@ -12,6 +12,7 @@ use std::process::{Command, Output};
 pub mod cyclictest;
 pub mod prometheus;
 pub mod protobuf;
+pub mod victoria;
 
 /// The binary under test.
 pub fn latencyd() -> Command {

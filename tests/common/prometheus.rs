@@ -125,6 +125,13 @@ impl Prometheus {
         prometheus
     }
 
+    /// Another server with Prometheus' HTTP query API (VictoriaMetrics),
+    /// already started as `child` and answering at `addr`; killed when
+    /// dropped.
+    pub fn adopt(child: Child, addr: SocketAddr) -> Prometheus {
+        Prometheus { child, addr }
+    }
+
     pub fn api(&self, path: &str) -> Value {
         let (status, body) =
             http_get(self.addr, path).unwrap_or_else(|e| panic!("GET {path}: {e}"));
