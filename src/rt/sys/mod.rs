@@ -328,18 +328,19 @@ pub(crate) fn read_small(path: &str) -> Option<String> {
     (text.len() as u64 <= MAX_SMALL_FILE_BYTES).then_some(text)
 }
 
-/// A resource limit's soft value; `None` means unlimited.
+/// A resource limit's soft value; `None` means unlimited. The 64-bit call,
+/// whose values are 64 bits on 32-bit targets too (armv7's `rlim_t` is 32).
 fn soft_limit(resource: libc::__rlimit_resource_t) -> io::Result<Option<u64>> {
-    let mut limit = libc::rlimit {
+    let mut limit = libc::rlimit64 {
         rlim_cur: 0,
         rlim_max: 0,
     };
     // SAFETY: `limit` is a valid out-pointer.
-    let rc = unsafe { libc::getrlimit(resource, &mut limit) };
+    let rc = unsafe { libc::getrlimit64(resource, &mut limit) };
     if rc != 0 {
         return Err(io::Error::last_os_error());
     }
-    Ok((limit.rlim_cur != libc::RLIM_INFINITY).then_some(limit.rlim_cur))
+    Ok((limit.rlim_cur != libc::RLIM64_INFINITY).then_some(limit.rlim_cur))
 }
 
 /// `RLIMIT_RTPRIO`: the highest real-time priority an unprivileged process
