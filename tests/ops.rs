@@ -631,3 +631,22 @@ fn the_gate_fails_under_ci_for_a_skip_no_entry_allows() {
         "{said}"
     );
 }
+
+/// The Yocto recipe's crate list is Cargo.lock's, with its checksums:
+/// `deploy/yocto/update-crates --check` fails while they disagree, so a
+/// dependency change that forgets the layer fails here.
+#[test]
+fn the_yocto_crate_list_matches_cargo_lock() {
+    let (ok, output) = run_in(&root(), "python3", &["deploy/yocto/update-crates", "--check"]);
+    assert!(ok, "{output}");
+    let inc = std::fs::read_to_string(
+        root().join("deploy/yocto/meta-latencyd/recipes-support/latencyd/latencyd-crates.inc"),
+    )
+    .unwrap();
+    let lock = std::fs::read_to_string(root().join("Cargo.lock")).unwrap();
+    let registry = lock
+        .matches("source = \"registry+https://github.com/rust-lang/crates.io-index\"")
+        .count();
+    assert_eq!(inc.matches("crate://crates.io/").count(), registry);
+    assert_eq!(inc.matches(".sha256sum] = \"").count(), registry);
+}
