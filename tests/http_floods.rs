@@ -336,20 +336,26 @@ fn a_flood_of_range_reads_is_bounded_stopped_and_leaves_nothing_behind() {
     settles_back(&daemon, own_before, rss_before, 8 * 1024);
 }
 
-#[test]
-#[ignore = "full tier: floods of connections, about 25 s"]
-fn a_flood_of_wrong_passwords_runs_bcrypt_a_few_at_a_time() {
-    let dir = tempfile::tempdir().unwrap();
-    let hash = bcrypt::hash("right", 8).unwrap();
-    let web = dir.path().join("web.yml");
+/// A daemon whose web configuration lets in alice:right only, the hash
+/// of bcrypt cost `cost`.
+fn with_basic_auth(dir: &Path, cost: u32) -> Daemon {
+    let hash = bcrypt::hash("right", cost).unwrap();
+    let web = dir.join("web.yml");
     std::fs::write(&web, format!("basic_auth_users:\n  alice: '{hash}'\n")).unwrap();
     let config = daemon_config(
-        dir.path(),
+        dir,
         "",
         &format!("web_config_file = \"{}\"\n", web.display()),
         "",
     );
-    let daemon = Daemon::start(latencyd().args(["run", "--config"]).arg(config));
+    Daemon::start(latencyd().args(["run", "--config"]).arg(config))
+}
+
+#[test]
+#[ignore = "full tier: floods of connections, about 25 s"]
+fn a_flood_of_wrong_passwords_runs_bcrypt_a_few_at_a_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = with_basic_auth(dir.path(), 8);
     let good = "Authorization: Basic YWxpY2U6cmlnaHQ=\r\n"; // alice:right
     let wrong = "Authorization: Basic YWxpY2U6d3Jvbmc=\r\n"; // alice:wrong
     assert_eq!(status_of_get(daemon.addr, "/api/v1/status", good), 200);
@@ -394,16 +400,7 @@ fn a_flood_of_wrong_passwords_runs_bcrypt_a_few_at_a_time() {
 fn many_first_requests_with_the_right_password_share_one_check() {
     let dir = tempfile::tempdir().unwrap();
     // Cost 10: a check takes long enough that the requests overlap it.
-    let hash = bcrypt::hash("right", 10).unwrap();
-    let web = dir.path().join("web.yml");
-    std::fs::write(&web, format!("basic_auth_users:\n  alice: '{hash}'\n")).unwrap();
-    let config = daemon_config(
-        dir.path(),
-        "",
-        &format!("web_config_file = \"{}\"\n", web.display()),
-        "",
-    );
-    let daemon = Daemon::start(latencyd().args(["run", "--config"]).arg(config));
+    let daemon = with_basic_auth(dir.path(), 10);
     let good = "Authorization: Basic YWxpY2U6cmlnaHQ=\r\n"; // alice:right
     let addr = daemon.addr;
     let start = Arc::new(std::sync::Barrier::new(40));

@@ -637,7 +637,11 @@ fn the_gate_fails_under_ci_for_a_skip_no_entry_allows() {
 /// dependency change that forgets the layer fails here.
 #[test]
 fn the_yocto_crate_list_matches_cargo_lock() {
-    let (ok, output) = run_in(&root(), "python3", &["deploy/yocto/update-crates", "--check"]);
+    let (ok, output) = run_in(
+        &root(),
+        "python3",
+        &["deploy/yocto/update-crates", "--check"],
+    );
     assert!(ok, "{output}");
     let inc = std::fs::read_to_string(
         root().join("deploy/yocto/meta-latencyd/recipes-support/latencyd/latencyd-crates.inc"),
