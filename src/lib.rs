@@ -4,8 +4,9 @@
 //!
 //! The crate is a library with a thin binary (`src/main.rs`) so that the
 //! integration tests and benchmarks can drive the same code. Modules are
-//! listed from the bottom layer up; a module imports only from layers below
-//! its own (`tests/tidy.rs` keeps it so). See ARCHITECTURE.md for the map
+//! listed from the bottom layer up, in the order of `tests/tidy.rs`'s
+//! `LAYERS` and ARCHITECTURE.md's code map (a test checks all three); a
+//! module imports only from layers below its own. See ARCHITECTURE.md for the map
 //! and the invariants.
 
 #![deny(unsafe_op_in_unsafe_fn)]
@@ -17,9 +18,11 @@ pub mod files;
 pub mod units;
 // Calendar time (RFC 3339), over the units.
 pub mod calendar;
-// Statistics, then the real-time side that records them.
-pub mod rt;
+// Statistics, then the real-time side that records them (a comment
+// between the two keeps rustfmt from sorting them).
 pub mod stats;
+// The real-time side.
+pub mod rt;
 // The host, and the choices both front ends make against it.
 pub mod host;
 pub mod sampling;
@@ -27,15 +30,16 @@ pub mod sampling;
 // forensics and the observer own.
 pub mod load;
 pub mod tracefs;
-// Configuration of the daemon; plots of any histogram.
-pub mod config;
+// Spike forensics; the on-disk record of intervals.
 pub mod forensics;
-pub mod plot;
 pub mod record;
 // Interference and real-time tasks' latency on CPUs without a sampler.
 pub mod observe;
 // The kernel's timerlat and hwlat tracers, run by latencyd.
 pub mod instruments;
+// Configuration of the daemon; plots of any histogram.
+pub mod config;
+pub mod plot;
 // The two front ends.
 pub mod daemon;
 pub mod measure;

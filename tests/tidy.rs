@@ -633,6 +633,88 @@ fn the_source_tree_keeps_its_layers() {
     );
 }
 
+/// Where `listing` (module names in the order a document gives them)
+/// disagrees with `LAYERS`: a module in no layer, one listed after a
+/// module of a higher layer, or a layer's module missing (`lib` and
+/// `main` only when `with_roots`).
+fn layer_order_problems(what: &str, listing: &[String], with_roots: bool) -> Vec<String> {
+    let mut problems = Vec::new();
+    let mut highest = (0, "");
+    for name in listing {
+        match layer_of(name) {
+            None => problems.push(format!("{what} lists '{name}', which is in no layer")),
+            Some(layer) if layer < highest.0 => problems.push(format!(
+                "{what} lists '{name}' after '{}', a higher layer's module",
+                highest.1
+            )),
+            Some(layer) => highest = (layer, name),
+        }
+    }
+    let expected = LAYERS
+        .iter()
+        .flat_map(|layer| layer.iter())
+        .filter(|name| with_roots || !["lib", "main"].contains(name));
+    for name in expected {
+        if !listing.iter().any(|l| l == name) {
+            problems.push(format!("{what} does not list '{name}'"));
+        }
+    }
+    problems
+}
+
+/// The modules `src/lib.rs` declares, in its order.
+fn lib_rs_modules(lib: &str) -> Vec<String> {
+    lib.lines()
+        .filter_map(|l| {
+            l.strip_prefix("pub mod ")
+                .or_else(|| l.strip_prefix("mod "))
+        })
+        .map(|m| m.trim_end_matches(';').to_string())
+        .collect()
+}
+
+/// The modules ARCHITECTURE.md's code map names, line by line: the
+/// leading words of each line of its first block that name a module.
+fn code_map_modules(architecture: &str) -> Vec<String> {
+    let map = architecture.split("## Code map").nth(1).unwrap_or("");
+    let block = map.split("```").nth(1).unwrap_or("");
+    let mut names = Vec::new();
+    for line in block.lines() {
+        for word in line.split_whitespace() {
+            let name = word.trim_end_matches('/').trim_end_matches(".rs");
+            if layer_of(name).is_none() {
+                break;
+            }
+            names.push(name.to_string());
+        }
+    }
+    names
+}
+
+/// The layer order is written three times (`LAYERS` here, the order of
+/// `src/lib.rs`, the code map of ARCHITECTURE.md): all three must agree.
+#[test]
+fn lib_rs_and_the_code_map_give_the_layers_in_their_order() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let lib = std::fs::read_to_string(root.join("src/lib.rs")).unwrap();
+    let architecture = std::fs::read_to_string(root.join("ARCHITECTURE.md")).unwrap();
+    let mut problems = layer_order_problems("src/lib.rs", &lib_rs_modules(&lib), false);
+    problems.extend(layer_order_problems(
+        "ARCHITECTURE.md's code map",
+        &code_map_modules(&architecture),
+        true,
+    ));
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    // A planted disorder and a planted stranger are caught.
+    let planted = ["stats", "cli", "nowhere"].map(String::from);
+    let caught = layer_order_problems("planted", &planted, false);
+    assert!(
+        caught.iter().any(|p| p.contains("'cli' after 'stats'")),
+        "{caught:?}"
+    );
+    assert!(caught.iter().any(|p| p.contains("'nowhere'")), "{caught:?}");
+}
+
 fn synthetic(path: &str, text: &str) -> SourceFile {
     let (module, is_mod_rs) = module_of(Path::new(path));
     SourceFile {
