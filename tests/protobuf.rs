@@ -13,7 +13,7 @@ use prost::Message;
 use std::collections::BTreeMap;
 
 // The messages built one by one, as the exposition was first written
-// with prost: what `wire::encode` must match byte for byte in meaning.
+// with prost: what `protobuf::encode` must match byte for byte in meaning.
 fn labels(metric: &proto::Metric) -> Vec<LabelPair> {
     metric
         .get_label()
@@ -202,7 +202,7 @@ fn decode_all(mut bytes: &[u8]) -> Vec<MetricFamily> {
 
 #[test]
 fn the_wire_encoding_decodes_to_the_reference_messages() {
-    use latencyd::daemon::render::proto::{counter, gauge, histogram, label};
+    use latencyd::daemon::render::metric::{counter, gauge, histogram, label};
     use latencyd::daemon::state::BucketCounts;
     use latencyd::stats::LatencyStats;
     let mut stats = LatencyStats::new(u64::MAX, None);

@@ -17,9 +17,9 @@ use prometheus::proto::{Metric, MetricFamily};
 
 use super::catalog::families;
 use super::exemplars::{self, Exemplars};
+use super::metric::{histogram, label};
 use super::metrics::{self, Clocks, LATENCY_HISTOGRAM, Now};
 use super::observe::TASK_HISTOGRAM;
-use super::proto::{histogram, label};
 use super::series::{self, Key, Natives, SeriesCopy};
 use super::timerlat::TIMERLAT_HISTOGRAM;
 use super::{openmetrics, protobuf};

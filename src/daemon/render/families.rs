@@ -7,7 +7,7 @@
 use prometheus::proto::{LabelPair, Metric};
 
 use super::clock::Now;
-use super::proto::{counter, gauge, histogram, label};
+use super::metric::{counter, gauge, histogram, label};
 use crate::daemon::state::{BucketCounts, MonitorState};
 use crate::forensics::JournalData;
 use crate::units::NS_PER_SEC;

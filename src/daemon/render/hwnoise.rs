@@ -9,7 +9,7 @@ use prometheus::proto::Metric;
 use serde::Serialize;
 
 use super::families::Scrape;
-use super::proto::{counter, gauge, label};
+use super::metric::{counter, gauge, label};
 use crate::calendar::format_rfc3339_ms;
 use crate::cpulist::format_cpu_list;
 use crate::daemon::state::MonitorState;

@@ -6,7 +6,7 @@ use serde::Serialize;
 use prometheus::proto::Metric;
 
 use super::families::Scrape;
-use super::proto::{counter, gauge, label};
+use super::metric::{counter, gauge, label};
 use crate::calendar::format_rfc3339_ms;
 use crate::daemon::state::MonitorState;
 

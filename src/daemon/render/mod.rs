@@ -2,11 +2,10 @@
 //! They read `state` and know nothing of HTTP (`tests/tidy.rs` checks).
 //!
 //! - `metrics`: the Prometheus families of `/metrics`; `catalog`: their
-//!   names, help, types and labels; `proto`: building one metric;
+//!   names, help, types and labels; `metric`: building one metric;
 //!   `protobuf`, `openmetrics`: the expositions beside the text format,
 //!   with the state's native buckets and `exemplars`, built in
-//!   `exposition` from the `series` copied out of the state; `wire`
-//!   writes the protobuf bytes.
+//!   `exposition` from the `series` copied out of the state.
 //! - `status`: `/api/v1/status`; `json`: the JSON API's other bodies;
 //!   `host`: the host's fingerprint
 //!   (`/api/v1/host`, the info metric's labels, the topology).
@@ -31,6 +30,7 @@ pub mod host;
 pub mod hwnoise;
 pub mod json;
 pub mod load;
+pub mod metric;
 pub mod metrics;
 pub mod observe;
 pub mod openmetrics;
@@ -38,7 +38,6 @@ pub mod page;
 mod page_cpus;
 mod page_parts;
 pub mod plots;
-pub mod proto;
 pub mod protobuf;
 pub mod runbooks;
 pub mod series;
@@ -47,6 +46,5 @@ pub mod status;
 mod status_line;
 mod style;
 pub mod timerlat;
-mod wire;
 
 pub use status_line::status_line;

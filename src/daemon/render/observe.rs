@@ -7,7 +7,7 @@ use prometheus::proto::Metric;
 use serde::Serialize;
 
 use super::families::Scrape;
-use super::proto::{availability, counter, gauge, histogram, label};
+use super::metric::{availability, counter, gauge, histogram, label};
 use crate::daemon::state::{MonitorState, ObservedCpu};
 use crate::forensics::Capability;
 use crate::forensics::verdict::human;

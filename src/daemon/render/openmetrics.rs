@@ -229,7 +229,7 @@ pub fn encode(families: &[MetricFamily], examples: &BTreeMap<&str, Exemplars>) -
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::daemon::render::proto::{counter, gauge, label};
+    use crate::daemon::render::metric::{counter, gauge, label};
 
     #[test]
     fn counters_lose_total_in_the_family_name_and_escapes_are_openmetrics() {

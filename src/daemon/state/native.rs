@@ -22,7 +22,7 @@ pub const ZERO_THRESHOLD: f64 = 2.938_735_877_055_719e-39;
 
 /// One native histogram's buckets: spans of consecutive indices and the
 /// counts delta-encoded, as the exposition carries them. The reference
-/// the tests hold `NativeCounts` and `render::wire` to (the exposition
+/// the tests hold `NativeCounts` and `render::protobuf` to (the exposition
 /// writes the same straight from the counts).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Native {

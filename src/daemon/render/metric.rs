@@ -1,6 +1,6 @@
-//! Building the `prometheus::proto` metrics the renderers serve: a
-//! label, a gauge, a counter, a histogram from bucket counts. Latencies
-//! in seconds.
+//! One metric in Prometheus' data model (`prometheus::proto`), as the
+//! renderers build them: a label, a gauge, a counter, a histogram from
+//! bucket counts. Latencies in seconds.
 
 use prometheus::proto::{Bucket, Counter, Gauge, Histogram, LabelPair, Metric};
 
