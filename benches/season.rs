@@ -21,16 +21,19 @@
 
 #[path = "support/counting.rs"]
 mod counting;
+// Only its sampler is used here.
+#[allow(dead_code)]
+#[path = "support/synthetic.rs"]
+mod synthetic;
 
 use std::time::Instant;
 
 use counting::live_bytes;
 use latencyd::config::Config;
-use latencyd::daemon::state::{ChangeSeen, CpuView, GapLog, HostTrack, SamplerView};
+use latencyd::daemon::state::{ChangeSeen, CpuView, GapLog, HostTrack};
 use latencyd::host::{Fact, Fingerprint};
 use latencyd::record::writer::{LogWriter, Settings, Target};
 use latencyd::record::{Accumulator, GapReason};
-use latencyd::rt::sys::Policy;
 use latencyd::stats::LatencyStats;
 
 #[global_allocator]
@@ -47,24 +50,6 @@ fn env_or(name: &str, default: u64) -> u64 {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
-}
-
-fn sampler() -> SamplerView {
-    SamplerView {
-        tid: 1,
-        policy: Policy::Fifo,
-        priority: 80,
-        realtime: true,
-        last_sample_ns: 0,
-        alive: true,
-        online: true,
-        sampling: true,
-        unsampled_since_ns: None,
-        running_since_ns: 0,
-        stalls: 0,
-        scheduling: Default::default(),
-        scheduling_changes: 0,
-    }
 }
 
 /// A minute's interval ending at `end_ns`: 600 samples (a tenth of a
@@ -99,7 +84,7 @@ fn main() {
     let config = Config::builtin();
     let dir = tempfile::tempdir().unwrap();
     let mut views: Vec<CpuView> = (0..cpus)
-        .map(|cpu| CpuView::new(cpu, &config, sampler()))
+        .map(|cpu| CpuView::new(cpu, &config, synthetic::sampler(cpu, 0)))
         .collect();
     let mut record = Accumulator::new(
         config.record.interval_ns,

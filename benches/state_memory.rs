@@ -19,14 +19,17 @@
 use std::sync::atomic::Ordering;
 
 use latencyd::config::Config;
-use latencyd::daemon::state::{CpuView, SamplerView};
+use latencyd::daemon::state::CpuView;
 use latencyd::record::Accumulator;
 use latencyd::rt::handoff;
-use latencyd::rt::sys::Policy;
 use latencyd::stats::LatencyStats;
 
 #[path = "support/counting.rs"]
 mod counting;
+// Only its sampler is used here.
+#[allow(dead_code)]
+#[path = "support/synthetic.rs"]
+mod synthetic;
 
 use counting::{Counting, LIVE};
 
@@ -103,24 +106,7 @@ fn main() {
                 .collect();
             let after_handoff = LIVE.load(Ordering::Relaxed);
             let mut views: Vec<CpuView> = (0..n_cpus)
-                .map(|cpu| {
-                    let sampler = SamplerView {
-                        tid: 1,
-                        policy: Policy::Fifo,
-                        priority: 80,
-                        realtime: true,
-                        last_sample_ns: 0,
-                        alive: true,
-                        online: true,
-                        sampling: true,
-                        unsampled_since_ns: None,
-                        running_since_ns: 0,
-                        stalls: 0,
-                        scheduling: Default::default(),
-                        scheduling_changes: 0,
-                    };
-                    CpuView::new(cpu, &config, sampler)
-                })
+                .map(|cpu| CpuView::new(cpu, &config, synthetic::sampler(cpu, 0)))
                 .collect();
             let after_views_made = LIVE.load(Ordering::Relaxed);
             let mut record = Accumulator::new(
