@@ -1,6 +1,8 @@
-//! What an Arm CPU is. arm64's `/proc/cpuinfo` has no model name: each
-//! CPU gives its implementer and part numbers (the MIDR register's
-//! fields), which name the core; the board is named by the device tree.
+//! What an Arm CPU is. arm64's `/proc/cpuinfo` has no model name, and
+//! 32-bit Arm's names only the architecture (`ARMv7 Processor rev 0
+//! (v7l)`): each CPU gives its implementer and part numbers (the MIDR
+//! register's fields), which name the core; the board is named by the
+//! device tree.
 
 /// Part numbers (MIDR bits 15:4) and the names their vendor gives them.
 type Parts = &'static [(u32, &'static str)];
@@ -11,6 +13,15 @@ const IMPLEMENTERS: &[(u32, &str, Parts)] = &[
         0x41,
         "Arm",
         &[
+            // 32-bit cores (ARMv7-A), common on industrial boards.
+            (0xc05, "Cortex-A5"),
+            (0xc07, "Cortex-A7"),
+            (0xc08, "Cortex-A8"),
+            (0xc09, "Cortex-A9"),
+            (0xc0d, "Cortex-A12"),
+            (0xc0e, "Cortex-A17"),
+            (0xc0f, "Cortex-A15"),
+            (0xd01, "Cortex-A32"),
             (0xd02, "Cortex-A34"),
             (0xd03, "Cortex-A53"),
             (0xd04, "Cortex-A35"),
@@ -67,7 +78,7 @@ const IMPLEMENTERS: &[(u32, &str, Parts)] = &[
     ),
 ];
 
-/// The cores of an arm64 `/proc/cpuinfo`, e.g. `Arm Cortex-A72 r0p3
+/// The cores of an Arm `/proc/cpuinfo`, e.g. `Arm Cortex-A72 r0p3
 /// (0x41/0xd08)`, distinct kinds joined with ` + ` (big.LITTLE), or None
 /// when the text has no `CPU implementer` line (not an Arm CPU).
 pub fn core_names(cpuinfo: &str) -> Option<String> {

@@ -93,6 +93,11 @@ impl FactReader {
                 fp.insert(
                     "cpu.model",
                     match (models.first(), &arm_cores) {
+                        // 32-bit Arm's model name is the architecture's
+                        // (`ARMv7 Processor rev 0 (v7l)`): the core says more.
+                        (Some(model), Some(cores)) if model.starts_with("ARMv") => {
+                            Fact::known(cores.clone())
+                        }
                         (Some(model), _) => Fact::known(model.clone()),
                         (None, Some(cores)) => Fact::known(cores.clone()),
                         (None, None) => Fact::absent("/proc/cpuinfo has no model name"),
@@ -492,6 +497,22 @@ mod tests {
             Some("none (Arm cores have no loadable microcode)")
         );
         assert_eq!(fp.value("dmi.system"), Some("linux,dummy-virt"));
+    }
+
+    #[test]
+    fn a_32_bit_arm_host_names_its_core_not_the_architecture() {
+        // /proc/cpuinfo of Debian's 6.1 armmp PREEMPT_RT kernel on QEMU's
+        // Cortex-A15 (kernel matrix): "model name" is ARMv7's.
+        let host = SyntheticRoot::new("armhf");
+        host.put(
+            "proc/cpuinfo",
+            include_str!("../../../tests/data/kernels/6.1-rt-armmp/cpuinfo"),
+        );
+        let fp = FactReader::new(&host.0, &[0]).read();
+        assert_eq!(
+            fp.value("cpu.model"),
+            Some("Arm Cortex-A15 r4p0 (0x41/0xc0f)")
+        );
     }
 
     #[test]
