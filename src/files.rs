@@ -7,6 +7,7 @@
 //! directory others may write to is said by name. (A symlink to
 //! `/etc/shadow` in the capture directory was served as a capture.)
 
+use crate::rt::sys;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
@@ -28,13 +29,13 @@ pub fn open_regular(path: &Path, links: Links) -> io::Result<File> {
     let mut options = OpenOptions::new();
     options.read(true);
     // O_NONBLOCK: opening a FIFO someone put there must not hang.
-    let mut flags = libc::O_NONBLOCK | libc::O_CLOEXEC;
+    let mut flags = sys::O_NONBLOCK | sys::O_CLOEXEC;
     if links == Links::Refuse {
-        flags |= libc::O_NOFOLLOW;
+        flags |= sys::O_NOFOLLOW;
     }
     options.custom_flags(flags);
     let file = options.open(path).map_err(|err| {
-        if err.raw_os_error() == Some(libc::ELOOP) {
+        if err.raw_os_error() == Some(sys::ELOOP) {
             io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!(
@@ -163,7 +164,7 @@ pub fn create_new(path: &Path) -> io::Result<File> {
     OpenOptions::new()
         .append(true)
         .create_new(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .custom_flags(sys::O_NOFOLLOW | sys::O_CLOEXEC)
         .mode(0o640)
         .open(path)
 }
@@ -174,7 +175,7 @@ pub fn open_append(path: &Path) -> io::Result<File> {
     let file = OpenOptions::new()
         .append(true)
         .create(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .custom_flags(sys::O_NOFOLLOW | sys::O_CLOEXEC)
         .mode(0o640)
         .open(path)?;
     if !file.metadata()?.is_file() {
@@ -286,7 +287,7 @@ mod tests {
         let online = read_kernel_text(Path::new("/proc/self/stat"), MAX_KERNEL_FILE_BYTES);
         assert!(online.unwrap().contains(')'));
         let missing = read_kernel_text(&dir.path().join("gone"), 10).unwrap_err();
-        assert_eq!(missing.raw_os_error(), Some(libc::ENOENT));
+        assert_eq!(missing.raw_os_error(), Some(sys::ENOENT));
     }
 
     #[test]

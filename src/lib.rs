@@ -10,19 +10,19 @@
 //! and the invariants.
 
 #![deny(unsafe_op_in_unsafe_fn)]
+// Every `unsafe` block says why it is sound (a `SAFETY:` comment).
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 // Plain values: no imports from the crate.
 pub mod cli;
-pub mod cpulist;
 pub mod files;
 pub mod units;
 // Calendar time (RFC 3339), over the units.
 pub mod calendar;
-// Statistics, then the real-time side that records them (a comment
-// between the two keeps rustfmt from sorting them).
-pub mod stats;
-// The real-time side.
-pub mod rt;
+// The real-time side and the statistics it records, a crate of its own
+// (crates/rt): CPU lists, statistics, samplers, handoff, engine.
+pub use latencyd_rt as rt;
+pub use latencyd_rt::{cpulist, stats};
 // The host, and the choices both front ends make against it.
 pub mod host;
 pub mod sampling;

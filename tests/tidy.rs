@@ -1,53 +1,43 @@
-//! The source tree's layering, read from `src/` as a newcomer would read
-//! it (as rust-analyzer's tidy test keeps its own rules):
+//! The source tree's layering, read from the two crates' sources as a
+//! newcomer would read them (as rust-analyzer's tidy test keeps its own
+//! rules):
 //!
-//! - top-level modules sit in layers (`LAYERS`, bottom first) and import
-//!   only from layers below their own, so data flows down and no two
-//!   modules import each other, directly or round a circle;
-//! - `rt/` imports no tokio, axum, serde, tracing, hyper, prometheus or
-//!   tower, and within `rt/` each file imports only the files before it in
-//!   `RT_ORDER`;
+//! - each crate's top-level modules sit in layers, bottom first, which
+//!   ARCHITECTURE.md's code map states once (this test reads them from
+//!   there, and checks each crate's `lib.rs` lists its modules in that
+//!   order); a module imports only from layers below its own, so data
+//!   flows down and no two modules import each other, directly or round a
+//!   circle;
+//! - the real-time crate (`crates/rt`) depends on libc, rtrb and
+//!   hdrhistogram and nothing that reaches tokio, axum, serde, tracing,
+//!   hyper, prometheus or tower: read from its manifest and Cargo.lock,
+//!   since the compiler then refuses any use of them;
 //! - inside the daemon, `state` imports none of the rooms that use it, and
 //!   the renderers (`render`) do not import the HTTP layer;
-//! - `unsafe` and `libc` appear only in `src/rt/sys/` and in the load
-//!   generators' process calls, `src/load/sys.rs`;
-//! - inside any room (a directory of `src/`), the files and sub-rooms do
-//!   not import one another round a circle (in the code before their
-//!   tests): shared helpers live in the room whose job they are, not in
-//!   whichever file needed them first;
+//! - `unsafe` and `libc` appear only in the real-time crate's `sys/` and
+//!   in the load generators' process calls, `src/load/sys.rs`;
+//! - inside any room (a directory of a crate's source), the files and
+//!   sub-rooms do not import one another round a circle (in the code
+//!   before their tests): shared helpers live in the room whose job they
+//!   are, not in whichever file needed them first;
 //! - no file has more than `MAX_LINES` lines before its tests, except the
 //!   few in `LONG_FILES`, each with the reason it is one job.
 //!
-//! The second test plants one violation of each rule in a synthetic tree
-//! and checks that each is reported, so the checker cannot pass by seeing
+//! The tests with planted trees plant one violation of each rule and
+//! check that each is reported, so the checker cannot pass by seeing
 //! nothing.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-/// Top-level modules by layer, bottom first. A module may import from the
-/// layers below its own, never from its own layer or above.
-const LAYERS: &[&[&str]] = &[
-    &["cli", "cpulist", "files", "units"],
-    &["calendar"],
-    &["stats"],
-    &["rt"],
-    &["host"],
-    &["sampling"],
-    &["load", "tracefs"],
-    &["forensics", "record"],
-    &["observe"],
-    &["instruments"],
-    &["config", "plot"],
-    &["daemon", "measure"],
-    &["report", "fuzzing"],
-    &["lib", "main"],
+/// The two crates: their names in the code map, their sources, and the
+/// modules where `unsafe` and `libc` may appear.
+const CRATES: &[(&str, &str, &[&str])] = &[
+    ("latencyd-rt", "crates/rt/src", &["sys"]),
+    ("latencyd", "src", &["load::sys"]),
 ];
 
-/// The files of `rt/`, bottom first: each imports only those before it.
-const RT_ORDER: &[&str] = &["sys", "handoff", "clock", "sampler", "thread", "engine"];
-
-/// Crates the real-time side must not use.
+/// Crates the real-time side must not reach, directly or through another.
 const NOT_IN_RT: &[&str] = &[
     "tokio",
     "axum",
@@ -55,10 +45,51 @@ const NOT_IN_RT: &[&str] = &[
     "serde_json",
     "tracing",
     "hyper",
-    "hyper_util",
+    "hyper-util",
     "prometheus",
     "tower",
 ];
+
+/// What the real-time crate may depend on directly.
+const RT_DEPENDENCIES: &[&str] = &["hdrhistogram", "libc", "rtrb"];
+
+/// A crate's top-level modules by layer, bottom first.
+type Layers = Vec<Vec<String>>;
+
+/// The layers ARCHITECTURE.md's code map gives each crate: in its first
+/// code block, a line that starts with a crate's name opens that crate's
+/// list; each line after it is one layer, its modules the words before
+/// the first double space (`foo/` and `foo.rs` name `foo`).
+fn code_map_layers(architecture: &str) -> BTreeMap<String, Layers> {
+    let map = architecture.split("## Code map").nth(1).unwrap_or("");
+    let block = map.split("```").nth(1).unwrap_or("");
+    let mut crates: BTreeMap<String, Layers> = BTreeMap::new();
+    let mut current = None;
+    for line in block.lines() {
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        let first = line.split_whitespace().next().unwrap_or("");
+        if CRATES.iter().any(|(name, _, _)| *name == first) {
+            current = Some(first.to_string());
+            continue;
+        }
+        let Some(krate) = &current else { continue };
+        let names = line.split("  ").next().unwrap_or("");
+        let layer: Vec<String> = names
+            .split_whitespace()
+            .map(|w| w.trim_end_matches('/').trim_end_matches(".rs").to_string())
+            .collect();
+        crates.entry(krate.clone()).or_default().push(layer);
+    }
+    crates
+}
+
+fn architecture_layers() -> BTreeMap<String, Layers> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    code_map_layers(&std::fs::read_to_string(root.join("ARCHITECTURE.md")).unwrap())
+}
 
 /// Rooms of the daemon, and the rooms each must not import.
 const DAEMON_FORBIDDEN: &[(&str, &[&str])] = &[
@@ -265,12 +296,15 @@ fn references(file: &SourceFile, code: &str) -> BTreeSet<Vec<String>> {
     found
 }
 
-fn layer_of(module: &str) -> Option<usize> {
-    LAYERS.iter().position(|layer| layer.contains(&module))
+fn layer_of(layers: &Layers, module: &str) -> Option<usize> {
+    layers
+        .iter()
+        .position(|layer| layer.iter().any(|m| m == module))
 }
 
-/// Every rule broken by `files`, one line each.
-fn violations(files: &[SourceFile]) -> Vec<String> {
+/// Every rule broken by `files`, the sources of a crate with `layers`
+/// whose `unsafe` and `libc` belong in `kernel_facing`, one line each.
+fn violations(files: &[SourceFile], layers: &Layers, kernel_facing: &[&str]) -> Vec<String> {
     let mut problems = Vec::new();
     for file in files {
         let name = file.module.join("::");
@@ -281,9 +315,9 @@ fn violations(files: &[SourceFile]) -> Vec<String> {
         };
         let code = code_of(&file.text);
         let top = file.module.first().map_or("lib", String::as_str);
-        let Some(own_layer) = layer_of(top) else {
+        let Some(own_layer) = layer_of(layers, top) else {
             problems.push(format!(
-                "{name}: the top-level module '{top}' is in no layer of tests/tidy.rs"
+                "{name}: the top-level module '{top}' is in no layer of ARCHITECTURE.md's code map"
             ));
             continue;
         };
@@ -293,7 +327,7 @@ fn violations(files: &[SourceFile]) -> Vec<String> {
                 continue;
             }
             if target_top != top {
-                match layer_of(target_top) {
+                match layer_of(layers, target_top) {
                     Some(layer) if layer < own_layer => {}
                     Some(_) => problems.push(format!(
                         "{name} imports {}: '{target_top}' is not in a layer below '{top}'",
@@ -306,24 +340,6 @@ fn violations(files: &[SourceFile]) -> Vec<String> {
                 continue;
             }
             let within = |room: &str| target.get(1).is_some_and(|t| t == room);
-            if top == "rt" {
-                let own = file.module.get(1).map(String::as_str).unwrap_or("mod");
-                let (Some(own_pos), Some(target_pos)) = (
-                    RT_ORDER.iter().position(|f| *f == own),
-                    target
-                        .get(1)
-                        .and_then(|t| RT_ORDER.iter().position(|f| f == t)),
-                ) else {
-                    continue;
-                };
-                if target_pos > own_pos {
-                    problems.push(format!(
-                        "{name} imports {}: in rt/, {own} may import only {}",
-                        target.join("::"),
-                        RT_ORDER[..own_pos].join(", ")
-                    ));
-                }
-            }
             if top == "daemon"
                 && let Some(room) = file.module.get(1)
             {
@@ -339,29 +355,26 @@ fn violations(files: &[SourceFile]) -> Vec<String> {
                 }
             }
         }
-        if top == "rt" {
-            for krate in NOT_IN_RT {
-                let used = code.match_indices(&format!("{krate}::")).any(|(at, _)| {
-                    at == 0 || !is_ident(code.as_bytes()[at - 1]) && code.as_bytes()[at - 1] != b':'
-                });
-                if used {
-                    problems.push(format!("{name} uses {krate}: rt/ must not"));
-                }
-            }
-        }
-        let kernel_facing = file
-            .module
-            .starts_with(&["rt".to_string(), "sys".to_string()])
-            || file.module == ["load".to_string(), "sys".to_string()];
+        let kernel_facing = kernel_facing.iter().any(|allowed| {
+            let allowed: Vec<&str> = allowed.split("::").collect();
+            file.module
+                .iter()
+                .map(String::as_str)
+                .take(allowed.len())
+                .eq(allowed)
+        });
         for word in ["unsafe", "libc::"] {
+            // A whole word: not `unsafe_op…`, not `my_libc::`, but
+            // `libc::` goes on with the item it names.
             let used = code.match_indices(word).any(|(at, _)| {
                 (at == 0 || !is_ident(code.as_bytes()[at - 1]))
-                    && !code[at + word.len()..]
-                        .starts_with(|c: char| c == '_' || c.is_alphanumeric())
+                    && (word.ends_with("::")
+                        || !code[at + word.len()..]
+                            .starts_with(|c: char| c == '_' || c.is_alphanumeric()))
             });
             if used && !kernel_facing {
                 problems.push(format!(
-                    "{name} uses {}: only rt/sys/ and load/sys.rs may",
+                    "{name} uses {}: only latencyd-rt's sys/ and load/sys.rs may",
                     word.trim_end_matches(':')
                 ));
             }
@@ -407,7 +420,7 @@ const MAX_FN_LINES: usize = 100;
 const LONG_FUNCTIONS: &[(&str, &str, usize)] = &[
     // A sampler's thread start: pin, block signals, pre-fault, switch
     // policy, in the order the real-time side needs them.
-    ("rt::thread", "spawn", 112),
+    ("thread", "spawn", 112),
 ];
 
 /// The longest a listed function may be.
@@ -619,13 +632,24 @@ fn room_circles(files: &[SourceFile]) -> Vec<String> {
 
 #[test]
 fn the_source_tree_keeps_its_layers() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let files = read_tree(&root);
-    assert!(files.len() > 40, "read {} files under src/", files.len());
-    let mut problems = violations(&files);
-    problems.extend(room_circles(&files));
-    problems.extend(long_files(&files));
-    problems.extend(long_functions(&files, LONG_FUNCTIONS));
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let layers = architecture_layers();
+    let mut problems = Vec::new();
+    let mut all = Vec::new();
+    for (krate, src, kernel_facing) in CRATES {
+        let files = read_tree(&root.join(src));
+        assert!(files.len() > 10, "read {} files under {src}/", files.len());
+        let Some(layers) = layers.get(*krate) else {
+            panic!("ARCHITECTURE.md's code map has no list of {krate}'s layers");
+        };
+        problems.extend(violations(&files, layers, kernel_facing));
+        problems.extend(room_circles(&files));
+        problems.extend(stale_layers(krate, &files, layers));
+        all.extend(files);
+    }
+    // Sizes over both crates (their top-level modules share no name).
+    problems.extend(long_files(&all));
+    problems.extend(long_functions(&all, LONG_FUNCTIONS));
     assert!(
         problems.is_empty(),
         "layering broken (see the rules at the top of tests/tidy.rs and ARCHITECTURE.md):\n{}",
@@ -633,15 +657,26 @@ fn the_source_tree_keeps_its_layers() {
     );
 }
 
-/// Where `listing` (module names in the order a document gives them)
-/// disagrees with `LAYERS`: a module in no layer, one listed after a
+/// Modules the code map lists that the crate does not have.
+fn stale_layers(krate: &str, files: &[SourceFile], layers: &Layers) -> Vec<String> {
+    layers
+        .iter()
+        .flatten()
+        .filter(|name| !["lib", "main"].contains(&name.as_str()))
+        .filter(|name| !files.iter().any(|f| f.module.first() == Some(*name)))
+        .map(|name| format!("ARCHITECTURE.md's code map lists '{name}', which {krate} has not"))
+        .collect()
+}
+
+/// Where `listing` (module names in the order a file gives them)
+/// disagrees with `layers`: a module in no layer, one listed after a
 /// module of a higher layer, or a layer's module missing (`lib` and
-/// `main` only when `with_roots`).
-fn layer_order_problems(what: &str, listing: &[String], with_roots: bool) -> Vec<String> {
+/// `main` never: they are the roots).
+fn layer_order_problems(what: &str, listing: &[String], layers: &Layers) -> Vec<String> {
     let mut problems = Vec::new();
     let mut highest = (0, "");
     for name in listing {
-        match layer_of(name) {
+        match layer_of(layers, name) {
             None => problems.push(format!("{what} lists '{name}', which is in no layer")),
             Some(layer) if layer < highest.0 => problems.push(format!(
                 "{what} lists '{name}' after '{}', a higher layer's module",
@@ -650,10 +685,10 @@ fn layer_order_problems(what: &str, listing: &[String], with_roots: bool) -> Vec
             Some(layer) => highest = (layer, name),
         }
     }
-    let expected = LAYERS
+    let expected = layers
         .iter()
-        .flat_map(|layer| layer.iter())
-        .filter(|name| with_roots || !["lib", "main"].contains(name));
+        .flatten()
+        .filter(|name| !["lib", "main"].contains(&name.as_str()));
     for name in expected {
         if !listing.iter().any(|l| l == name) {
             problems.push(format!("{what} does not list '{name}'"));
@@ -662,7 +697,7 @@ fn layer_order_problems(what: &str, listing: &[String], with_roots: bool) -> Vec
     problems
 }
 
-/// The modules `src/lib.rs` declares, in its order.
+/// The modules a `lib.rs` declares, in its order.
 fn lib_rs_modules(lib: &str) -> Vec<String> {
     lib.lines()
         .filter_map(|l| {
@@ -673,46 +708,48 @@ fn lib_rs_modules(lib: &str) -> Vec<String> {
         .collect()
 }
 
-/// The modules ARCHITECTURE.md's code map names, line by line: the
-/// leading words of each line of its first block that name a module.
-fn code_map_modules(architecture: &str) -> Vec<String> {
-    let map = architecture.split("## Code map").nth(1).unwrap_or("");
-    let block = map.split("```").nth(1).unwrap_or("");
-    let mut names = Vec::new();
-    for line in block.lines() {
-        for word in line.split_whitespace() {
-            let name = word.trim_end_matches('/').trim_end_matches(".rs");
-            if layer_of(name).is_none() {
-                break;
-            }
-            names.push(name.to_string());
-        }
-    }
-    names
-}
-
-/// The layer order is written three times (`LAYERS` here, the order of
-/// `src/lib.rs`, the code map of ARCHITECTURE.md): all three must agree.
+/// The layer order is stated once, in ARCHITECTURE.md's code map; each
+/// crate's `lib.rs` declares its modules in that order.
 #[test]
-fn lib_rs_and_the_code_map_give_the_layers_in_their_order() {
+fn each_lib_rs_gives_the_code_maps_layers_in_their_order() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let lib = std::fs::read_to_string(root.join("src/lib.rs")).unwrap();
-    let architecture = std::fs::read_to_string(root.join("ARCHITECTURE.md")).unwrap();
-    let mut problems = layer_order_problems("src/lib.rs", &lib_rs_modules(&lib), false);
-    problems.extend(layer_order_problems(
-        "ARCHITECTURE.md's code map",
-        &code_map_modules(&architecture),
-        true,
-    ));
+    let layers = architecture_layers();
+    let mut problems = Vec::new();
+    for (krate, src, _) in CRATES {
+        let path = format!("{src}/lib.rs");
+        let lib = std::fs::read_to_string(root.join(&path)).unwrap();
+        problems.extend(layer_order_problems(
+            &path,
+            &lib_rs_modules(&lib),
+            &layers[*krate],
+        ));
+    }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
-    // A planted disorder and a planted stranger are caught.
-    let planted = ["stats", "cli", "nowhere"].map(String::from);
-    let caught = layer_order_problems("planted", &planted, false);
-    assert!(
-        caught.iter().any(|p| p.contains("'cli' after 'stats'")),
-        "{caught:?}"
+    // The reading of a map, a planted disorder and a planted stranger.
+    let map = "## Code map\n```\n latencyd-rt\n a b  the first\n c  the second\n lib.rs\n\
+               latencyd (src)\n x/  y\n```\n";
+    let read = code_map_layers(map);
+    fn names(layers: &Layers) -> Vec<Vec<&str>> {
+        layers
+            .iter()
+            .map(|l| l.iter().map(String::as_str).collect())
+            .collect()
+    }
+    assert_eq!(
+        names(&read["latencyd-rt"]),
+        [vec!["a", "b"], vec!["c"], vec!["lib"]]
     );
-    assert!(caught.iter().any(|p| p.contains("'nowhere'")), "{caught:?}");
+    assert_eq!(names(&read["latencyd"]), [vec!["x"]]);
+    let planted = ["c", "a", "nowhere"].map(String::from);
+    let caught = layer_order_problems("planted", &planted, &read["latencyd-rt"]);
+    assert_eq!(
+        caught,
+        [
+            "planted lists 'a' after 'c', a higher layer's module",
+            "planted lists 'nowhere', which is in no layer",
+            "planted does not list 'b'"
+        ]
+    );
 }
 
 fn synthetic(path: &str, text: &str) -> SourceFile {
@@ -758,17 +795,12 @@ fn each_kind_of_violation_is_reported() {
             "use crate::rt::engine::Engine;\nuse super::{json, text};",
         ),
         // An upward import.
-        synthetic("stats/mod.rs", "fn f() { crate::daemon::state::thing(); }"),
+        synthetic("sampling.rs", "fn f() { crate::daemon::state::thing(); }"),
         // Same-layer peers (a circle in waiting).
         synthetic("config/mod.rs", "use crate::plot::PlotData;"),
-        // The real-time side using tokio, and an rt file reaching up.
-        synthetic(
-            "rt/handoff.rs",
-            "use tokio::sync::Mutex;\nuse super::engine::Engine;",
-        ),
         // A renderer importing the HTTP layer through `super`.
         synthetic("daemon/render/json.rs", "use super::super::http::ApiError;"),
-        // unsafe outside rt/sys/.
+        // unsafe outside latencyd-rt's sys/.
         synthetic("host.rs", "fn f() { unsafe { g() } }"),
         // A circle inside a room, through a sub-room; and a long file
         // whose tests do not count.
@@ -797,7 +829,15 @@ fn each_kind_of_violation_is_reported() {
             ),
         ),
     ];
-    let mut problems = violations(&files);
+    let layers = architecture_layers();
+    let mut problems = violations(&files, &layers["latencyd"], &["load::sys"]);
+    // The real-time crate: a file reaching up, and unsafe outside sys/.
+    let rt = [
+        synthetic("handoff.rs", "use super::engine::Engine;"),
+        synthetic("sys/mod.rs", "fn f() { unsafe { g() } }"),
+        synthetic("clock.rs", "fn f() { unsafe { libc::nanosleep() } }"),
+    ];
+    problems.extend(violations(&rt, &layers["latencyd-rt"], &["sys"]));
     problems.extend(room_circles(&files));
     problems.extend(long_files(&files));
     // Functions: one too long, one listed that grew, one listed that now
@@ -823,12 +863,13 @@ fn each_kind_of_violation_is_reported() {
     ];
     problems.extend(long_functions(&functions, &allowed));
     let expect = [
-        "stats imports daemon::state: 'daemon' is not in a layer below 'stats'",
+        "sampling imports daemon::state: 'daemon' is not in a layer below 'sampling'",
         "config imports plot::PlotData: 'plot' is not in a layer below 'config'",
-        "rt::handoff uses tokio: rt/ must not",
-        "rt::handoff imports rt::engine: in rt/, handoff may import only sys",
+        "handoff imports engine: 'engine' is not in a layer below 'handoff'",
+        "clock uses unsafe: only latencyd-rt's sys/ and load/sys.rs may",
+        "clock uses libc: only latencyd-rt's sys/ and load/sys.rs may",
         "daemon::render::json imports daemon::http: daemon::render must not import daemon::http",
-        "host uses unsafe: only rt/sys/ and load/sys.rs may",
+        "host uses unsafe: only latencyd-rt's sys/ and load/sys.rs may",
         "a circle inside daemon: alpha, beta, gamma import one another",
         "plot::long has 501 lines before its tests: at most 500 (split it along its jobs, or \
          list it in LONG_FILES with why it is one)",
@@ -906,3 +947,90 @@ fn no_dependency_needs_a_newer_rust_than_the_declared_rust_version() {
 #[test]
 #[ignore = "tests/faults.rs and tests/restart.rs need --features fault-injection (scripts/test passes it)"]
 fn fault_injection_tests_are_built_with_their_feature() {}
+
+/// The names under a manifest's `[dependencies]` table.
+fn manifest_dependencies(manifest: &str) -> BTreeSet<String> {
+    manifest
+        .split("\n[")
+        .find(|table| table.starts_with("dependencies]"))
+        .unwrap_or("")
+        .lines()
+        .skip(1)
+        .filter_map(|line| {
+            line.split_once('=')
+                .map(|(name, _)| name.trim().to_string())
+        })
+        .filter(|name| !name.is_empty() && !name.starts_with('#'))
+        .collect()
+}
+
+/// What breaks the real-time crate's rule: a direct dependency not in
+/// `RT_DEPENDENCIES`, or a crate of `NOT_IN_RT` that Cargo.lock shows it
+/// reaching through any chain of dependencies.
+fn real_time_dependency_problems(manifest: &str, lock: &str) -> Vec<String> {
+    let mut problems: Vec<String> = manifest_dependencies(manifest)
+        .into_iter()
+        .filter(|name| !RT_DEPENDENCIES.contains(&name.as_str()))
+        .map(|name| format!("latencyd-rt depends on {name}: only {RT_DEPENDENCIES:?} may"))
+        .collect();
+    // Cargo.lock: each package's name and the names it depends on.
+    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for package in lock.split("[[package]]").skip(1) {
+        let name = package
+            .lines()
+            .find_map(|l| l.strip_prefix("name = "))
+            .map(|n| n.trim_matches('"').to_string())
+            .unwrap_or_default();
+        let dependencies = package
+            .split("dependencies = [")
+            .nth(1)
+            .and_then(|list| list.split(']').next())
+            .unwrap_or("")
+            .split(',')
+            .filter_map(|entry| entry.trim().trim_matches('"').split(' ').next())
+            .filter(|d| !d.is_empty())
+            .map(String::from);
+        graph.entry(name).or_default().extend(dependencies);
+    }
+    let mut seen = BTreeSet::new();
+    let mut stack = vec![("latencyd-rt".to_string(), "latencyd-rt".to_string())];
+    while let Some((name, path)) = stack.pop() {
+        for next in graph.get(&name).into_iter().flatten() {
+            if NOT_IN_RT.contains(&next.as_str()) {
+                problems.push(format!("latencyd-rt reaches {next}: {path} -> {next}"));
+            } else if seen.insert(next.clone()) {
+                stack.push((next.clone(), format!("{path} -> {next}")));
+            }
+        }
+    }
+    problems
+}
+
+/// "No tokio, serde or tracing on the real-time side" is a fact of the
+/// build: the real-time crate cannot name a crate it does not depend on.
+/// This keeps its dependencies to the few it needs.
+#[test]
+fn the_real_time_crate_depends_on_libc_rtrb_and_hdrhistogram_only() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let manifest = std::fs::read_to_string(root.join("crates/rt/Cargo.toml")).unwrap();
+    let lock = std::fs::read_to_string(root.join("Cargo.lock")).unwrap();
+    let problems = real_time_dependency_problems(&manifest, &lock);
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    assert!(
+        lock.contains("name = \"latencyd-rt\""),
+        "Cargo.lock has no latencyd-rt"
+    );
+    // Planted: a new direct dependency, and tokio reached through it.
+    let manifest = manifest.replace("[dependencies]\n", "[dependencies]\nhelper = \"1\"\n");
+    let lock = lock.replace(
+        "name = \"latencyd-rt\"\nversion = \"0.1.0\"\ndependencies = [\n",
+        "name = \"latencyd-rt\"\nversion = \"0.1.0\"\ndependencies = [\n \"helper\",\n",
+    ) + "\n[[package]]\nname = \"helper\"\nversion = \"1.0.0\"\ndependencies = [\n \"tokio\",\n]\n";
+    assert_eq!(
+        real_time_dependency_problems(&manifest, &lock),
+        [
+            "latencyd-rt depends on helper: only [\"hdrhistogram\", \"libc\", \"rtrb\"] may",
+            "latencyd-rt reaches tokio: latencyd-rt -> helper -> tokio"
+        ]
+    );
+}

@@ -83,7 +83,7 @@ impl CollectTick {
         // the value does not own (RUSTSEC-2026-0386). A PeriodicTimerFd
         // owns its descriptor (an OwnedFd, closed only when it drops,
         // never replaced), which is what the unsafe `AsyncFd::register`
-        // asks its caller to promise; `unsafe` stays in rt/sys/.
+        // asks its caller to promise; `unsafe` stays in latencyd-rt's sys/.
         #[allow(deprecated)]
         let timer = AsyncFd::new(timer)?;
         Ok(CollectTick {

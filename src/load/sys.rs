@@ -1,5 +1,5 @@
 //! The kernel calls the load generators need (the one place outside
-//! `rt/sys/` with `unsafe` and `libc`): the generators must not outlive
+//! latencyd-rt's `sys/` with `unsafe` and `libc`): the generators must not outlive
 //! latencyd, so they run in one process group led by a guard process, and
 //! these calls put them there, move them off real-time scheduling, signal
 //! the group and check that it is gone.
@@ -138,9 +138,11 @@ pub fn guard_group(before_kill: impl FnOnce()) -> io::Error {
             "load-guard must lead its own process group; latencyd starts it itself",
         );
     }
-    // SAFETY: `stat` is a valid out-buffer for fstat.
+    // SAFETY: an all-zero `stat` is a valid value of the plain C struct.
     let mut stat: libc::stat = unsafe { std::mem::zeroed() };
-    if unsafe { libc::fstat(0, &mut stat) } != 0 || stat.st_mode & libc::S_IFMT != libc::S_IFIFO {
+    // SAFETY: `stat` is a valid out-buffer for fstat.
+    let failed = unsafe { libc::fstat(0, &mut stat) } != 0;
+    if failed || stat.st_mode & libc::S_IFMT != libc::S_IFIFO {
         return io::Error::other("load-guard's standard input must be latencyd's pipe");
     }
     let mut buf = [0u8; 64];

@@ -24,6 +24,7 @@
 //!   again when another program changed one. The caller checks at every
 //!   collector tick and says what it found.
 
+use crate::rt::sys;
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::fs::{self, File};
@@ -380,7 +381,7 @@ impl Drop for Instance {
         // it busy for a moment.
         for _ in 0..50 {
             match fs::remove_dir(&self.dir) {
-                Err(err) if err.raw_os_error() == Some(libc::EBUSY) => {
+                Err(err) if err.raw_os_error() == Some(sys::EBUSY) => {
                     std::thread::sleep(Duration::from_millis(10));
                 }
                 _ => return,
@@ -422,7 +423,7 @@ fn sweep_but(instances: &Path, role: Role, own: Option<&str>) -> Vec<String> {
                 "removed the tracefs instance {} left by a latencyd that is gone",
                 dir.display()
             )),
-            Err(err) if err.raw_os_error() == Some(libc::EBUSY) => notes.push(format!(
+            Err(err) if err.raw_os_error() == Some(sys::EBUSY) => notes.push(format!(
                 "the tracefs instance {} belongs to another latencyd that runs; left alone",
                 dir.display()
             )),

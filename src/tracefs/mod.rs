@@ -10,6 +10,7 @@
 
 pub mod instance;
 
+use crate::rt::sys;
 use std::fs::{self, File};
 use std::io::ErrorKind;
 use std::os::unix::fs::OpenOptionsExt;
@@ -129,7 +130,7 @@ pub fn raw_readers(dir: &Path, cpus: &[usize]) -> Result<Vec<(usize, File)>, Str
             let path = dir.join(format!("per_cpu/cpu{cpu}/trace_pipe_raw"));
             fs::OpenOptions::new()
                 .read(true)
-                .custom_flags(libc::O_NONBLOCK)
+                .custom_flags(sys::O_NONBLOCK)
                 .open(&path)
                 .map(|file| (cpu, file))
                 .map_err(|err| format!("cannot open {}: {err}", path.display()))

@@ -225,7 +225,7 @@ impl Engine {
         let mut slots = Vec::with_capacity(spec.threads.len());
         let online = spec
             .tolerate_offline
-            .then(crate::rt::sys::online_cpus)
+            .then(crate::sys::online_cpus)
             .flatten();
         for idx in 0..spec.threads.len() {
             let thread = &spec.threads[idx];

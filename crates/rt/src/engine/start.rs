@@ -6,8 +6,8 @@ use std::io;
 use std::time::{Duration, Instant};
 
 use super::{EngineSpec, Slot};
-use crate::rt::sys;
-use crate::rt::thread::{FailedStep, SamplerState};
+use crate::sys;
+use crate::thread::{FailedStep, SamplerState};
 
 /// How long samplers get to pin themselves and switch policy, unless the
 /// front end says otherwise.

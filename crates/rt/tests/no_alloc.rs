@@ -9,10 +9,10 @@ use std::cell::Cell;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use latencyd::rt::clock::MonotonicClock;
-use latencyd::rt::handoff;
-use latencyd::rt::sampler::{self, LoopEndReason, LoopPlan};
-use latencyd::stats::{LatencyStats, LinearHistogram};
+use latencyd_rt::clock::MonotonicClock;
+use latencyd_rt::handoff;
+use latencyd_rt::sampler::{self, LoopEndReason, LoopPlan};
+use latencyd_rt::stats::{LatencyStats, LinearHistogram};
 
 struct CountingAllocator;
 
@@ -96,7 +96,7 @@ fn the_hot_loop_never_allocates() {
         let (stop, heartbeat) = (Arc::clone(&stop), Arc::clone(&heartbeat));
         std::thread::spawn(move || {
             let mut clock = MonotonicClock;
-            let start = latencyd::rt::sys::monotonic_now_ns() + plan.interval_ns;
+            let start = latencyd_rt::sys::monotonic_now_ns() + plan.interval_ns;
             let (end, calls) = allocator_calls_during(|| {
                 sampler::hot_loop(&mut clock, &plan, start, &mut publisher, &stop, &heartbeat)
             });

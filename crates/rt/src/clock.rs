@@ -223,7 +223,7 @@ pub mod fault {
     use std::sync::Mutex;
 
     use super::{Clock, MonotonicClock, PinnedClock};
-    use crate::rt::sys;
+    use crate::sys;
 
     #[derive(Debug, Clone, Copy, PartialEq, Eq)]
     pub enum Kind {

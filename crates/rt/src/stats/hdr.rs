@@ -20,6 +20,27 @@
 //!   2^32 - 1, then that page is widened to 64 bits. Latencies occupy a
 //!   few powers of two, so a CPU's lifetime histogram holds a handful of
 //!   pages.
+//!
+//! Both storages count the same way and merge into each other; quantiles
+//! and the record's encoding read either:
+//!
+//! ```
+//! use latencyd_rt::stats::hdr::{self, Hdr};
+//!
+//! let mut interval = Hdr::dense(); // a sampler's: 7 KiB, written up front
+//! let mut lifetime = Hdr::paged(); // the consumer's: pages when first used
+//! for ns in [180, 181, 20_000, 20_050] {
+//!     assert!(interval.record(ns)); // false only past 2^34 ns
+//! }
+//! assert_eq!(lifetime.merge(&interval), 0); // nothing past the range
+//! interval.reset();
+//! assert_eq!((lifetime.len(), interval.len()), (4, 0));
+//! // Below 256 ns each nanosecond has its counter; above, a bucket is at
+//! // most 1/128 of its values wide, so 20,000 and 20,050 share one.
+//! let buckets: Vec<(u64, u64)> = lifetime.buckets().map(|b| (b.lowest_ns(), b.count)).collect();
+//! assert_eq!(buckets, [(180, 1), (181, 1), (19_968, 2)]);
+//! assert_eq!(hdr::index_of(20_000), hdr::index_of(20_050));
+//! ```
 
 use hdrhistogram::Histogram;
 

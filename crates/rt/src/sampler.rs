@@ -75,7 +75,7 @@ pub fn next_period(period: u64, now_ns: u64, start_ns: u64, interval_ns: u64) ->
 /// The sampler's real-time loop. `start_ns` is the first deadline.
 ///
 /// Invariant: no allocation, lock, log or system call other than the
-/// clock's sleep happens here; `tests/no_alloc.rs` runs this function
+/// clock's sleep happens here; `crates/rt/tests/no_alloc.rs` runs this function
 /// under an allocator that fails the test if it allocates.
 #[inline(never)]
 pub fn hot_loop<C: Clock>(
@@ -146,7 +146,7 @@ pub fn hot_loop<C: Clock>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rt::handoff;
+    use crate::handoff;
     use crate::stats::LatencyStats;
 
     /// A clock whose wake-ups come `latencies[i]` after the i-th deadline.

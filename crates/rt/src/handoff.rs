@@ -20,6 +20,39 @@
 //! rings instead of two 240-byte structs, which halved its median and tail
 //! in `benches/publish_tail.rs` (see ARCHITECTURE.md). Moving a box never
 //! allocates.
+//!
+//! When to use it: a thread that must not wait or allocate records into
+//! `Publisher::stats_mut` and calls `publish` at its own boundaries; any
+//! ordinary thread calls `Collector::drain` as often as it likes. For a
+//! thread that may block, a mutex is simpler; this is for the real-time
+//! side.
+//!
+//! ```
+//! use latencyd_rt::handoff;
+//! use latencyd_rt::stats::LatencyStats;
+//!
+//! // The sampler's template: histogram written in full, no -h histogram.
+//! let template = LatencyStats::for_sampler(100_000, None);
+//! let (mut sampler, mut consumer) = handoff::channel(&template, handoff::DEFAULT_BUFFERS);
+//! let mut total = LatencyStats::new(100_000, None);
+//!
+//! // Real-time side: record, publish at a boundary (wait-free).
+//! sampler.stats_mut().record(12_000, 0);
+//! sampler.stats_mut().record(250_000, 1);
+//! assert!(sampler.publish());
+//! // A consumer that has not drained yet: the next publish finds no
+//! // empty buffer and the sampler keeps its interval, losing nothing.
+//! sampler.stats_mut().record(8_000, 2);
+//! assert!(!sampler.publish());
+//!
+//! // Consumer side: merge what arrived, oldest first.
+//! let drained = consumer.drain(|interval| total.merge(interval)).unwrap();
+//! assert_eq!((drained, total.count, total.max_ns, total.spikes), (1, 2, 250_000, 1));
+//! // The buffer went back, so the next publish passes the kept sample.
+//! assert!(sampler.publish());
+//! consumer.drain(|interval| total.merge(interval)).unwrap();
+//! assert_eq!((total.count, total.min_ns()), (3, 8_000));
+//! ```
 
 use std::mem;
 

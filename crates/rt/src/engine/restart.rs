@@ -10,9 +10,9 @@ use std::time::Instant;
 
 use super::start::explain_start_failure;
 use super::{Engine, EngineSpec, Run, StartError, spawn_sampler};
-use crate::rt::handoff::Collector;
-use crate::rt::sys;
-use crate::rt::thread::{SamplerHandle, SamplerState};
+use crate::handoff::Collector;
+use crate::sys;
+use crate::thread::{SamplerHandle, SamplerState};
 
 /// The slow part of restarting slot `idx`'s sampler, to run off the
 /// caller's thread: allocate the handoff (its buffers are touched, and

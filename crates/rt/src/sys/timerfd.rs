@@ -106,7 +106,7 @@ impl AsRawFd for PeriodicTimerFd {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rt::sys::monotonic_now_ns;
+    use crate::sys::monotonic_now_ns;
 
     #[test]
     fn expires_once_per_period_and_says_when_nothing_is_due() {

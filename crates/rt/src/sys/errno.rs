@@ -8,6 +8,12 @@ use std::io;
 /// (`clock::fault`), so that libc stays in this module.
 pub const EIO: i32 = libc::EIO;
 
+/// Error numbers the rest of latencyd tells apart: a tracefs file the
+/// kernel holds busy, a link where none may be, a file that is not there.
+pub const EBUSY: i32 = libc::EBUSY;
+pub const ELOOP: i32 = libc::ELOOP;
+pub const ENOENT: i32 = libc::ENOENT;
+
 /// Whether a failed read says nothing about the file read: the process's
 /// own limits (`EMFILE`, `ENFILE`, `ENOMEM`, `ENOBUFS`) or a passing fault
 /// (`EAGAIN`, `EINTR`, `EBUSY`, `EIO`), as against the file not being

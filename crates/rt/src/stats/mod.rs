@@ -462,7 +462,7 @@ mod tests {
         // The top sample is past the histogram: the p99 is the exact max.
         assert_eq!(stats.quantile_ns(990_000), HDR_HIGHEST_NS * 100);
         // 10 s and the top of the range are still in it.
-        stats.record(10 * crate::units::NS_PER_SEC, 2);
+        stats.record(10_000_000_000, 2);
         stats.record(HDR_HIGHEST_NS, 3);
         assert_eq!(stats.hdr_overflows, 1);
         stats.record(HDR_HIGHEST_NS + 1, 4);

@@ -24,12 +24,20 @@ pub use cpus::{
     cpu_set_of, current_cpu, online_cpus, pin_current_thread, process_affinity,
     set_current_thread_affinity,
 };
-pub use errno::{EIO, is_passing_error};
+pub use errno::{EBUSY, EIO, ELOOP, ENOENT, is_passing_error};
 pub use sched::{ThreadScheduling, set_thread_scheduling, thread_scheduling};
 use time::timespec_of;
 pub use time::{ClockSource, clock_now_ns, clock_sleep_ns, process_cpu_ns, thread_cpu_ns};
 pub use timer::IntervalTimer;
 pub use timerfd::PeriodicTimerFd;
+
+/// `open(2)` flags the rest of latencyd opens files with (through
+/// `OpenOptionsExt::custom_flags`), so that libc stays in this module:
+/// `O_NONBLOCK` also opens a named pipe's writing end without waiting for
+/// a reader (`measure -F`).
+pub const O_CLOEXEC: i32 = libc::O_CLOEXEC;
+pub const O_NOFOLLOW: i32 = libc::O_NOFOLLOW;
+pub const O_NONBLOCK: i32 = libc::O_NONBLOCK;
 
 /// The scheduling policies a sampler can run under.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -389,10 +397,6 @@ pub fn uname() -> io::Result<Uname> {
         machine: field(&raw.machine),
     })
 }
-
-/// `O_NONBLOCK`, for opening a named pipe's writing end without waiting
-/// for a reader (`measure -F`).
-pub const O_NONBLOCK: i32 = libc::O_NONBLOCK;
 
 /// Creates a named pipe at `path` (mode 0666 less the umask, as cyclictest
 /// makes its `-F` pipe).
