@@ -7,7 +7,38 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::{CpuTopology, Fact, Fingerprint};
+use super::{CpuTopology, Fact, Fingerprint, HostInfo};
+use crate::cpulist::format_cpu_list;
+
+/// What decides whether the numbers can be trusted, as detected at start:
+/// the same fields, in the same order, in `/api/v1/status`'s `host` and
+/// `measure --json`'s `host`.
+#[derive(Debug, Serialize)]
+pub struct TrustFacts {
+    preempt_rt: bool,
+    usable_cpus: String,
+    cap_sys_nice: bool,
+    cap_ipc_lock: bool,
+    rtprio_limit: Option<u64>,
+    memlock_limit_bytes: Option<u64>,
+    sched_rt_runtime_us: Option<i64>,
+    clock_resolution_ns: Option<u64>,
+}
+
+impl TrustFacts {
+    pub fn of(host: &HostInfo) -> TrustFacts {
+        TrustFacts {
+            preempt_rt: host.preempt_rt,
+            usable_cpus: format_cpu_list(&host.usable_cpus),
+            cap_sys_nice: host.cap_sys_nice,
+            cap_ipc_lock: host.cap_ipc_lock,
+            rtprio_limit: host.rtprio_limit,
+            memlock_limit_bytes: host.memlock_limit,
+            sched_rt_runtime_us: host.sched_rt_runtime_us,
+            clock_resolution_ns: host.clock_resolution_ns,
+        }
+    }
+}
 
 /// A fact: `{"value": …}`, `{"absent": why}` or, for one that could not
 /// be read this time and has no earlier value, `{"unknown": why}`.

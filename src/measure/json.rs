@@ -8,8 +8,7 @@ use serde::Serialize;
 
 use super::report::RunReport;
 use crate::calendar::civil_from_days;
-use crate::cpulist::format_cpu_list;
-use crate::host::json::{CpuJson, FactJson, facts_json, topology_json};
+use crate::host::json::{CpuJson, FactJson, TrustFacts, facts_json, topology_json};
 use crate::host::{CpuTopology, Fingerprint, HostInfo};
 use crate::load::{LoadJson, LoadReport};
 use crate::stats::REPORTED_QUANTILES;
@@ -76,7 +75,7 @@ struct JsonLatencyd<'a> {
     interval_ns: u64,
     spike_threshold_ns: u64,
     pm_qos_us: Option<i32>,
-    host: HostFacts,
+    host: HostJson,
     /// Options accepted but not exactly as typed, or meaning nothing here.
     notes: &'a [String],
     /// `--load`: the generators, their CPUs and throughput; null without.
@@ -153,10 +152,11 @@ fn timerlat_json(report: &crate::instruments::tally::TimerlatReport) -> JsonTime
     }
 }
 
-/// What decides whether the numbers can be trusted, as detected at start;
-/// the same object in `measure --json` and the daemon's `/api/v1/status`.
+/// The host as `measure --json` writes it: the daemon's fingerprint,
+/// facts and topology, then the facts that decide whether the numbers can
+/// be trusted (`host::json::TrustFacts`, as in `/api/v1/status`).
 #[derive(Serialize)]
-struct HostFacts {
+struct HostJson {
     /// The identifier of the facts below (`latencyd run`'s fingerprint).
     fingerprint: String,
     /// Every fact the daemon's `/api/v1/host` lists: `{"value": …}` or
@@ -164,30 +164,17 @@ struct HostFacts {
     facts: BTreeMap<String, FactJson>,
     /// The measured CPUs' package, core, NUMA node and SMT siblings.
     cpus: Vec<CpuJson>,
-    preempt_rt: bool,
-    usable_cpus: String,
-    cap_sys_nice: bool,
-    cap_ipc_lock: bool,
-    rtprio_limit: Option<u64>,
-    memlock_limit_bytes: Option<u64>,
-    sched_rt_runtime_us: Option<i64>,
-    clock_resolution_ns: Option<u64>,
+    #[serde(flatten)]
+    trust: TrustFacts,
 }
 
-impl HostFacts {
-    fn of(host: &HostInfo, fingerprint: &Fingerprint, topology: &[CpuTopology]) -> HostFacts {
-        HostFacts {
+impl HostJson {
+    fn of(host: &HostInfo, fingerprint: &Fingerprint, topology: &[CpuTopology]) -> HostJson {
+        HostJson {
             fingerprint: fingerprint.id(),
             facts: facts_json(fingerprint),
             cpus: topology_json(topology),
-            preempt_rt: host.preempt_rt,
-            usable_cpus: format_cpu_list(&host.usable_cpus),
-            cap_sys_nice: host.cap_sys_nice,
-            cap_ipc_lock: host.cap_ipc_lock,
-            rtprio_limit: host.rtprio_limit,
-            memlock_limit_bytes: host.memlock_limit,
-            sched_rt_runtime_us: host.sched_rt_runtime_us,
-            clock_resolution_ns: host.clock_resolution_ns,
+            trust: TrustFacts::of(host),
         }
     }
 }
@@ -271,7 +258,7 @@ pub fn json_document(report: &RunReport) -> String {
             interval_ns: first.map_or(0, |t| t.interval_ns),
             spike_threshold_ns: first.map_or(0, |t| t.stats.spike_threshold_ns()),
             pm_qos_us: report.pm_qos_us,
-            host: HostFacts::of(host, &report.fingerprint, &report.topology),
+            host: HostJson::of(host, &report.fingerprint, &report.topology),
             notes: &report.notes,
             load: report.load.as_ref().map(LoadReport::json),
             captures: &report.captures,

@@ -6,10 +6,9 @@
 use serde::Serialize;
 
 use crate::calendar::format_rfc3339_ms;
-use crate::cpulist::format_cpu_list;
 use crate::daemon::state::MonitorState;
 use crate::forensics::Capability;
-use crate::host::HostInfo;
+use crate::host::json::TrustFacts;
 
 #[derive(Serialize)]
 pub struct StatusBody {
@@ -168,7 +167,7 @@ pub struct HostBody {
     kernel_version: String,
     machine: String,
     #[serde(flatten)]
-    facts: HostFacts,
+    facts: TrustFacts,
 }
 
 #[derive(Serialize)]
@@ -246,36 +245,6 @@ pub struct RunningBody {
     cpus: Vec<usize>,
 }
 
-/// What decides whether the numbers can be trusted, as detected at start.
-/// `measure --json` writes the same fields under `sysinfo`; each JSON
-/// layer keeps its own DTO.
-#[derive(Serialize)]
-pub struct HostFacts {
-    preempt_rt: bool,
-    usable_cpus: String,
-    cap_sys_nice: bool,
-    cap_ipc_lock: bool,
-    rtprio_limit: Option<u64>,
-    memlock_limit_bytes: Option<u64>,
-    sched_rt_runtime_us: Option<i64>,
-    clock_resolution_ns: Option<u64>,
-}
-
-impl HostFacts {
-    fn of(host: &HostInfo) -> HostFacts {
-        HostFacts {
-            preempt_rt: host.preempt_rt,
-            usable_cpus: format_cpu_list(&host.usable_cpus),
-            cap_sys_nice: host.cap_sys_nice,
-            cap_ipc_lock: host.cap_ipc_lock,
-            rtprio_limit: host.rtprio_limit,
-            memlock_limit_bytes: host.memlock_limit,
-            sched_rt_runtime_us: host.sched_rt_runtime_us,
-            clock_resolution_ns: host.clock_resolution_ns,
-        }
-    }
-}
-
 /// `/api/v1/status` of a state at `now_ns`.
 pub fn status(s: &MonitorState, clock: super::clock::Now) -> StatusBody {
     let (now, now_unix_ns) = (clock.monotonic_ns, clock.unix_ns);
@@ -297,7 +266,7 @@ pub fn status(s: &MonitorState, clock: super::clock::Now) -> StatusBody {
             kernel: host.uname.release.clone(),
             kernel_version: host.uname.version.clone(),
             machine: host.uname.machine.clone(),
-            facts: HostFacts::of(host),
+            facts: TrustFacts::of(host),
         },
         config: ConfigBody {
             cpus: s.cpus.iter().map(|v| v.cpu).collect(),
