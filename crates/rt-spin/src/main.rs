@@ -10,7 +10,7 @@
 
 use std::process::ExitCode;
 
-use latencyd::rt::sys::{self, Policy};
+use latencyd_rt::sys::{self, Policy};
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
