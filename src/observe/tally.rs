@@ -222,6 +222,11 @@ impl Counts {
     }
 }
 
+/// Task names remembered per CPU at most. Raw names churn on a host
+/// (`kworker/u8:37`, short-lived jobs): the table starts afresh when full,
+/// which costs one allocation per name it meets again.
+const MAX_THREAD_NAMES: usize = 1024;
+
 /// Interference names, made once and shared: by source and number (an
 /// IRQ, a softirq vector, a system vector) and by task name.
 #[derive(Debug, Default)]
@@ -249,7 +254,7 @@ impl Names {
     /// the interrupt's name comes from its action (`kinds`), else from the
     /// hard part if it was seen, else from the `comm`.
     pub fn thread(&mut self, comm: &[u8], kinds: &mut impl TaskKinds) -> (Source, Arc<str>) {
-        if self.threads.len() > 4096 {
+        if self.threads.len() > MAX_THREAD_NAMES {
             // A new table, not clear(): that would keep the full one's
             // capacity for good.
             self.threads = HashMap::new();

@@ -32,6 +32,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+mod forget;
 mod switch;
 
 use super::format::{Event, describe};
@@ -109,9 +110,9 @@ pub struct CpuAccount {
     running: Option<Running>,
     frames: Vec<Frame>,
     waiting: HashMap<i32, Waiting>,
-    /// Real-time tasks preempted while runnable: their return is not a
-    /// wake-up.
-    preempted: HashMap<i32, ()>,
+    /// Real-time tasks preempted while runnable (pid → when): their
+    /// return is not a wake-up.
+    preempted: HashMap<i32, u64>,
     /// Sleep timers armed by a task: timer → (time it was set for, pid).
     timers: HashMap<u64, (i64, i32)>,
     /// Timers that fired: pid → (when, how late in the timer's clock).
@@ -128,6 +129,10 @@ pub struct CpuAccount {
     /// Tasks switched in on this CPU since the observer last looked, with
     /// when: a task waiting on another CPU that ran here is let go there.
     switched_in: HashMap<i32, u64>,
+    /// The latest event's time, and the latest timer expiry's time in the
+    /// timers' clock: what `forget_stale` judges the tables by.
+    last_ts: u64,
+    timer_now: i64,
 }
 
 /// Woken tasks one CPU keeps waiting at most: a real-time task waits for
@@ -154,6 +159,8 @@ impl CpuAccount {
             window_omitted: 0,
             spikes: Vec::new(),
             switched_in: HashMap::new(),
+            last_ts: 0,
+            timer_now: i64::MIN,
         }
     }
 
@@ -166,6 +173,7 @@ impl CpuAccount {
 
     /// The tallies and samples since the last call.
     pub fn take(&mut self) -> (CpuTally, Vec<WakeSample>) {
+        self.forget_stale();
         let mut tally = self.counts.take();
         tally.waiting_tasks = self.waiting.len() as u64;
         (tally, std::mem::take(&mut self.samples))
@@ -372,6 +380,7 @@ impl CpuAccount {
     /// Takes one event of this CPU at `ts` (`CLOCK_MONOTONIC`), recorded
     /// in the context of `pid` (its `common_pid`: the task current then).
     pub fn feed(&mut self, ts: u64, pid: i32, event: &Event<'_>, kinds: &mut impl TaskKinds) {
+        self.last_ts = ts;
         if !matches!(event, Event::Switch { .. }) {
             self.infer_running(ts, pid);
         }
@@ -446,6 +455,7 @@ impl CpuAccount {
                 }
             }
             Event::TimerExpire { timer, now } => {
+                self.timer_now = now;
                 if let Some((set_for, pid)) = self.timers.remove(&timer) {
                     let late = now.saturating_sub(set_for).max(0) as u64;
                     if self.fired.len() >= MAX_TIMERS {

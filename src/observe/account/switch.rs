@@ -77,7 +77,7 @@ impl CpuAccount {
         }
         if prev_pid != 0 {
             if prev_state & SLEEPING_STATES == 0 && prev_prio < MAX_RT_PRIO {
-                self.preempted.insert(prev_pid, ());
+                self.preempted.insert(prev_pid, ts);
             } else {
                 self.preempted.remove(&prev_pid);
             }
