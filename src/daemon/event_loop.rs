@@ -269,7 +269,9 @@ pub(super) async fn run(
                 // What a burst of connections or requests freed goes back
                 // to the kernel (resident and, under mlockall, locked
                 // otherwise); a small heap is walked in microseconds.
-                sys::trim_heap();
+                if let Err(err) = sys::trim_heap() {
+                    error!("{err}");
+                }
             }
             _ = async {
                 match watchdog_tick.as_mut() {

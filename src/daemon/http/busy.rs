@@ -172,7 +172,9 @@ async fn run<T: Send + 'static>(
     let _cancel_on_drop = CancelOnDrop(cancel.clone());
     tokio::task::spawn_blocking(move || {
         let result = work(&cancel);
-        sys::trim_heap();
+        if let Err(err) = sys::trim_heap() {
+            tracing::error!("{err}");
+        }
         drop(permit);
         result
     })

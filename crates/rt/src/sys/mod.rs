@@ -15,6 +15,7 @@ use crate::cpulist::MAX_CPUS;
 
 mod cpus;
 mod errno;
+mod memory;
 mod sched;
 mod time;
 mod timer;
@@ -25,6 +26,7 @@ pub use cpus::{
     set_current_thread_affinity,
 };
 pub use errno::{EBUSY, EIO, ELOOP, ENOENT, is_passing_error};
+pub use memory::{HeapTrim, lock_all_memory, trim_heap};
 pub use sched::{ThreadScheduling, set_thread_scheduling, thread_scheduling};
 use time::timespec_of;
 pub use time::{ClockSource, clock_now_ns, clock_sleep_ns, process_cpu_ns, thread_cpu_ns};
@@ -219,38 +221,6 @@ pub fn policy_number(policy: Policy) -> i32 {
     policy.to_libc()
 }
 
-/// Locks the process's pages into RAM, so no sampler ever waits for a
-/// page fault: every page mapped now (the program's code and data, the
-/// heap so far) is faulted in and locked at once, and every page mapped
-/// later is locked when first touched (`MCL_ONFAULT`, Linux 4.4). What a
-/// sampler touches later is written before it turns real-time (its
-/// interval buffers, `PREFAULT_STACK_BYTES` of its stack); what it never
-/// touches — most of its stack, the malloc arena glibc reserves per
-/// thread — then costs no memory, where `MCL_FUTURE` alone made every
-/// new mapping resident in full (ARCHITECTURE.md, "Choices").
-/// Kernels without `MCL_ONFAULT` get `MCL_CURRENT | MCL_FUTURE`.
-///
-/// Threads started later share glibc's main malloc arena: an arena of
-/// their own reserves 64 MiB of address space per thread, which counts in
-/// `VmLck` and against `RLIMIT_MEMLOCK` once memory is locked (measured:
-/// 142 MB of `VmLck` for two samplers), while no sampler allocates after
-/// it starts and the exporter's few threads do not contend.
-pub fn lock_all_memory() -> io::Result<()> {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: mallopt takes two integers; a refusal (0) leaves glibc's
-    // default, which is only bigger.
-    unsafe {
-        libc::mallopt(libc::M_ARENA_MAX, 1);
-    }
-    mlockall(libc::MCL_CURRENT)?;
-    match mlockall(libc::MCL_CURRENT | libc::MCL_FUTURE | libc::MCL_ONFAULT) {
-        Err(err) if err.raw_os_error() == Some(libc::EINVAL) => {
-            mlockall(libc::MCL_CURRENT | libc::MCL_FUTURE)
-        }
-        other => other,
-    }
-}
-
 /// 64 random bits from the kernel (`getrandom`), for names others must not
 /// guess (a temporary file's); falls back to the clock's nanoseconds
 /// where the call is refused.
@@ -264,27 +234,6 @@ pub fn random_u64() -> u64 {
     } else {
         monotonic_now_ns() ^ u64::from(std::process::id()).rotate_left(32)
     }
-}
-
-/// Gives the heap's free memory back to the kernel (glibc's
-/// `malloc_trim`): after a burst of large, short-lived allocations (a
-/// range read of the record, a plot), freed memory would otherwise stay
-/// in the process, resident and, under `mlockall`, locked. Not for a
-/// sampler: it walks the heap under glibc's lock.
-pub fn trim_heap() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim takes a size and only touches glibc's own heap.
-    unsafe {
-        libc::malloc_trim(0);
-    }
-}
-
-fn mlockall(flags: libc::c_int) -> io::Result<()> {
-    // SAFETY: mlockall takes flags only.
-    if unsafe { libc::mlockall(flags) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
 }
 
 /// Touches `bytes` of the calling thread's stack so that those pages are
