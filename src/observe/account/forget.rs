@@ -15,9 +15,13 @@ use std::hash::Hash;
 
 use super::{CpuAccount, TIMER_WAKEUP_GAP_NS};
 
-/// A timer this far past the time it was set for without an expiry seen
-/// here was cancelled, or fired on another CPU.
-const OVERDUE_NS: i64 = 1_000_000_000;
+/// A timer armed this long ago without an expiry seen here was most
+/// likely cancelled, or fired on another CPU. (Its own expiry time cannot
+/// tell: each timer counts in its clock, monotonic, real or boot time, and
+/// the events do not say which.) A real-time task that does sleep longer
+/// than this on a timer has that wake-up measured from the wake-up, not
+/// from the timer's expiry: short by the expiry's interrupt, once.
+const TIMER_KEPT_NS: u64 = 10_000_000_000;
 
 /// A real-time task preempted here this long ago that has not come back
 /// went elsewhere or ended; if it does come back, it counts as a wake-up
@@ -30,9 +34,8 @@ impl CpuAccount {
         // A fired timer explains only a wake-up within the gap after it.
         self.fired
             .retain(|_, &mut (at, _)| now.saturating_sub(at) <= TIMER_WAKEUP_GAP_NS);
-        let timer_now = self.timer_now;
         self.timers
-            .retain(|_, &mut (set_for, _)| set_for.saturating_add(OVERDUE_NS) >= timer_now);
+            .retain(|_, &mut (_, _, armed)| now.saturating_sub(armed) <= TIMER_KEPT_NS);
         self.preempted
             .retain(|_, &mut at| now.saturating_sub(at) <= PREEMPTED_KEPT_NS);
         give_back(&mut self.fired);
@@ -67,8 +70,9 @@ mod tests {
         let mut account = CpuAccount::new(0, &[]);
         let kinds = &mut NoKernelThreads;
         let s = 1_000_000_000u64;
-        // 3,000 timers armed for t = 1 s, never seen to fire (cancelled),
-        // and one armed for t = 100 s.
+        // 3,000 timers armed at t = 0.5 s for t = 1 s, never seen to fire
+        // (cancelled); one armed at t = 14 s for t = 100 s, in another
+        // clock (its numbers are not comparable to the others').
         for timer in 0..3_000u64 {
             let start = Event::TimerStart {
                 timer,
@@ -79,25 +83,25 @@ mod tests {
         }
         let long = Event::TimerStart {
             timer: 9_999,
-            softexpires: 100 * s as i64,
+            softexpires: 1_700_000_000 * s as i64 / 1_000,
             pid: 8,
         };
-        account.feed(s / 2, 8, &long, kinds);
-        // Another timer fires at t = 5 s: the clock has moved on.
+        account.feed(14 * s, 8, &long, kinds);
+        // Another timer fires at t = 15 s.
         let other = Event::TimerStart {
             timer: 5_000,
-            softexpires: 5 * s as i64,
+            softexpires: 15 * s as i64,
             pid: 9,
         };
-        account.feed(4 * s, 9, &other, kinds);
+        account.feed(14 * s, 9, &other, kinds);
         let fire = Event::TimerExpire {
             timer: 5_000,
-            now: 5 * s as i64,
+            now: 15 * s as i64,
         };
-        account.feed(5 * s, 0, &fire, kinds);
+        account.feed(15 * s, 0, &fire, kinds);
         assert_eq!((account.timers.len(), account.fired.len()), (3_001, 1));
         account.take();
-        // The cancelled ones went, the one set for later stayed; the
+        // The ones armed over 10 s ago went, the recent one stayed; the
         // firing, as old as the latest event, can still explain a wake-up.
         assert_eq!(account.timers.len(), 1);
         assert!(account.timers.contains_key(&9_999));
@@ -115,7 +119,7 @@ mod tests {
             prio: 120,
             target_cpu: 1,
         };
-        account.feed(6 * s, 0, &later, kinds);
+        account.feed(16 * s, 0, &later, kinds);
         account.take();
         assert_eq!(account.fired.len(), 0);
     }

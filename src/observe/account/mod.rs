@@ -113,8 +113,9 @@ pub struct CpuAccount {
     /// Real-time tasks preempted while runnable (pid → when): their
     /// return is not a wake-up.
     preempted: HashMap<i32, u64>,
-    /// Sleep timers armed by a task: timer → (time it was set for, pid).
-    timers: HashMap<u64, (i64, i32)>,
+    /// Sleep timers armed by a task: timer → (time it was set for in the
+    /// timer's clock, pid, when it was armed).
+    timers: HashMap<u64, (i64, i32, u64)>,
     /// Timers that fired: pid → (when, how late in the timer's clock).
     fired: HashMap<i32, (u64, u64)>,
     counts: Counts,
@@ -129,10 +130,8 @@ pub struct CpuAccount {
     /// Tasks switched in on this CPU since the observer last looked, with
     /// when: a task waiting on another CPU that ran here is let go there.
     switched_in: HashMap<i32, u64>,
-    /// The latest event's time, and the latest timer expiry's time in the
-    /// timers' clock: what `forget_stale` judges the tables by.
+    /// The latest event's time: what `forget_stale` judges the tables by.
     last_ts: u64,
-    timer_now: i64,
 }
 
 /// Woken tasks one CPU keeps waiting at most: a real-time task waits for
@@ -160,7 +159,6 @@ impl CpuAccount {
             spikes: Vec::new(),
             switched_in: HashMap::new(),
             last_ts: 0,
-            timer_now: i64::MIN,
         }
     }
 
@@ -451,12 +449,11 @@ impl CpuAccount {
                         // New tables, not clear(): that keeps the capacity.
                         self.timers = Default::default();
                     }
-                    self.timers.insert(timer, (softexpires, pid));
+                    self.timers.insert(timer, (softexpires, pid, ts));
                 }
             }
             Event::TimerExpire { timer, now } => {
-                self.timer_now = now;
-                if let Some((set_for, pid)) = self.timers.remove(&timer) {
+                if let Some((set_for, pid, _)) = self.timers.remove(&timer) {
                     let late = now.saturating_sub(set_for).max(0) as u64;
                     if self.fired.len() >= MAX_TIMERS {
                         self.fired = Default::default();
