@@ -1,6 +1,9 @@
 //! Calendar time: Unix nanoseconds to and from RFC 3339 text (UTC,
 //! milliseconds), the proleptic Gregorian conversions under them, and the
-//! points in time people give for a range (`-7d`, an RFC 3339 time).
+//! points in time people give for a range (`-7d`, an RFC 3339 time), and
+//! the RFC 2822 dates of cyclictest's and oslat's JSON.
+
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::units::{NS_PER_SEC, parse_duration_ns};
 
@@ -145,9 +148,45 @@ pub fn parse_time_ns(input: &str, now_unix_ns: u64) -> Result<u64, String> {
     parse_rfc3339_ns(input).map_err(|e| format!("{e}, or a negative duration such as -7d or -90m"))
 }
 
+/// Formats a time as cyclictest's JSON does (`Sun, 22 Nov 2026 02:45:38
+/// +0000`), always in UTC so that files from a fleet compare directly.
+pub fn format_rfc2822_utc(time: SystemTime) -> String {
+    const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let secs = time.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let days = secs / 86_400;
+    let (year, month, day) = civil_from_days(days);
+    let rem = secs % 86_400;
+    format!(
+        "{}, {:02} {} {} {:02}:{:02}:{:02} +0000",
+        DAYS[(days % 7) as usize],
+        day,
+        MONTHS[(month - 1) as usize],
+        year,
+        rem / 3_600,
+        rem % 3_600 / 60,
+        rem % 60
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn dates_format_like_cyclictest() {
+        let t = UNIX_EPOCH + Duration::from_secs(1_795_315_538);
+        assert_eq!(format_rfc2822_utc(t), "Sun, 22 Nov 2026 02:45:38 +0000");
+        assert_eq!(
+            format_rfc2822_utc(UNIX_EPOCH),
+            "Thu, 01 Jan 1970 00:00:00 +0000"
+        );
+        let leap = UNIX_EPOCH + Duration::from_secs(951_782_400);
+        assert_eq!(format_rfc2822_utc(leap), "Tue, 29 Feb 2000 00:00:00 +0000");
+    }
 
     #[test]
     fn rfc3339_times_parse_back() {

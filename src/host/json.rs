@@ -1,7 +1,7 @@
 //! The JSON form of the host's facts and topology, one for every edge
 //! that prints them (`/api/v1/host` and `/api/v1/status`, `measure
-//! --json`, `report --json`), so a script reads a fact the same way in
-//! each. The domain types (`Fact`, `CpuTopology`) stay free of serde.
+//! --json`, `report --json`, rt-tests' `sysinfo` in `measure` and `oslat
+//! --json`), so a script reads a fact the same way in each. The domain types (`Fact`, `CpuTopology`) stay free of serde.
 
 use std::collections::BTreeMap;
 
@@ -9,6 +9,32 @@ use serde::Serialize;
 
 use super::{CpuTopology, Fact, Fingerprint, HostInfo};
 use crate::cpulist::format_cpu_list;
+
+/// rt-tests' `sysinfo` object (uname and the PREEMPT_RT flag), as
+/// cyclictest's and oslat's JSON carry it (`measure --json`, `oslat
+/// --json`).
+#[derive(Debug, Serialize)]
+pub struct RtTestsSysinfo<'a> {
+    sysname: &'a str,
+    nodename: &'a str,
+    release: &'a str,
+    version: &'a str,
+    machine: &'a str,
+    realtime: u8,
+}
+
+impl RtTestsSysinfo<'_> {
+    pub fn of(host: &HostInfo) -> RtTestsSysinfo<'_> {
+        RtTestsSysinfo {
+            sysname: &host.uname.sysname,
+            nodename: &host.uname.nodename,
+            release: &host.uname.release,
+            version: &host.uname.version,
+            machine: &host.uname.machine,
+            realtime: host.realtime_flag(),
+        }
+    }
+}
 
 /// What decides whether the numbers can be trusted, as detected at start:
 /// the same fields, in the same order, in `/api/v1/status`'s `host` and

@@ -1,13 +1,10 @@
 //! `-b` and `--forensics`: the flight recorder that explains late
-//! wake-ups, cyclictest's break lines, and `--tracemark`'s mark in the
-//! kernel's own trace.
+//! wake-ups, and cyclictest's break lines (`--tracemark`'s mark is
+//! `tracefs::TraceMark`).
 
-use std::fs::OpenOptions;
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use super::options::MeasureOptions;
-use crate::forensics::tracefs::locate;
 use crate::forensics::verdict::human;
 use crate::forensics::{Recorder, Settings};
 use crate::tracefs::DEFAULT_TRACEFS;
@@ -139,61 +136,4 @@ pub(super) fn forensics_block(
         ));
     }
     out
-}
-
-/// `--tracemark`: when `-b` stops the run, a line in the top-level trace
-/// (`trace_marker`) and tracing switched off (`tracing_on`), so the trace
-/// someone recorded with trace-cmd or perf ends at the late wake-up, as
-/// cyclictest leaves it. Opened before the run; a file that cannot be
-/// opened is said on stderr and the run goes on without it.
-pub(super) struct TraceMark {
-    marker: Option<std::fs::File>,
-    tracing_on: Option<std::fs::File>,
-}
-
-impl TraceMark {
-    pub(super) fn open() -> TraceMark {
-        let root = match locate(Path::new(DEFAULT_TRACEFS)) {
-            Ok(root) => root,
-            Err(err) => {
-                eprintln!(
-                    "latencyd measure: warning: --tracemark: {err}; no trace mark will be written"
-                );
-                return TraceMark {
-                    marker: None,
-                    tracing_on: None,
-                };
-            }
-        };
-        let open = |name: &str| {
-            let path = root.join(name);
-            match OpenOptions::new().write(true).open(&path) {
-                Ok(file) => Some(file),
-                Err(err) => {
-                    eprintln!(
-                        "latencyd measure: warning: --tracemark: cannot open {} ({err}); no \
-                         trace mark will be written",
-                        path.display()
-                    );
-                    None
-                }
-            }
-        };
-        TraceMark {
-            marker: open("trace_marker"),
-            tracing_on: open("tracing_on"),
-        }
-    }
-
-    /// Marks the break (`latency` and `limit` in the run's unit) and stops
-    /// tracing.
-    pub(super) fn hit(&mut self, latency: u64, limit: u64) {
-        if let Some(marker) = &mut self.marker {
-            let _ =
-                marker.write_all(format!("hit latency threshold ({latency} > {limit})").as_bytes());
-        }
-        if let Some(tracing_on) = &mut self.tracing_on {
-            let _ = tracing_on.write_all(b"0\n");
-        }
-    }
 }

@@ -163,7 +163,11 @@ impl<'o> Sampling<'o> {
                 if let (Some(mark), Some(limit_ns)) =
                     (&mut around.setup.tracemark, options.breaktrace_ns)
                 {
-                    mark.hit(latency_ns / options.unit_ns(), limit_ns / options.unit_ns());
+                    mark.hit(&format!(
+                        "hit latency threshold ({} > {})",
+                        latency_ns / options.unit_ns(),
+                        limit_ns / options.unit_ns()
+                    ));
                 }
             }
             if breaks || options.forensics_ns.is_some_and(|f| latency_ns >= f) {

@@ -2,13 +2,12 @@
 //! live here only: domain types do not derive `Serialize`.
 
 use std::collections::BTreeMap;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 
 use super::report::RunReport;
-use crate::calendar::civil_from_days;
-use crate::host::json::{CpuJson, FactJson, TrustFacts, facts_json, topology_json};
+use crate::calendar::format_rfc2822_utc;
+use crate::host::json::{CpuJson, FactJson, RtTestsSysinfo, TrustFacts, facts_json, topology_json};
 use crate::host::{CpuTopology, Fingerprint, HostInfo};
 use crate::load::{LoadJson, LoadReport};
 use crate::stats::REPORTED_QUANTILES;
@@ -27,21 +26,11 @@ struct JsonRun<'a> {
     start_time: String,
     end_time: String,
     return_code: i32,
-    sysinfo: JsonSysinfo<'a>,
+    sysinfo: RtTestsSysinfo<'a>,
     num_threads: usize,
     resolution_in_ns: u8,
     thread: BTreeMap<usize, JsonThread>,
     latencyd: JsonLatencyd<'a>,
-}
-
-#[derive(Serialize)]
-struct JsonSysinfo<'a> {
-    sysname: &'a str,
-    nodename: &'a str,
-    release: &'a str,
-    version: &'a str,
-    machine: &'a str,
-    realtime: u8,
 }
 
 #[derive(Serialize)]
@@ -239,14 +228,7 @@ pub fn json_document(report: &RunReport) -> String {
         start_time: format_rfc2822_utc(report.start_time),
         end_time: format_rfc2822_utc(report.end_time),
         return_code: report.return_code,
-        sysinfo: JsonSysinfo {
-            sysname: &host.uname.sysname,
-            nodename: &host.uname.nodename,
-            release: &host.uname.release,
-            version: &host.uname.version,
-            machine: &host.uname.machine,
-            realtime: host.realtime_flag(),
-        },
+        sysinfo: RtTestsSysinfo::of(host),
         num_threads: report.threads.len(),
         resolution_in_ns: u8::from(report.nsecs),
         thread: threads,
@@ -268,45 +250,4 @@ pub fn json_document(report: &RunReport) -> String {
     let mut text = serde_json::to_string_pretty(&doc).expect("the JSON DTOs always serialize");
     text.push('\n');
     text
-}
-
-/// Formats a time as cyclictest's JSON does (`Sun, 22 Nov 2026 02:45:38
-/// +0000`), always in UTC so that files from a fleet compare directly.
-pub fn format_rfc2822_utc(time: SystemTime) -> String {
-    const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
-    const MONTHS: [&str; 12] = [
-        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-    ];
-    let secs = time.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    let days = secs / 86_400;
-    let (year, month, day) = civil_from_days(days);
-    let rem = secs % 86_400;
-    format!(
-        "{}, {:02} {} {} {:02}:{:02}:{:02} +0000",
-        DAYS[(days % 7) as usize],
-        day,
-        MONTHS[(month - 1) as usize],
-        year,
-        rem / 3_600,
-        rem % 3_600 / 60,
-        rem % 60
-    )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::time::Duration;
-
-    #[test]
-    fn dates_format_like_cyclictest() {
-        let t = UNIX_EPOCH + Duration::from_secs(1_795_315_538);
-        assert_eq!(format_rfc2822_utc(t), "Sun, 22 Nov 2026 02:45:38 +0000");
-        assert_eq!(
-            format_rfc2822_utc(UNIX_EPOCH),
-            "Thu, 01 Jan 1970 00:00:00 +0000"
-        );
-        let leap = UNIX_EPOCH + Duration::from_secs(951_782_400);
-        assert_eq!(format_rfc2822_utc(leap), "Tue, 29 Feb 2000 00:00:00 +0000");
-    }
 }

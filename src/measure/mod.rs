@@ -26,7 +26,7 @@ mod tuning;
 
 use std::process::ExitCode;
 
-pub use json::{format_rfc2822_utc, json_document};
+pub use json::json_document;
 pub use options::{
     HistogramOption, JsonTarget, MeasureOptions, Note, PmQos, ThreadPlan, UsageError,
 };

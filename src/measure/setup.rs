@@ -9,7 +9,6 @@ use std::path::Path;
 
 use anyhow::Context;
 
-use super::breaks::TraceMark;
 use super::live::{Fifo, sample_log};
 use super::log::MeasureLog;
 use super::options::{Alignment, MeasureOptions};
@@ -22,6 +21,7 @@ use crate::rt::clock::Timing;
 use crate::rt::engine::{DEFAULT_START_TIMEOUT, EngineSpec, ThreadSetup};
 use crate::rt::sys::{self, ClockSource, CpuDmaLatencyHold};
 use crate::stats::{LatencyStats, LinearHistogram};
+use crate::tracefs::TraceMark;
 use crate::units::NS_PER_SEC;
 
 /// What the run sets up before its samplers start, and holds until it
@@ -64,8 +64,8 @@ impl Setup {
         // the samplers, so reading them costs the measurement nothing.
         let fingerprint = crate::host::FactReader::live(&cpus).read();
         let topology = crate::host::topology::read(Path::new("/"), &cpus);
-        let tracemark =
-            (options.tracemark && options.breaktrace_ns.is_some()).then(TraceMark::open);
+        let tracemark = (options.tracemark && options.breaktrace_ns.is_some())
+            .then(|| TraceMark::open("latencyd measure", "--tracemark"));
         if options.resolution_check {
             check_resolution(options.clock, options.verbose.is_some());
         }

@@ -1,6 +1,7 @@
 //! tracefs as latencyd shares it with every other tracing user on the
 //! host: where it is mounted, the instances latencyd owns there
-//! (`instance`), and the capabilities the kernel does or does not offer.
+//! (`instance`), the mark a one-shot run leaves in the top-level trace
+//! (`mark`), and the capabilities the kernel does or does not offer.
 //!
 //! tracefs is global to the host. Other latencyd processes (`measure`
 //! beside the daemon, a second daemon, a test run), rtla, trace-cmd and
@@ -9,6 +10,7 @@
 //! gone, and checks that nobody changed them behind its back.
 
 pub mod instance;
+mod mark;
 
 use crate::rt::sys;
 use std::fs::{self, File};
@@ -19,6 +21,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 pub use instance::{Check, Instance, Role};
+pub use mark::TraceMark;
 
 /// Where tracefs is mounted by default.
 pub const DEFAULT_TRACEFS: &str = "/sys/kernel/tracing";
