@@ -181,11 +181,13 @@ mod tests {
 
     #[test]
     fn the_heap_is_found_whole_in_the_maps() {
-        let maps = "55d0c0000000-55d0c0200000 r-xp 00000000 fe:00 1 /usr/bin/latencyd\n\
-                    55d0c1000000-55d0c1400000 rw-p 00000000 00:00 0                          [heap]\n\
-                    55d0c1400000-55d0c1600000 rw-p 00000000 00:00 0                          [heap]\n\
-                    7f0000000000-7f0000021000 rw-p 00000000 00:00 0 \n";
-        assert_eq!(heap_range_in(maps), Some((0x55d0c1000000, 0x600000)));
+        // Addresses a 32-bit process can have too (the armv7 build runs
+        // these tests).
+        let maps = "00400000-00600000 r-xp 00000000 fe:00 1 /usr/bin/latencyd\n\
+                    01c00000-02000000 rw-p 00000000 00:00 0                          [heap]\n\
+                    02000000-02200000 rw-p 00000000 00:00 0                          [heap]\n\
+                    b6f00000-b6f21000 rw-p 00000000 00:00 0 \n";
+        assert_eq!(heap_range_in(maps), Some((0x01c0_0000, 0x60_0000)));
         assert_eq!(heap_range_in("7f00-7f10 rw-p 0 00:00 0 [stack]\n"), None);
     }
 
