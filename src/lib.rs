@@ -40,9 +40,10 @@ pub mod instruments;
 // Configuration of the daemon; plots of any histogram.
 pub mod config;
 pub mod plot;
-// The two front ends.
+// The two front ends, and oslat's one-shot busy-poll measurement.
 pub mod daemon;
 pub mod measure;
+pub mod oslat;
 // A front end over the record, using measure's cyclictest renderers.
 pub mod report;
 // The fuzz targets over every parser of outside input (fuzz/, and

@@ -8,7 +8,7 @@ use clap::{CommandFactory, Parser};
 use latencyd::cli::{Cli, Command, CompletionShell};
 
 fn main() -> ExitCode {
-    let args = match measure_args_as_getopt_reads_them() {
+    let args = match args_as_getopt_reads_them() {
         Ok(args) => args,
         Err(code) => return code,
     };
@@ -25,6 +25,7 @@ fn main() -> ExitCode {
         None => latencyd::daemon::main(&cli.run),
         Some(Command::Run(args)) => latencyd::daemon::main(&args),
         Some(Command::Measure(args)) => latencyd::measure::main(&args),
+        Some(Command::Oslat(args)) => latencyd::oslat::main(&args),
         Some(Command::CheckConfig { file }) => latencyd::daemon::check_config(&file),
         Some(Command::Plot(args)) => latencyd::plot::main(&args),
         Some(Command::Report(args)) => latencyd::report::main(&args),
@@ -45,39 +46,52 @@ fn main() -> ExitCode {
     }
 }
 
-/// The command line, with `measure`'s options read as cyclictest's getopt
-/// reads them (`cli::getopt`) and handed on as `--name=value` words; other
-/// subcommands' unchanged. Words that are not options are ignored, as
-/// cyclictest ignores them, and named on stderr.
-fn measure_args_as_getopt_reads_them() -> Result<Vec<std::ffi::OsString>, ExitCode> {
+/// The command line, with `measure`'s and `oslat`'s options read as
+/// cyclictest's and oslat's getopt reads them (`cli::getopt`) and handed
+/// on as `--name=value` words; other subcommands' unchanged. Words that
+/// are not options are ignored, as both tools ignore them, and named on
+/// stderr.
+fn args_as_getopt_reads_them() -> Result<Vec<std::ffi::OsString>, ExitCode> {
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    if args.get(1).is_none_or(|a| a != "measure") {
+    let Some(name) = args
+        .get(1)
+        .and_then(|a| a.to_str())
+        .filter(|a| ["measure", "oslat"].contains(a))
+        .map(str::to_string)
+    else {
         return Ok(args);
-    }
+    };
+    let (who, tool) = (
+        format!("latencyd {name}"),
+        if name == "oslat" {
+            "oslat"
+        } else {
+            "cyclictest"
+        },
+    );
     let mut words = Vec::with_capacity(args.len());
     for arg in &args[2..] {
         match arg.to_str() {
             Some(word) => words.push(word.to_string()),
             None => {
                 eprintln!(
-                    "latencyd measure: the argument {arg:?} is not valid UTF-8; \
-                     write paths and values in UTF-8"
+                    "{who}: the argument {arg:?} is not valid UTF-8; write paths and values in \
+                     UTF-8"
                 );
                 return Err(ExitCode::from(2));
             }
         }
     }
     let command = Cli::command();
-    // `measure` is always defined; without it clap reports the subcommand.
-    let Some(measure) = command.find_subcommand("measure") else {
+    // Both are always defined; without one clap reports the subcommand.
+    let Some(sub) = command.find_subcommand(&name) else {
         return Ok(args);
     };
-    match latencyd::cli::getopt::normalize(measure, &words) {
+    match latencyd::cli::getopt::normalize(sub, &words) {
         Ok(read) => {
             for word in &read.ignored {
                 eprintln!(
-                    "latencyd measure: ignoring '{word}': not an option (cyclictest ignores \
-                     such arguments too)"
+                    "{who}: ignoring '{word}': not an option ({tool} ignores such arguments too)"
                 );
             }
             let mut out = args[..2].to_vec();
@@ -85,7 +99,7 @@ fn measure_args_as_getopt_reads_them() -> Result<Vec<std::ffi::OsString>, ExitCo
             Ok(out)
         }
         Err(err) => {
-            eprintln!("latencyd measure: {err}\nTry 'latencyd measure --help' for the options.");
+            eprintln!("{who}: {err}\nTry '{who} --help' for the options.");
             Err(ExitCode::from(2))
         }
     }

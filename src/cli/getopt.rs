@@ -1,6 +1,6 @@
-//! `measure`'s command line read the way cyclictest reads its own: GNU
-//! `getopt_long` with cyclictest's option table, so that every command
-//! line written for cyclictest means the same here.
+//! `measure`'s command line read the way cyclictest reads its own (and
+//! `oslat`'s the way oslat does): GNU `getopt_long` with the tool's option
+//! table, so that every command line written for it means the same here.
 //!
 //! What getopt allows and clap alone does not: joined short options with
 //! a value at the end (`-qmu`, `-Sp90`, `-t4`), a value glued to its
@@ -122,7 +122,8 @@ fn lookahead(canonical: &str, next: &str) -> bool {
     }
 }
 
-/// Reads `args` (what follows `measure`) as getopt_long reads cyclictest's.
+/// Reads `args` (what follows `measure` or `oslat`) as getopt_long reads
+/// the tool's own.
 pub fn normalize(command: &Command, args: &[String]) -> Result<Normalized, GetoptError> {
     let table = table(command);
     let mut out = Normalized {

@@ -5,7 +5,8 @@
 //!   `--histogram` there, and help is only `--help`).
 //! - `getopt`: reads `measure`'s command line as cyclictest's getopt_long
 //!   does (joined short options, optional arguments, abbreviations)
-//!   before clap sees it.
+//!   before clap sees it (and `oslat`'s as oslat's getopt_long does).
+//! - `oslat`: `oslat`'s flags, which are oslat's.
 
 use std::path::PathBuf;
 
@@ -13,8 +14,10 @@ use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
 
 pub mod getopt;
 mod measure;
+mod oslat;
 
 pub use measure::MeasureArgs;
+pub use oslat::OslatArgs;
 
 /// What `--version` prints. A build with the test-only fault injection
 /// (a clock wrapper in the samplers' loop) says so, so that a benchmark
@@ -47,6 +50,10 @@ pub enum Command {
     Run(RunArgs),
     /// One-shot measurement with cyclictest-compatible options and output.
     Measure(Box<MeasureArgs>),
+    /// One-shot busy-poll measurement with oslat's options and output:
+    /// a thread per CPU reads the CPU's counter in a loop and counts every
+    /// gap (the time a polling workload loses to the OS).
+    Oslat(OslatArgs),
     /// Draw an OSADL-style latency plot (log-scale counts over µs, one line
     /// per CPU, maxima marked) from a latencyd or cyclictest --json file
     /// (recorded with -h), a jitterdebugger results file, or the record's

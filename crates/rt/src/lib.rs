@@ -20,6 +20,7 @@
 //! - `clock`: the `Clock` the loop sleeps on; the test-only faulty clock.
 //! - `sampler`: the loop itself (`hot_loop`) and its deadline arithmetic.
 //! - `thread`: starting a sampler thread and its start-up protocol.
+//! - `poll`: the busy-poll instrument's loop (oslat's measurement).
 //! - `handoff`: the wait-free handoff of intervals to the consumer.
 //! - `engine`: the set of samplers of a run.
 
@@ -41,5 +42,7 @@ pub mod clock;
 pub mod sampler;
 // a sampler's thread,
 pub mod thread;
+// the busy-poll loop and its threads,
+pub mod poll;
 // the engine of a run.
 pub mod engine;

@@ -2,7 +2,8 @@
 //! installs a global allocator that counts calls made by a thread while
 //! that thread is "armed", arms a thread around `sampler::hot_loop` with
 //! the real clock, and fails on any count — including in the paths that
-//! publish, that find no free buffer, and that record `-h` overflows.
+//! publish, that find no free buffer, and that record `-h` overflows;
+//! and the busy-poll loop's tally as it files gaps and settles.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
@@ -124,4 +125,21 @@ fn the_hot_loop_never_allocates() {
     assert_eq!(total.count + total.missed, PERIODS);
     assert_eq!(end.periods, PERIODS);
     assert!(heartbeat.load(Ordering::Relaxed) > 0);
+}
+
+#[test]
+fn the_busy_poll_tally_files_and_settles_without_allocating() {
+    use latencyd_rt::poll::{BucketLayout, Tally};
+    let mut tally = Tally::new(0, 2_600, BucketLayout::oslat_default());
+    let ((), calls) = allocator_calls_during(|| {
+        // Short gaps, gaps of some µs, overflows of the last bucket and
+        // one beyond the histogram's range.
+        for i in 0..1_000_000u64 {
+            tally.file(i % 97 * 7 + (i % 1_000 == 0) as u64 * 2_600 * (i % 100));
+        }
+        tally.file(u64::MAX / 2_000);
+        tally.settle();
+    });
+    assert_eq!(calls, 0, "filing gaps and settling allocated");
+    assert_eq!(tally.samples, 1_000_001);
 }

@@ -13,6 +13,7 @@ use std::mem::MaybeUninit;
 
 use crate::cpulist::MAX_CPUS;
 
+mod counter;
 mod cpus;
 mod errno;
 mod memory;
@@ -21,6 +22,7 @@ mod time;
 mod timer;
 mod timerfd;
 
+pub use counter::Counter;
 pub use cpus::{
     cpu_set_of, current_cpu, online_cpus, pin_current_thread, process_affinity,
     set_current_thread_affinity,

@@ -1,0 +1,274 @@
+//! `latencyd oslat` beside the real oslat (Debian's rt-tests; full tier):
+//! the same command line gives the same rows, the same JSON keys, and
+//! what scripts read from them (jq over `.thread[].max`, as CI jobs gate
+//! on it) reads alike. Quick tier: `-T` stops, marks and says so; bad
+//! values name their fix; a user without real-time privileges gets the
+//! non-real-time path.
+
+mod common;
+
+use std::process::{Command, Output};
+
+use common::{
+    latencyd, one_at_a_time, privileged, report_skip, require_tool, stderr_of, stdout_of,
+};
+
+/// One CPU to poll on: the last this process may use (the first often
+/// carries housekeeping).
+fn poll_cpu() -> String {
+    let cpus = latencyd::host::HostInfo::detect().usable_cpus;
+    cpus.last().copied().unwrap_or(0).to_string()
+}
+
+/// The label of each summary row (what precedes ":\t") and how many
+/// values it carries, with its ending; the header lines as they are.
+fn shape(text: &str) -> Vec<String> {
+    text.lines()
+        .skip(1) // the version line
+        .map(|line| match line.split_once(":\t") {
+            Some((label, values)) => {
+                let words: Vec<&str> = values.split_whitespace().collect();
+                let numbers = words
+                    .iter()
+                    .take_while(|w| w.parse::<f64>().is_ok())
+                    .count();
+                format!("{label}: {numbers} values {}", words[numbers..].join(" "))
+            }
+            None => line.to_string(),
+        })
+        .collect()
+}
+
+fn real_oslat(args: &[&str]) -> Option<Output> {
+    require_tool("oslat", "--help", "rt-tests");
+    let output = Command::new("oslat")
+        .args(args)
+        .output()
+        .expect("oslat starts");
+    if !output.status.success() {
+        report_skip(
+            "oslat::beside_the_real_oslat",
+            &format!(
+                "the real oslat did not run here ({}): {}",
+                output.status,
+                stdout_of(&output).lines().last().unwrap_or("")
+            ),
+        );
+        return None;
+    }
+    Some(output)
+}
+
+fn oslat_has_bucket_width() -> bool {
+    require_tool("oslat", "--help", "rt-tests");
+    let help = Command::new("oslat")
+        .arg("--help")
+        .output()
+        .expect("oslat starts");
+    stdout_of(&help).contains("--bucket-width")
+}
+
+fn jq(filter: &str, file: &std::path::Path) -> String {
+    require_tool("jq", "--version", "jq");
+    let output = Command::new("jq")
+        .args(["-c", filter])
+        .arg(file)
+        .output()
+        .expect("jq starts");
+    assert!(
+        output.status.success(),
+        "jq {filter}: {}",
+        stderr_of(&output)
+    );
+    stdout_of(&output).trim().to_string()
+}
+
+#[test]
+#[ignore = "full tier: the real oslat and jq beside latencyd oslat; about 10 s"]
+fn beside_the_real_oslat_the_rows_and_json_keys_are_the_same() {
+    let _turn = one_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    let cpu = poll_cpu();
+    for extra in [
+        &["-b", "8"][..],
+        &["-W", "500", "-b", "16", "-w", "memmove", "-m", "4K"][..],
+    ] {
+        if extra.contains(&"-W") && !oslat_has_bucket_width() {
+            // Debian 12's oslat 2.4 has no -W (it came with 2.5).
+            report_skip(
+                "oslat::beside_the_real_oslat",
+                "this oslat has no -W (rt-tests before 2.5): ns buckets compared with nothing",
+            );
+            continue;
+        }
+        let ours_json = dir.path().join("ours.json");
+        let theirs_json = dir.path().join("theirs.json");
+        let mut args = vec!["-c", &cpu, "-D", "1"];
+        args.extend_from_slice(extra);
+        let ours = latencyd()
+            .arg("oslat")
+            .args(&args)
+            .arg(format!("--json={}", ours_json.display()))
+            .output()
+            .unwrap();
+        assert!(ours.status.success(), "{}", stderr_of(&ours));
+        let Some(theirs) = real_oslat(
+            &[
+                &args[..],
+                &[&format!("--json={}", theirs_json.display())[..]],
+            ]
+            .concat(),
+        ) else {
+            return;
+        };
+        let (ours_text, theirs_text) = (stdout_of(&ours), stdout_of(&theirs));
+        assert_eq!(
+            shape(&ours_text),
+            shape(&theirs_text),
+            "{args:?}\nours:\n{ours_text}\ntheirs:\n{theirs_text}"
+        );
+        assert!(
+            ours_text.starts_with("oslat V 2.40 (latencyd "),
+            "{ours_text}"
+        );
+        for filter in [
+            "keys",
+            ".thread | keys",
+            ".thread[] | keys",
+            ".sysinfo | keys",
+        ] {
+            let (a, b) = (jq(filter, &ours_json), jq(filter, &theirs_json));
+            let b_keys: Vec<String> = serde_json::from_str(&b).unwrap();
+            let a_keys: Vec<String> = serde_json::from_str(&a).unwrap();
+            let missing: Vec<&String> = b_keys.iter().filter(|k| !a_keys.contains(k)).collect();
+            assert!(missing.is_empty(), "{filter}: ours lacks {missing:?}");
+        }
+        // What a CI job gates on: the largest maximum, an integer.
+        let max: u64 = jq("[.thread[].max] | max", &ours_json).parse().unwrap();
+        let ours_max = ours_text
+            .lines()
+            .find_map(|l| l.strip_prefix("     Maximum:\t "))
+            .and_then(|v| v.split_whitespace().next())
+            .unwrap();
+        let scale = if extra.contains(&"-W") { 1_000.0 } else { 1.0 };
+        assert_eq!(
+            max as f64,
+            ours_max.parse::<f64>().unwrap() * scale,
+            "{ours_text}"
+        );
+        let samples: u64 = jq("[.latencyd.threads[].samples] | add", &ours_json)
+            .parse()
+            .unwrap();
+        let histogram: u64 = jq("[.thread[].histogram[]] | add", &ours_json)
+            .parse()
+            .unwrap();
+        assert_eq!(samples, histogram, "every gap is in the histogram");
+    }
+}
+
+#[test]
+fn a_trace_threshold_stops_the_run_says_where_and_keeps_the_summary() {
+    let _turn = one_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("tripped.json");
+    let cpu = poll_cpu();
+    let output = latencyd()
+        .args(["oslat", "-c", &cpu, "-D", "30", "-T", "1", "-q"])
+        .arg(format!("--json={}", json.display()))
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1), "{}", stderr_of(&output));
+    let says = format!("Trace threshold (1 us) triggered on cpu {cpu} with 1 us!");
+    assert!(stderr_of(&output).contains(&says), "{}", stderr_of(&output));
+    assert!(
+        stdout_of(&output).contains("     Maximum:\t 1 (us)"),
+        "{}",
+        stdout_of(&output)
+    );
+    let document: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(document["return_code"], 1);
+    assert_eq!(document["latencyd"]["tripped"]["cpu"].to_string(), cpu);
+}
+
+#[test]
+fn bad_values_exit_2_naming_the_option_and_its_fix() {
+    for (args, says) in [
+        (
+            &["-b", "2000"][..],
+            "-b/--bucket-size \"2000\": give a number of buckets from 4 to 1024",
+        ),
+        (
+            &["-D", "5x"][..],
+            "-D/--duration \"5x\": give a time above 0",
+        ),
+        (
+            &["-c", "1000"][..],
+            "CPU 1000 is not one this process may use",
+        ),
+        (
+            &["--rtprio=0"][..],
+            "-f/--rtprio \"0\": give a priority from 1 to 99",
+        ),
+    ] {
+        let output = latencyd().arg("oslat").args(args).output().unwrap();
+        assert_eq!(
+            output.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            stderr_of(&output)
+        );
+        assert!(
+            stderr_of(&output).contains(says),
+            "{args:?}: {}",
+            stderr_of(&output)
+        );
+    }
+    // getopt's forms: joined letters and an abbreviated long name.
+    let output = latencyd()
+        .args(["oslat", "-qzv", "--bucket-s=8"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr_of(&output));
+    assert_eq!(
+        stdout_of(&output).lines().count(),
+        1,
+        "-v prints the version only"
+    );
+}
+
+#[test]
+fn without_real_time_privileges_it_polls_and_refuses_fifo_by_name() {
+    let _turn = one_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    let Some(mut cmd) = common::unprivileged_latencyd(dir.path(), false) else {
+        unreachable!("without keep_sys_nice there is always a command");
+    };
+    let cpu = poll_cpu();
+    let output = cmd
+        .args(["oslat", "-c", &cpu, "-D", "1", "-q"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr_of(&output));
+    assert!(
+        stdout_of(&output).contains("     Maximum:\t "),
+        "{}",
+        stdout_of(&output)
+    );
+    let Some(mut cmd) = common::unprivileged_latencyd(dir.path(), false) else {
+        unreachable!();
+    };
+    let output = cmd
+        .args(["oslat", "-c", &cpu, "-D", "1", "-f", "1"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1), "{}", stdout_of(&output));
+    let says = format!("CPU {cpu}: setting SCHED_FIFO:");
+    assert!(stderr_of(&output).contains(&says), "{}", stderr_of(&output));
+    if !privileged() {
+        report_skip(
+            "oslat::without_real_time_privileges",
+            "not root: SCHED_FIFO polling was not tried with privileges",
+        );
+    }
+}
