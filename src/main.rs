@@ -87,7 +87,10 @@ fn args_as_getopt_reads_them() -> Result<Vec<std::ffi::OsString>, ExitCode> {
     let Some(sub) = command.find_subcommand(&name) else {
         return Ok(args);
     };
-    match latencyd::cli::getopt::normalize(sub, &words) {
+    // Built, so that clap's own -h/--help (oslat's help) is in the table.
+    let mut sub = sub.clone();
+    sub.build();
+    match latencyd::cli::getopt::normalize(&sub, &words) {
         Ok(read) => {
             for word in &read.ignored {
                 eprintln!(
