@@ -87,7 +87,7 @@ fn run(o: &OslatOptions, host: &HostInfo) -> Result<ExitCode, String> {
     let mut specs = specs(o);
     preheat(o, &mut specs, counter, mhz, &stop, &mut out)?;
     for spec in &mut specs {
-        spec.stop_at_units = o.trace_threshold_us.map(|t| t * o.per_us());
+        spec.stop_at_units = o.trace_threshold_us.map(|t| t.saturating_mul(o.per_us()));
     }
     if !o.quiet {
         let _ = writeln!(out, "Test starts...");

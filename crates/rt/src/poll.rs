@@ -171,7 +171,9 @@ impl Tally {
         let index = above / self.layout.width.max(1);
         let last = self.buckets.len() - 1;
         let slot = if index > last as u64 {
-            self.overflow += (index - self.buckets.len() as u64) * n;
+            self.overflow = self
+                .overflow
+                .saturating_add((index - self.buckets.len() as u64).saturating_mul(n));
             last
         } else {
             index as usize
@@ -194,7 +196,7 @@ impl Tally {
             .enumerate()
             .map(|(j, &n)| n as f64 * self.layout.upper(j) as f64)
             .sum::<f64>()
-            + (self.overflow * self.layout.width) as f64;
+            + self.overflow as f64 * self.layout.width as f64;
         sum / self.samples as f64
     }
 
@@ -269,7 +271,8 @@ pub fn counter_mhz(counter: Counter) -> u64 {
             t1 = sys::clock_now_ns(ClockSource::Monotonic);
         }
         let c1 = counter.read();
-        (c1 - c0) as f64 * 1e3 / (t1 - t0) as f64
+        // A counter read on another CPU may be behind: never below 0.
+        c1.saturating_sub(c0) as f64 * 1e3 / (t1 - t0) as f64
     };
     let mut previous = measure();
     for _ in 0..50 {
