@@ -270,5 +270,22 @@ fn without_real_time_privileges_it_polls_and_refuses_fifo_by_name() {
             "oslat::without_real_time_privileges",
             "not root: SCHED_FIFO polling was not tried with privileges",
         );
+        return;
     }
+    // With privileges the same -f 1 polls under SCHED_FIFO and says so.
+    let output = latencyd()
+        .args(["oslat", "-c", &cpu, "-D", "1", "-f", "1"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr_of(&output));
+    assert!(
+        stdout_of(&output).contains("Thread priority: \tSCHED_FIFO:1\n"),
+        "{}",
+        stdout_of(&output)
+    );
+    assert!(
+        stdout_of(&output).contains("     Maximum:\t "),
+        "{}",
+        stdout_of(&output)
+    );
 }
