@@ -1840,3 +1840,38 @@ fn docs_api_md_lists_every_route_of_the_openapi_document_with_its_statuses() {
         "every route is described"
     );
 }
+
+/// The documents and pages a refactoring must leave alone, byte for byte,
+/// on the synthetic state: every JSON route and every page (the metrics
+/// are checked by `metrics_match_the_expected_exposition` and its
+/// OpenMetrics twin). The build's revision and version are placeholders.
+#[tokio::test]
+async fn every_document_and_page_is_byte_for_byte_as_expected() {
+    let pages = [
+        ("/api/v1/status", "api-status.json"),
+        ("/api/v1/timerlat", "api-timerlat.json"),
+        ("/api/v1/spikes", "api-spikes.json"),
+        ("/healthz", "healthz.json"),
+        ("/", "status-page.html"),
+        ("/spikes", "spikes-page.html"),
+        ("/plot.svg?source=timerlat", "plot-timerlat.svg"),
+    ];
+    for (state, suffix) in [(state(true), ""), (hwnoise_stopped(), "-hwnoise-stopped")] {
+        let app = app(state);
+        for (path, name) in pages {
+            if !suffix.is_empty() && !path.starts_with("/api/v1/status") && path != "/" {
+                continue;
+            }
+            let (status, _, body) = get(&app, path).await;
+            assert_eq!(status, StatusCode::OK, "{path}: {body}");
+            let body = body
+                .replace(REVISION, "<git revision>")
+                .replace(env!("CARGO_PKG_VERSION"), "<version>");
+            let name = match name.rsplit_once('.') {
+                Some((stem, ext)) => format!("surface/{stem}{suffix}.{ext}"),
+                None => unreachable!("every name has an extension"),
+            };
+            common::check_expected(&name, &body);
+        }
+    }
+}
