@@ -19,6 +19,8 @@ pub mod files;
 pub mod units;
 // Calendar time (RFC 3339), over the units.
 pub mod calendar;
+// Metrics in Prometheus' data model, built one by one.
+pub mod exposition;
 // The real-time side and the statistics it records, a crate of its own
 // (crates/rt): CPU lists, statistics, samplers, handoff, engine.
 pub use latencyd_rt as rt;
@@ -30,6 +32,9 @@ pub mod sampling;
 // forensics and the observer own.
 pub mod load;
 pub mod tracefs;
+// Configuration of the daemon, read with its sources; below what it
+// configures, so that each part reads its own section.
+pub mod config;
 // Spike forensics; the on-disk record of intervals.
 pub mod forensics;
 pub mod record;
@@ -37,8 +42,7 @@ pub mod record;
 pub mod observe;
 // The kernel's timerlat and hwlat tracers, run by latencyd.
 pub mod instruments;
-// Configuration of the daemon; plots of any histogram.
-pub mod config;
+// Plots of any histogram.
 pub mod plot;
 // The two front ends, and oslat's one-shot busy-poll measurement.
 pub mod daemon;

@@ -111,7 +111,7 @@ fn state(per_cpu_histograms: bool) -> MonitorState {
         fingerprint: common::synthetic_fingerprint(NOW_UNIX_NS - 900 * S),
         observe: observed(&config),
         timerlat: timerlat_measured(&config),
-        load: latencyd::daemon::state::LoadState::new(&config),
+        parts: latencyd::daemon::state::Parts::new(&config),
         hwnoise: hwnoise_windows(),
         gaps: Default::default(),
         config,
@@ -1873,5 +1873,45 @@ async fn every_document_and_page_is_byte_for_byte_as_expected() {
             };
             common::check_expected(&name, &body);
         }
+    }
+}
+
+/// A load window running (the cpu profile, until 300 s after now, 3
+/// windows so far, 2 generator failures), with hwnoise's window running
+/// too: both lines of the status page say so, and the status and metrics
+/// show the window.
+#[tokio::test]
+async fn a_running_load_window_is_byte_for_byte_as_expected() {
+    use latencyd::load::{Profile, Window};
+    let mut s = state(true);
+    let window = Window {
+        start: std::time::UNIX_EPOCH + std::time::Duration::from_nanos(NOW_UNIX_NS - 60 * S),
+        end: std::time::UNIX_EPOCH + std::time::Duration::from_nanos(NOW_UNIX_NS + 300 * S),
+    };
+    s.config.load.profile = Some(Profile::Cpu);
+    let load = (s
+        .parts
+        .of_mut::<latencyd::instruments::load_windows::LoadPart>())
+    .expect("the load windows are registered");
+    load.config.profile = Some(Profile::Cpu);
+    load.profile = Some(Profile::Cpu);
+    load.active = Some(window);
+    load.next = Some(window);
+    load.windows_total = 3;
+    load.failures.insert("stress-ng".to_string(), 2);
+    let app = app(s);
+    let revision = format!("revision=\"{REVISION}\"");
+    for (path, name) in [
+        ("/api/v1/status", "surface/api-status-loaded.json"),
+        ("/", "surface/status-page-loaded.html"),
+        ("/metrics", "surface/metrics-loaded.txt"),
+    ] {
+        let (status, _, body) = get(&app, path).await;
+        assert_eq!(status, StatusCode::OK, "{path}: {body}");
+        let body = body
+            .replace(&revision, "revision=\"<git revision>\"")
+            .replace(REVISION, "<git revision>")
+            .replace(env!("CARGO_PKG_VERSION"), "<version>");
+        common::check_expected(name, &body);
     }
 }

@@ -162,7 +162,7 @@ fn router() -> axum::Router {
         fingerprint: common::synthetic_fingerprint(0),
         observe: latencyd::daemon::state::ObserveState::off(&config),
         timerlat: latencyd::daemon::state::TimerlatState::off(&config),
-        load: latencyd::daemon::state::LoadState::new(&config),
+        parts: latencyd::daemon::state::Parts::new(&config),
         hwnoise: latencyd::daemon::state::HwnoiseState::off(),
         gaps: Default::default(),
         config,

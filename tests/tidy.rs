@@ -657,6 +657,78 @@ fn the_source_tree_keeps_its_layers() {
     );
 }
 
+/// The registered instruments' folders (`super::NAME::ENTRY` in
+/// `instruments/registry.rs`).
+fn registered_instruments(files: &[SourceFile]) -> Vec<String> {
+    let Some(registry) = files
+        .iter()
+        .find(|f| f.module == ["instruments", "registry"])
+    else {
+        return vec![];
+    };
+    let code = code_of(&registry.text);
+    code.split("super::")
+        .skip(1)
+        .filter_map(|rest| rest.split_once("::ENTRY").map(|(name, _)| name.to_string()))
+        .filter(|name| name.bytes().all(is_ident))
+        .collect()
+}
+
+/// Daemon files that name a registered instrument's folder: the daemon
+/// walks the registry instead.
+fn daemon_naming_instruments(files: &[SourceFile]) -> Vec<String> {
+    let instruments = registered_instruments(files);
+    let mut problems = Vec::new();
+    for file in files
+        .iter()
+        .filter(|f| f.module.first().is_some_and(|m| m == "daemon"))
+    {
+        let code = code_of(&file.text);
+        for name in &instruments {
+            let named = code.match_indices(name.as_str()).any(|(at, _)| {
+                let before = code.as_bytes().get(at.wrapping_sub(1)).copied();
+                let after = code.as_bytes().get(at + name.len()).copied();
+                !before.is_some_and(is_ident) && !after.is_some_and(is_ident)
+            });
+            if named {
+                problems.push(format!(
+                    "{} names the registered instrument {name}: walk \
+                     instruments::registry::INSTRUMENTS instead",
+                    file.module.join("::")
+                ));
+            }
+        }
+    }
+    problems
+}
+
+#[test]
+fn the_daemon_names_no_registered_instrument() {
+    let files = read_tree(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"));
+    assert!(
+        !registered_instruments(&files).is_empty(),
+        "instruments/registry.rs lists no instrument"
+    );
+    let problems = daemon_naming_instruments(&files);
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    // A planted one is found; a comment or a longer name is not.
+    let planted = [
+        synthetic(
+            "instruments/registry.rs",
+            "static I: &[&Entry] = &[&super::gauge::ENTRY];",
+        ),
+        synthetic("daemon/collector.rs", "use crate::instruments::gauge::Run;"),
+        synthetic("daemon/render/page.rs", "// gauge\nfn gauges() {}"),
+    ];
+    assert_eq!(
+        daemon_naming_instruments(&planted),
+        [
+            "daemon::collector names the registered instrument gauge: walk \
+          instruments::registry::INSTRUMENTS instead"
+        ]
+    );
+}
+
 /// Modules the code map lists that the crate does not have.
 fn stale_layers(krate: &str, files: &[SourceFile], layers: &Layers) -> Vec<String> {
     layers

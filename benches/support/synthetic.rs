@@ -4,8 +4,7 @@
 
 use latencyd::config::Config;
 use latencyd::daemon::state::{
-    CpuView, HostTrack, HwnoiseState, LoadState, MonitorState, ObserveState, ReloadRecord,
-    SamplerView,
+    CpuView, HostTrack, HwnoiseState, MonitorState, ObserveState, Parts, ReloadRecord, SamplerView,
 };
 use latencyd::host::{CpuTopology, Fingerprint, HostInfo};
 use latencyd::rt::sys::Policy;
@@ -59,7 +58,7 @@ pub fn state(
         host,
         observe: ObserveState::off(&config),
         timerlat: latencyd::daemon::state::TimerlatState::off(&config),
-        load: LoadState::new(&config),
+        parts: Parts::new(&config),
         hwnoise: HwnoiseState::off(),
         gaps: Default::default(),
         started_ns: now_ns,

@@ -6,7 +6,6 @@ use super::{
     ConfigError, SectionReader, as_bool, as_duration_ns, as_integer, as_ring_buffer_kb, as_string,
     count_up_to, quoted,
 };
-use crate::forensics::Settings;
 use crate::tracefs::DEFAULT_TRACEFS;
 use crate::units::{NS_PER_SEC, NS_PER_US, format_duration_ns};
 
@@ -30,20 +29,6 @@ pub struct ForensicsConfig {
 }
 
 impl ForensicsConfig {
-    /// What the recorder needs, captures kept in `dir`.
-    pub fn settings(&self) -> Settings {
-        Settings {
-            threshold_ns: self.threshold_ns,
-            dir: Some(self.dir.clone()),
-            max_captures: self.max_captures,
-            max_bytes: self.max_bytes,
-            buffer_size_kb: self.buffer_size_kb,
-            tracefs: self.tracefs.clone(),
-            per_cpu_gap_ns: self.per_cpu_interval_ns,
-            max_per_minute: self.max_per_minute,
-        }
-    }
-
     pub(super) fn read(r: &mut SectionReader<'_>) -> Result<ForensicsConfig, ConfigError> {
         r.only(&[
             "enabled",

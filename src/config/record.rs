@@ -7,7 +7,6 @@
 use std::path::PathBuf;
 
 use super::{ConfigError, SectionReader, as_bool, as_duration_ns, as_integer, as_string, quoted};
-use crate::record::Settings;
 use crate::units::{NS_PER_SEC, format_duration_ns};
 
 const MIN_INTERVAL_NS: u64 = NS_PER_SEC;
@@ -57,15 +56,6 @@ impl RecordConfig {
             Switch::Auto => state_directory().is_some(),
             Switch::On => true,
             Switch::Off => false,
-        }
-    }
-
-    pub fn settings(&self) -> Settings {
-        Settings {
-            dir: self.dir.clone(),
-            interval_ns: self.interval_ns,
-            retention_ns: self.retention_ns,
-            max_bytes: self.max_bytes,
         }
     }
 

@@ -17,16 +17,28 @@ use tokio::task::JoinHandle;
 
 use super::cpu_watch::CpuWatch;
 use super::gaps::GapWatch;
-use super::load::LoadWindows;
 use super::scheduling::SchedulingWatch;
 use super::state::{CpuView, MonitorState, SamplerView, lock};
 use crate::forensics::{Recorder, Spike, Trigger};
+use crate::instruments::shape::{Run, Step, Visit};
 use crate::observe::Observer;
 use crate::record::{Accumulator, Keeper};
 use crate::rt::engine::{Candidate, Engine, RestartOutcome, StartError};
 use crate::rt::thread::{FailedStep, SamplerState};
 use crate::stats::LatencyStats;
 use crate::units::NS_PER_MS;
+
+/// Runs `f` on the part of the instrument `name`, under the state's lock.
+pub(super) fn part_access<'a>(
+    state: &'a Mutex<MonitorState>,
+    name: &'a str,
+) -> impl Fn(&mut Visit<'_>) + Sync + 'a {
+    move |f: &mut Visit<'_>| {
+        if let Some(part) = lock(state).parts.get_mut(name) {
+            f(part);
+        }
+    }
+}
 
 /// Samplers hand over their interval at every multiple of 200 ms of
 /// `CLOCK_MONOTONIC`. With the collector ticking just after those
@@ -68,8 +80,9 @@ pub(super) struct Collector {
     recorder: Recorder,
     observer: Observer,
     pub(super) record: Option<(Accumulator, Keeper)>,
-    /// The scheduled load windows, when `[load]` names a profile.
-    pub(super) load: Option<LoadWindows>,
+    /// The registered instruments' runs (those their sections turn on),
+    /// by name, in registry order.
+    pub(super) runs: Vec<(&'static str, Box<dyn Run>)>,
     /// The kernel's timerlat (`[timerlat]`), whose intervals join the state.
     pub(super) timerlat: crate::instruments::source::Source,
     /// The hwlat windows (`[hwnoise]`).
@@ -97,7 +110,7 @@ impl Collector {
             recorder,
             observer,
             record,
-            load: None,
+            runs: Vec::new(),
             timerlat: crate::instruments::source::Source::disabled(),
             hwnoise: crate::instruments::hwnoise::Windows::disabled(),
             cpus,
@@ -173,18 +186,11 @@ impl Collector {
                 keeper.submit(batch);
             }
         }
-        // A load window starting or ending cuts the record's interval, so
-        // that each is filed under one load state.
-        if let Some(windows) = &mut self.load {
-            let now_ns = (self.unix_ns)();
-            let now = std::time::UNIX_EPOCH + std::time::Duration::from_nanos(now_ns);
-            if let Some(load) = windows.tick(now, state).await
-                && let Some((accumulator, keeper)) = &mut self.record
-            {
-                for batch in accumulator.set_load(load, now_ns) {
-                    keeper.submit(batch);
-                }
-            }
+        let unix_ns = (self.unix_ns)();
+        for (name, run) in &mut self.runs {
+            let access = part_access(state, name);
+            let step = Step::new(now.0, unix_ns, &access, self.record.as_mut());
+            run.step(step).await;
         }
         if self.cpus.step(now.0).await {
             self.add_new_cpus(engine, state, &mut found);

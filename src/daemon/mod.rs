@@ -39,7 +39,6 @@ mod gaps;
 mod host_watch;
 mod hwnoise;
 mod listen;
-mod load;
 mod logging;
 mod notify;
 mod observe;

@@ -14,8 +14,8 @@ use super::error::StartupError;
 use super::http::server;
 use super::http::webconfig::Security;
 use super::state::{
-    CpuView, HostTrack, HwnoiseState, LoadState, MonitorState, ObserveState, ReloadRecord,
-    SamplerView, TimerlatState,
+    CpuView, HostTrack, HwnoiseState, MonitorState, ObserveState, Parts, ReloadRecord, SamplerView,
+    TimerlatState,
 };
 use crate::config::Config;
 use crate::cpulist::format_cpu_list;
@@ -216,7 +216,7 @@ impl First<'_> {
                 .map_or_else(|| Keeper::disabled().status(), Keeper::status),
             observe: ObserveState::new(self.observer.status(), &config),
             timerlat: TimerlatState::new(self.timerlat.status(), &config),
-            load: LoadState::new(&config),
+            parts: Parts::new(&config),
             hwnoise: HwnoiseState::new(self.hwnoise.status()),
             gaps: Default::default(),
             host,
@@ -244,7 +244,7 @@ pub(super) fn start_record(config: &Config, host: &HostInfo) -> Option<(Accumula
         config.measure.policy.name(),
         config.measure.priority,
     );
-    match Keeper::start(r.settings(), context, unix_now_ns) {
+    match Keeper::start(crate::record::Settings::of(r), context, unix_now_ns) {
         Ok(keeper) => {
             if let Some(why) = crate::files::loose_permissions(&r.dir) {
                 warn!("record: {why}");
@@ -278,7 +278,7 @@ pub(super) fn start_forensics(config: &Config, engine: &Engine) -> Recorder {
         return Recorder::disabled();
     }
     let cpus: Vec<usize> = engine.slots.iter().map(|slot| slot.cpu).collect();
-    let recorder = Recorder::start(f.settings(), &cpus);
+    let recorder = Recorder::start(crate::forensics::Settings::of(f), &cpus);
     let journal = recorder.journal();
     let data = journal.lock();
     if data.available {
@@ -301,4 +301,15 @@ pub(super) fn start_forensics(config: &Config, engine: &Engine) -> Recorder {
     }
     drop(data);
     recorder
+}
+
+/// Starts the registered instruments whose sections turn them on.
+pub(super) fn start_instruments(
+    config: &Config,
+    host: &HostInfo,
+) -> Vec<(&'static str, Box<dyn crate::instruments::shape::Run>)> {
+    let start = crate::instruments::shape::Start { config, host };
+    (crate::instruments::registry::INSTRUMENTS.iter())
+        .filter_map(|entry| Some((entry.name, (entry.start)(&start)?)))
+        .collect()
 }

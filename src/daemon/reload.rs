@@ -241,7 +241,9 @@ impl Reload {
                     }
                     web_applies
                 }
-                _ => false,
+                // A registered instrument's key: its part applies it or
+                // says it waits for a restart.
+                _ => s.parts.apply(&key, &new),
             };
             if applied {
                 if let Some(e) = new.effective.get(&key) {

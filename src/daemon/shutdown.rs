@@ -14,6 +14,7 @@ use tracing::{error, info};
 use super::collector::Collector;
 use super::http::server;
 use super::state::{MonitorState, lock};
+use crate::instruments::shape::Step;
 use crate::record::{Accumulator, Keeper};
 use crate::rt::engine::Engine;
 use crate::units::unix_now_ns;
@@ -31,9 +32,18 @@ pub(super) async fn stop(
     let started = Instant::now();
     // A restart under way hands its sampler to the engine, which stops it.
     collector.settle(&mut engine).await;
-    // A load window's generators stop before the samplers do.
-    if let Some(mut windows) = collector.load.take() {
-        windows.stop(state).await;
+    // The instruments' runs stop before the samplers do (a load window's
+    // generators among them).
+    let runs = std::mem::take(&mut collector.runs);
+    for (name, mut run) in runs {
+        let access = super::collector::part_access(state, name);
+        let step = Step::new(
+            crate::rt::sys::monotonic_now_ns(),
+            unix_now_ns(),
+            &access,
+            collector.record.as_mut(),
+        );
+        run.stop(step).await;
     }
     let mut recorder = collector.take_recorder();
     // Joining the recorder waits for a capture under way and removes the

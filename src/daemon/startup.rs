@@ -187,7 +187,7 @@ async fn serve(
         let cpu_watch = CpuWatch::new(grows, s.host.allowed_cpus.clone());
         let mut collector =
             super::collector::Collector::new(recorder, observer, record, cpu_watch, unix_now_ns);
-        collector.load = super::load::LoadWindows::new(&s.config, &s.host);
+        collector.runs = super::parts::start_instruments(&s.config, &s.host);
         collector.timerlat = timerlat;
         collector.hwnoise = hwnoise;
         collector

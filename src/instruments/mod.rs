@@ -6,11 +6,17 @@
 //! the host in part (`osnoise/`, `hwlat_detector/`), so both are good
 //! neighbours: settings read first, changed only as needed, watched and
 //! set back, and never taken from another user.
+//!
+//! It is also the room of the daemon's instruments in their one shape
+//! (`shape`): one folder each (`load_windows`), listed in `registry`.
 
 pub mod event;
 pub mod hwlat;
 pub mod hwnoise;
+pub mod load_windows;
 pub mod osnoise;
+pub mod registry;
+pub mod shape;
 pub mod source;
 pub mod tally;
 pub mod timerlat;

@@ -32,6 +32,18 @@ pub struct Settings {
     pub max_bytes: u64,
 }
 
+impl Settings {
+    /// What `[record]` asks of the daemon's record.
+    pub fn of(config: &crate::config::RecordConfig) -> Settings {
+        Settings {
+            dir: config.dir.clone(),
+            interval_ns: config.interval_ns,
+            retention_ns: config.retention_ns,
+            max_bytes: config.max_bytes,
+        }
+    }
+}
+
 /// One interval of every CPU.
 #[derive(Debug, Clone)]
 pub struct Batch {

@@ -65,18 +65,16 @@ pub struct Scrape<'a> {
 }
 
 /// A family's builder: its metrics at a scrape (none: the family is not
-/// served).
-pub type Build = fn(&Scrape) -> Vec<Metric>;
+/// served), from the state, or from a registered instrument's part.
+#[derive(Debug, Clone, Copy)]
+pub enum Build {
+    State(fn(&Scrape) -> Vec<Metric>),
+    Part(&'static str, crate::instruments::shape::PartBuild),
+}
 
 /// A family latencyd exports: its description and its builder (listed in
-/// `catalog.rs` and `catalog_instruments.rs`).
-pub struct Family {
-    pub name: &'static str,
-    pub help: &'static str,
-    pub kind: prometheus::proto::MetricType,
-    pub labels: &'static [&'static str],
-    pub build: Build,
-}
+/// `catalog.rs`, `catalog_instruments.rs` and the registry's entries).
+pub type Family = crate::exposition::Family<Build>;
 
 fn cpu_label(cpu: usize) -> Vec<LabelPair> {
     vec![label("cpu", &cpu.to_string())]

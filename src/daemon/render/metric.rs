@@ -1,72 +1,23 @@
-//! One metric in Prometheus' data model (`prometheus::proto`), as the
-//! renderers build them: a label, a gauge, a counter, a histogram from
-//! bucket counts. Latencies in seconds.
+//! The exposition room's builders, and a histogram from the state's
+//! bucket counts.
 
-use prometheus::proto::{Bucket, Counter, Gauge, Histogram, LabelPair, Metric};
+use prometheus::proto::{LabelPair, Metric};
 
 use crate::daemon::state::BucketCounts;
-use crate::units::NS_PER_SEC;
+pub use crate::exposition::metric::{availability, counter, gauge, label};
 
-const NS: f64 = NS_PER_SEC as f64;
-
-pub fn label(name: &str, value: &str) -> LabelPair {
-    let mut pair = LabelPair::default();
-    pair.set_name(name.to_string());
-    pair.set_value(value.to_string());
-    pair
-}
-
-pub fn gauge(labels: Vec<LabelPair>, value: f64) -> Metric {
-    let mut g = Gauge::default();
-    g.set_value(value);
-    let mut m = Metric::default();
-    m.set_label(labels);
-    m.set_gauge(g);
-    m
-}
-
-/// A part's `_available` gauge: 1 running, 0 enabled but unavailable,
-/// absent when disabled.
-pub fn availability(enabled: bool, available: bool) -> Vec<Metric> {
-    if !enabled {
-        return vec![];
-    }
-    vec![gauge(vec![], f64::from(u8::from(available)))]
-}
-
-pub fn counter(labels: Vec<LabelPair>, value: f64) -> Metric {
-    let mut c = Counter::default();
-    c.set_value(value);
-    let mut m = Metric::default();
-    m.set_label(labels);
-    m.set_counter(c);
-    m
-}
-
+/// A histogram of `count` samples summing to `sum_ns` in `buckets`.
 pub fn histogram(
     labels: Vec<LabelPair>,
     buckets: &BucketCounts,
     count: u64,
     sum_ns: u128,
 ) -> Metric {
-    let mut h = Histogram::default();
-    h.set_sample_count(count);
-    h.set_sample_sum(sum_ns as f64 / NS);
-    h.set_bucket(
-        buckets
-            .bounds_ns()
-            .iter()
-            .zip(buckets.cumulative())
-            .map(|(&bound, cumulative)| {
-                let mut b = Bucket::default();
-                b.set_upper_bound(bound as f64 / NS);
-                b.set_cumulative_count(cumulative);
-                b
-            })
-            .collect(),
-    );
-    let mut m = Metric::default();
-    m.set_label(labels);
-    m.set_histogram(h);
-    m
+    crate::exposition::metric::histogram(
+        labels,
+        buckets.bounds_ns(),
+        buckets.cumulative().into_iter(),
+        count,
+        sum_ns,
+    )
 }

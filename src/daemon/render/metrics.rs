@@ -11,7 +11,7 @@ use prometheus::{Encoder, Registry, TextEncoder};
 
 use super::catalog;
 pub use super::clock::{Clock, Clocks, Now, SYSTEM_CLOCKS};
-use super::families::Scrape;
+use super::families::{Build, Scrape};
 pub use super::families::{LATENCY_HISTOGRAM, REVISION, latency_histograms};
 use crate::daemon::state::MonitorState;
 
@@ -79,7 +79,10 @@ pub fn families_but(state: &MonitorState, now: Now, skip: &[&str]) -> Vec<Metric
     };
     let mut out = Vec::new();
     for family in catalog::families().filter(|f| !skip.contains(&f.name)) {
-        let metrics = (family.build)(&scrape);
+        let metrics = match family.build {
+            Build::State(build) => build(&scrape),
+            Build::Part(name, build) => (scrape.state.parts.get(name)).map_or_else(Vec::new, build),
+        };
         if metrics.is_empty() {
             continue;
         }

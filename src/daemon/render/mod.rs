@@ -29,7 +29,6 @@ pub mod families;
 pub mod host;
 pub mod hwnoise;
 pub mod json;
-pub mod load;
 pub mod metric;
 pub mod metrics;
 pub mod observe;

@@ -68,9 +68,8 @@ pub struct Snapshot {
     pub fingerprint_since_unix_ns: u64,
     pub fingerprint_changes: u64,
     pub last_change: Option<(u64, Vec<String>)>,
-    /// The scheduled load windows, one line (None: none configured), and
-    /// whether a window's load runs now.
-    pub load: Option<(String, bool)>,
+    /// The registered instruments' lines, by instrument.
+    pub lines: Vec<(&'static str, crate::instruments::shape::PageLine)>,
     /// The hwlat windows, likewise (`[hwnoise]`).
     pub hwnoise: Option<(String, bool)>,
     /// The latest stretches without samples, one line each, and whether
@@ -119,7 +118,9 @@ impl Snapshot {
                 (c.at_unix_ns, facts)
             }),
             plot_window_ns,
-            load: super::load::page_line(s),
+            lines: (s.parts.iter())
+                .filter_map(|(name, part)| Some((name, part.page_line()?)))
+                .collect(),
             hwnoise: super::hwnoise::page_line(s),
             gaps: s
                 .gaps
@@ -196,16 +197,18 @@ fn render_head(html: &mut String, snap: &Snapshot) {
             format!("<span class=\"bad\">no</span> — {}", reasons.join("; "))
         },
     );
-    let windows = [
-        ("load", &snap.load, "Under load"),
-        ("hwnoise", &snap.hwnoise, "Hardware noise window"),
-    ];
-    for (id, line, running) in windows {
-        if let Some((line, active)) = line {
-            let running = format!("<span class=\"bad\">{running}</span>: ");
-            let running = if *active { running.as_str() } else { "" };
-            let _ = writeln!(html, "<p id=\"{id}\">{running}{}</p>", escape(line));
-        }
+    let hwnoise = (snap.hwnoise.clone()).map(|(text, active)| {
+        let running = active.then_some("Hardware noise window");
+        (
+            "hwnoise",
+            crate::instruments::shape::PageLine { text, running },
+        )
+    });
+    for (id, line) in snap.lines.iter().chain(hwnoise.iter()) {
+        let running = line.running.map_or_else(String::new, |running| {
+            format!("<span class=\"bad\">{running}</span>: ")
+        });
+        let _ = writeln!(html, "<p id=\"{id}\">{running}{}</p>", escape(&line.text));
     }
 }
 

@@ -31,8 +31,9 @@ pub struct StatusBody {
     gaps: Vec<GapBody>,
     forensics: ForensicsBody,
     record: RecordBody,
-    /// The scheduled load windows (`[load]`).
-    load: super::load::LoadBody,
+    /// The registered instruments' objects, each under its name.
+    #[serde(flatten)]
+    parts: crate::daemon::state::Statuses,
     /// The kernel's timerlat (`[timerlat]`; `/api/v1/timerlat` has it all).
     timerlat: TimerlatBody,
     /// The hwlat windows (`[hwnoise]`).
@@ -315,7 +316,7 @@ pub fn status(s: &MonitorState, clock: super::clock::Now) -> StatusBody {
             .collect(),
         forensics: ForensicsBody::of(s),
         record: RecordBody::of(s),
-        load: super::load::LoadBody::of(s),
+        parts: s.parts.statuses(),
         timerlat: TimerlatBody::of(s),
         hwnoise: super::hwnoise::HwnoiseBody::of(s),
         fingerprint: s.fingerprint.id.clone(),

@@ -11,9 +11,9 @@ mod buckets;
 mod gaps;
 mod host;
 mod hwnoise;
-mod load;
 pub mod native;
 mod observe;
+mod parts;
 mod timerlat;
 mod window_count;
 mod window_histogram;
@@ -23,9 +23,9 @@ pub use buckets::BucketCounts;
 pub use gaps::{GapLog, GapSeen, MAX_GAPS_SEEN};
 pub use host::{ChangeSeen, HostChange, HostTrack, MAX_HISTORY, ONLINE_SETTLE_NS, OnlineSettling};
 pub use hwnoise::{HwnoiseState, KeptApart};
-pub use load::LoadState;
 pub use native::NativeCounts;
 pub use observe::{ObserveState, ObservedCpu, TaskView};
+pub use parts::{Parts, Statuses};
 pub use timerlat::{ContextView, TimerlatState};
 pub use window_count::WindowCount;
 pub use window_histogram::{MAX_HISTOGRAM_SLOTS, WindowHistogram};
@@ -203,8 +203,8 @@ pub struct MonitorState {
     pub observe: ObserveState,
     /// What the kernel's timerlat measured (`[timerlat]`).
     pub timerlat: TimerlatState,
-    /// The scheduled load windows (`[load]`).
-    pub load: LoadState,
+    /// The registered instruments' parts (`instruments::registry`).
+    pub parts: Parts,
     /// The hardware-noise windows (`[hwnoise]`).
     pub hwnoise: HwnoiseState,
     /// The latest stretches without samples: stalls and offline CPUs.

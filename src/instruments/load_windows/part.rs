@@ -4,11 +4,17 @@
 
 use std::collections::BTreeMap;
 
-use crate::config::Config;
+use serde_json::value::RawValue;
+
+use crate::config::{Config, LoadConfig};
+use crate::instruments::shape::{PageLine, Part};
 use crate::load::{LoadReport, Profile, Window};
 
-#[derive(Debug, Clone, Default)]
-pub struct LoadState {
+#[derive(Debug, Clone)]
+pub struct LoadPart {
+    /// The section as the daemon started with it (`[load]` changes wait
+    /// for a restart).
+    pub config: LoadConfig,
     /// The configured profile; None: no windows (the default).
     pub profile: Option<Profile>,
     /// The window whose load runs now.
@@ -24,11 +30,34 @@ pub struct LoadState {
     pub failures: BTreeMap<String, u64>,
 }
 
-impl LoadState {
-    pub fn new(config: &Config) -> LoadState {
-        LoadState {
+impl LoadPart {
+    pub fn new(config: &Config) -> LoadPart {
+        LoadPart {
+            config: config.load.clone(),
             profile: config.load.profile,
-            ..LoadState::default()
+            active: None,
+            next: None,
+            report: None,
+            windows_total: 0,
+            failures: BTreeMap::new(),
         }
+    }
+}
+
+impl Part for LoadPart {
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn std::any::Any {
+        self
+    }
+
+    fn status(&self) -> Box<RawValue> {
+        super::render::status(self)
+    }
+
+    fn page_line(&self) -> Option<PageLine> {
+        super::render::page_line(self)
     }
 }

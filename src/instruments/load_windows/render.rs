@@ -3,12 +3,14 @@
 
 use serde::Serialize;
 
-use prometheus::proto::Metric;
+use prometheus::proto::{Metric, MetricType};
+use serde_json::value::RawValue;
 
-use super::families::Scrape;
-use super::metric::{counter, gauge, label};
+use super::LoadPart;
 use crate::calendar::format_rfc3339_ms;
-use crate::daemon::state::MonitorState;
+use crate::exposition::Family;
+use crate::exposition::metric::{counter, gauge, label};
+use crate::instruments::shape::{PageLine, Part, PartBuild};
 
 /// The scheduled load windows: configured or not, the window running,
 /// the next one, what the generators achieved.
@@ -30,10 +32,14 @@ pub struct LoadBody {
     report: Option<crate::load::LoadJson>,
 }
 
+/// Its object of `/api/v1/status`.
+pub(super) fn status(l: &LoadPart) -> Box<RawValue> {
+    serde_json::value::to_raw_value(&LoadBody::of(l)).expect("the load's status serializes")
+}
+
 impl LoadBody {
-    pub(super) fn of(s: &MonitorState) -> LoadBody {
-        let l = &s.load;
-        let c = &s.config.load;
+    fn of(l: &LoadPart) -> LoadBody {
+        let c = &l.config;
         let rfc = |t: std::time::SystemTime| {
             format_rfc3339_ms(
                 t.duration_since(std::time::UNIX_EPOCH)
@@ -59,8 +65,7 @@ impl LoadBody {
 
 /// The `[load]` line: the window running and until when, or the next
 /// one, and the generators' throughput (running or last window).
-pub(super) fn page_line(s: &MonitorState) -> Option<(String, bool)> {
-    let l = &s.load;
+pub(super) fn page_line(l: &LoadPart) -> Option<PageLine> {
     let profile = l.profile?;
     let at = |t: std::time::SystemTime| {
         crate::calendar::format_rfc3339_ms(
@@ -71,12 +76,12 @@ pub(super) fn page_line(s: &MonitorState) -> Option<(String, bool)> {
     let mut line = match l.active {
         Some(w) => format!(
             "the {profile} load runs on CPUs {} until {}; the latencies below include it.",
-            s.config.load.cpus,
+            l.config.cpus,
             at(w.end)
         ),
         None => format!(
             "Load windows: {profile} on CPUs {}, next from {} to {}.",
-            s.config.load.cpus,
+            l.config.cpus,
             l.next.map_or_else(|| "-".to_string(), |w| at(w.start)),
             l.next.map_or_else(|| "-".to_string(), |w| at(w.end)),
         ),
@@ -95,61 +100,69 @@ pub(super) fn page_line(s: &MonitorState) -> Option<(String, bool)> {
             " {failures} generator failure(s), see the log and latencyd_load_failures_total."
         ));
     }
-    Some((line, l.active.is_some()))
+    Some(PageLine {
+        text: line,
+        running: l.active.is_some().then_some("Under load"),
+    })
 }
 
-pub fn load_active(s: &Scrape) -> Vec<Metric> {
-    s.state
-        .load
-        .profile
+/// The load's part, from what the family builders are given.
+fn part(part: &dyn Part) -> Option<&LoadPart> {
+    part.as_any().downcast_ref()
+}
+
+fn load_active(p: &dyn Part) -> Vec<Metric> {
+    let Some(l) = part(p) else {
+        return vec![];
+    };
+    l.profile
         .map(|p| {
             gauge(
                 vec![label("profile", p.name())],
-                f64::from(u8::from(s.state.load.active.is_some())),
+                f64::from(u8::from(l.active.is_some())),
             )
         })
         .into_iter()
         .collect()
 }
 
-pub fn load_window_end_timestamp_seconds(s: &Scrape) -> Vec<Metric> {
-    s.state
-        .load
-        .profile
-        .zip(s.state.load.active)
+fn load_window_end_timestamp_seconds(p: &dyn Part) -> Vec<Metric> {
+    let Some(l) = part(p) else {
+        return vec![];
+    };
+    l.profile
+        .zip(l.active)
         .map(|(p, w)| gauge(vec![label("profile", p.name())], unix_seconds(w.end)))
         .into_iter()
         .collect()
 }
 
-pub fn load_next_window_start_timestamp_seconds(s: &Scrape) -> Vec<Metric> {
-    s.state
-        .load
-        .profile
-        .zip(s.state.load.next)
+fn load_next_window_start_timestamp_seconds(p: &dyn Part) -> Vec<Metric> {
+    let Some(l) = part(p) else {
+        return vec![];
+    };
+    l.profile
+        .zip(l.next)
         .map(|(p, w)| gauge(vec![label("profile", p.name())], unix_seconds(w.start)))
         .into_iter()
         .collect()
 }
 
-pub fn load_windows_total(s: &Scrape) -> Vec<Metric> {
-    s.state
-        .load
-        .profile
-        .map(|p| {
-            counter(
-                vec![label("profile", p.name())],
-                s.state.load.windows_total as f64,
-            )
-        })
+fn load_windows_total(p: &dyn Part) -> Vec<Metric> {
+    let Some(l) = part(p) else {
+        return vec![];
+    };
+    l.profile
+        .map(|p| counter(vec![label("profile", p.name())], l.windows_total as f64))
         .into_iter()
         .collect()
 }
 
-pub fn load_throughput(s: &Scrape) -> Vec<Metric> {
-    s.state
-        .load
-        .report
+fn load_throughput(p: &dyn Part) -> Vec<Metric> {
+    let Some(l) = part(p) else {
+        return vec![];
+    };
+    l.report
         .iter()
         .flat_map(|r| {
             r.generators.iter().flat_map(move |g| {
@@ -169,13 +182,14 @@ pub fn load_throughput(s: &Scrape) -> Vec<Metric> {
         .collect()
 }
 
-pub fn load_failures_total(s: &Scrape) -> Vec<Metric> {
-    s.state
-        .load
-        .profile
+fn load_failures_total(p: &dyn Part) -> Vec<Metric> {
+    let Some(l) = part(p) else {
+        return vec![];
+    };
+    l.profile
         .iter()
         .flat_map(|p| {
-            s.state.load.failures.iter().map(move |(g, n)| {
+            l.failures.iter().map(move |(g, n)| {
                 counter(
                     vec![label("generator", g), label("profile", p.name())],
                     *n as f64,
@@ -184,6 +198,52 @@ pub fn load_failures_total(s: &Scrape) -> Vec<Metric> {
         })
         .collect()
 }
+
+/// The `latencyd_load_*` families, in the order served.
+pub(super) const FAMILIES: &[Family<PartBuild>] = &[
+    Family {
+        name: "latencyd_load_active",
+        help: "1 while a scheduled load window's generators run ([load]), else 0; exported when [load] names a profile.",
+        kind: MetricType::GAUGE,
+        labels: &["profile"],
+        build: load_active,
+    },
+    Family {
+        name: "latencyd_load_window_end_timestamp_seconds",
+        help: "When the load window running now ends (Unix time); absent between windows.",
+        kind: MetricType::GAUGE,
+        labels: &["profile"],
+        build: load_window_end_timestamp_seconds,
+    },
+    Family {
+        name: "latencyd_load_next_window_start_timestamp_seconds",
+        help: "When the next load window starts (Unix time).",
+        kind: MetricType::GAUGE,
+        labels: &["profile"],
+        build: load_next_window_start_timestamp_seconds,
+    },
+    Family {
+        name: "latencyd_load_windows_total",
+        help: "Load windows whose load started.",
+        kind: MetricType::COUNTER,
+        labels: &["profile"],
+        build: load_windows_total,
+    },
+    Family {
+        name: "latencyd_load_throughput",
+        help: "What a load generator achieved per second of its running time, in the window running now or else the last one: stress-ng's bogo-ops/s per stressor (its --metrics), hackbench's messages/s over its completed runs.",
+        kind: MetricType::GAUGE,
+        labels: &["profile", "generator", "what", "unit"],
+        build: load_throughput,
+    },
+    Family {
+        name: "latencyd_load_failures_total",
+        help: "Load generators that could not start, exited before the window ended or had to be killed at its end (generator=\"load\": a window whose load could not start at all); logged with why.",
+        kind: MetricType::COUNTER,
+        labels: &["profile", "generator"],
+        build: load_failures_total,
+    },
+];
 
 /// A wall-clock time as Unix seconds.
 fn unix_seconds(t: std::time::SystemTime) -> f64 {

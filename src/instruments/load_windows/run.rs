@@ -7,16 +7,16 @@
 //! samplers never hear of any of it.
 
 use std::collections::BTreeMap;
-use std::sync::Mutex;
 use std::time::SystemTime;
 
 use tokio::task::JoinHandle;
 use tracing::{info, warn};
 
-use super::state::{MonitorState, lock};
+use super::LoadPart;
 use crate::config::Config;
 use crate::cpulist::format_cpu_list;
 use crate::host::HostInfo;
+use crate::instruments::shape::{Boxed, Run, Step};
 use crate::load::{LoadReport, LoadSpec, Profile, RunningLoad, Schedule, Window};
 
 enum Phase {
@@ -55,11 +55,7 @@ impl LoadWindows {
     /// One step at `now`. Returns the new load state for the record when
     /// it changed: `Some(Some(profile))` as a window's load runs,
     /// `Some(None)` as it stops.
-    pub(super) async fn tick(
-        &mut self,
-        now: SystemTime,
-        state: &Mutex<MonitorState>,
-    ) -> Option<Option<String>> {
+    async fn tick(&mut self, now: SystemTime, state: &Step<'_>) -> Option<Option<String>> {
         let mut change = None;
         self.phase = match std::mem::replace(&mut self.phase, Phase::Idle) {
             Phase::Idle => match self.schedule.window_at(now) {
@@ -83,12 +79,12 @@ impl LoadWindows {
                             crate::calendar::format_rfc3339_ms(unix_ns(window.end)),
                             load.group()
                         );
-                        {
-                            let mut s = lock(state);
-                            s.load.active = Some(window);
-                            s.load.windows_total += 1;
-                            s.load.report = Some(load.snapshot());
-                        }
+                        let report = load.snapshot();
+                        state.update(|l: &mut LoadPart| {
+                            l.active = Some(window);
+                            l.windows_total += 1;
+                            l.report = Some(report);
+                        });
                         change = Some(Some(self.profile.name().to_string()));
                         Phase::Running(window, load)
                     }
@@ -98,11 +94,9 @@ impl LoadWindows {
                              skipped, sampling goes on",
                             self.profile
                         );
-                        *lock(state)
-                            .load
-                            .failures
-                            .entry("load".to_string())
-                            .or_default() += 1;
+                        state.update(|l: &mut LoadPart| {
+                            *l.failures.entry("load".to_string()).or_default() += 1;
+                        });
                         *self.past_failures.entry("load".to_string()).or_default() += 1;
                         Phase::Skipped(window)
                     }
@@ -114,11 +108,10 @@ impl LoadWindows {
                 }
                 let report = load.snapshot();
                 let failures = self.failures_with(&report);
-                {
-                    let mut s = lock(state);
-                    s.load.report = Some(report);
-                    s.load.failures = failures;
-                }
+                state.update(|l: &mut LoadPart| {
+                    l.report = Some(report);
+                    l.failures = failures;
+                });
                 // The window stays loaded until the generators are gone
                 // (stress-ng takes a moment to stop and write its metrics).
                 if now >= window.end {
@@ -129,7 +122,7 @@ impl LoadWindows {
             }
             Phase::Skipped(window) if now >= window.end => Phase::Idle,
             Phase::Stopping(job) if job.is_finished() => {
-                lock(state).load.active = None;
+                state.update(|l: &mut LoadPart| l.active = None);
                 change = Some(None);
                 if let Ok(report) = job.await {
                     self.window_ended(report, state);
@@ -139,13 +132,13 @@ impl LoadWindows {
             other => other,
         };
         let next = self.schedule.next_window(now);
-        lock(state).load.next = Some(next);
+        state.update(|l: &mut LoadPart| l.next = Some(next));
         change
     }
 
     /// At shutdown: stops a running load (waiting for it, off the runtime
     /// thread) so that nothing of it outlives the daemon.
-    pub(super) async fn stop(&mut self, state: &Mutex<MonitorState>) {
+    async fn stop(&mut self, state: &Step<'_>) {
         let load = match std::mem::replace(&mut self.phase, Phase::Idle) {
             Phase::Running(_, load) => Some(load),
             // A start under way finishes (moments), and is stopped at once.
@@ -161,12 +154,12 @@ impl LoadWindows {
         if let Some(load) = load
             && let Ok(report) = tokio::task::spawn_blocking(move || load.stop()).await
         {
-            lock(state).load.active = None;
+            state.update(|l: &mut LoadPart| l.active = None);
             self.window_ended(report, state);
         }
     }
 
-    fn window_ended(&mut self, report: LoadReport, state: &Mutex<MonitorState>) {
+    fn window_ended(&mut self, report: LoadReport, state: &Step<'_>) {
         info!(
             "load window ended: {} for {:.0} s; {}",
             report.profile,
@@ -182,9 +175,10 @@ impl LoadWindows {
             *self.past_failures.entry(g.name.clone()).or_default() += g.failures;
         }
         let failures = self.past_failures.clone();
-        let mut s = lock(state);
-        s.load.failures = failures;
-        s.load.report = Some(report);
+        state.update(|l: &mut LoadPart| {
+            l.failures = failures;
+            l.report = Some(report);
+        });
     }
 
     /// Past windows' failures plus the running one's.
@@ -194,6 +188,29 @@ impl LoadWindows {
             *all.entry(g.name.clone()).or_default() += g.failures;
         }
         all
+    }
+}
+
+impl Run for LoadWindows {
+    /// A load window starting or ending cuts the record's interval, so
+    /// that each is filed under one load state.
+    fn step<'a>(&'a mut self, mut step: Step<'a>) -> Boxed<'a, ()> {
+        Box::pin(async move {
+            let now = std::time::UNIX_EPOCH + std::time::Duration::from_nanos(step.unix_ns);
+            if let Some(load) = self.tick(now, &step).await
+                && let Some((accumulator, keeper)) = step.record.as_deref_mut()
+            {
+                for batch in accumulator.set_load(load, step.unix_ns) {
+                    keeper.submit(batch);
+                }
+            }
+        })
+    }
+
+    /// Stops a running load, waiting for it off the runtime's thread, so
+    /// that nothing of it outlives the daemon.
+    fn stop<'a>(&'a mut self, step: Step<'a>) -> Boxed<'a, ()> {
+        Box::pin(async move { LoadWindows::stop(self, &step).await })
     }
 }
 

@@ -1,0 +1,75 @@
+//! The registered instruments' parts of the state, in registry order
+//! (`instruments::registry`): the renderers walk them, and each run
+//! reaches its own through the collector.
+
+use crate::config::Config;
+use crate::instruments::registry::INSTRUMENTS;
+use crate::instruments::shape::Part;
+
+pub struct Parts(Vec<(&'static str, Box<dyn Part>)>);
+
+impl Parts {
+    /// Every registered instrument's first part.
+    pub fn new(config: &Config) -> Parts {
+        Parts(
+            (INSTRUMENTS.iter())
+                .map(|entry| (entry.name, (entry.part)(config)))
+                .collect(),
+        )
+    }
+
+    pub fn get(&self, name: &str) -> Option<&dyn Part> {
+        (self.0.iter()).find_map(|(n, part)| (*n == name).then_some(part.as_ref()))
+    }
+
+    pub fn get_mut(&mut self, name: &str) -> Option<&mut dyn Part> {
+        (self.0.iter_mut()).find_map(|(n, part)| (*n == name).then_some(part.as_mut()))
+    }
+
+    /// The parts with their instruments' names, in registry order.
+    pub fn iter(&self) -> impl Iterator<Item = (&'static str, &dyn Part)> {
+        self.0.iter().map(|(name, part)| (*name, part.as_ref()))
+    }
+
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = (&'static str, &mut dyn Part)> {
+        (self.0.iter_mut()).map(|(name, part)| (*name, part.as_mut() as &mut dyn Part))
+    }
+
+    /// A changed key of a section (`load.cpus`) offered to the part of
+    /// the instrument of that name: true when it applied it.
+    pub fn apply(&mut self, key: &str, new: &Config) -> bool {
+        let section = key.split_once('.').map_or(key, |(section, _)| section);
+        self.get_mut(section)
+            .is_some_and(|part| part.apply(key, new))
+    }
+
+    /// The part of type `P` (tests and benches set it up this way).
+    pub fn of_mut<P: Part>(&mut self) -> Option<&mut P> {
+        (self.0.iter_mut()).find_map(|(_, part)| part.as_any_mut().downcast_mut::<P>())
+    }
+}
+
+/// The parts' objects of `/api/v1/status`, each under its instrument's
+/// name, taken under the lock and written after it.
+pub struct Statuses(Vec<(&'static str, Box<serde_json::value::RawValue>)>);
+
+impl Parts {
+    pub fn statuses(&self) -> Statuses {
+        Statuses(
+            self.iter()
+                .map(|(name, part)| (name, part.status()))
+                .collect(),
+        )
+    }
+}
+
+impl serde::Serialize for Statuses {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = serializer.serialize_map(Some(self.0.len()))?;
+        for (name, status) in &self.0 {
+            map.serialize_entry(name, status)?;
+        }
+        map.end()
+    }
+}

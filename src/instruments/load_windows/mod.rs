@@ -1,0 +1,26 @@
+//! `[load]`: background load started and stopped in scheduled windows,
+//! so that the samplers measure the host idle and loaded in turn. Its
+//! run starts and stops the load on the blocking pool (`run`), its part
+//! holds the windows and what the generators achieved (`part`), and
+//! `render` shows them as the `latencyd_load_*` families, its object of
+//! `/api/v1/status` and its line of the status page. The profiles and
+//! the running load are the `load` room's; `config::load` reads the
+//! section.
+
+mod part;
+mod render;
+mod run;
+
+use super::shape::{Entry, Run, Start};
+
+pub use part::LoadPart;
+
+/// The registry's entry.
+pub static ENTRY: Entry = Entry {
+    name: "load",
+    families: render::FAMILIES,
+    part: |config| Box::new(LoadPart::new(config)),
+    start: |start: &Start<'_>| {
+        run::LoadWindows::new(start.config, start.host).map(|w| Box::new(w) as Box<dyn Run>)
+    },
+};

@@ -1,0 +1,8 @@
+//! The instruments the daemon runs, in the order it steps them and serves
+//! their families, objects and lines. Adding an instrument is one folder
+//! beside this file and one line here.
+
+use super::shape::Entry;
+
+/// Every registered instrument.
+pub static INSTRUMENTS: &[&Entry] = &[&super::load_windows::ENTRY];

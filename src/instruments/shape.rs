@@ -1,0 +1,195 @@
+//! The one shape of an instrument of the daemon: what it keeps in the
+//! state (a [`Part`]), what runs it (a [`Run`]), and the [`Entry`] that
+//! the registry lists, with its metric families. The daemon holds the
+//! parts and the runs in registry order and walks them: the collector's
+//! tick steps each run, shutdown stops each, `/metrics` builds each
+//! family from its part, `/api/v1/status` and the status page show each
+//! part, and a reload offers each part the keys of its section. None of
+//! them names an instrument.
+//!
+//! Choose a part for what is read (by renderers, under the state's one
+//! lock, so that one answer's numbers come from one moment) and a run for
+//! what acts (threads, processes, the kernel's tracers; on the collector's
+//! tick, never holding the lock across a wait). An instrument that is off
+//! has a part that says so and no run: it costs nothing.
+//!
+//! A minimal instrument, a counter of ticks:
+//!
+//! ```
+//! use latencyd::config::Config;
+//! use latencyd::exposition::{Family, metric};
+//! use latencyd::instruments::shape::{Boxed, Entry, Part, PartBuild, Run, Start, Step, Visit};
+//! use prometheus::proto::{Metric, MetricType};
+//!
+//! #[derive(Default)]
+//! struct Ticks { total: u64 }
+//!
+//! impl Part for Ticks {
+//!     fn as_any(&self) -> &dyn std::any::Any { self }
+//!     fn as_any_mut(&mut self) -> &mut dyn std::any::Any { self }
+//!     fn status(&self) -> Box<serde_json::value::RawValue> {
+//!         serde_json::value::to_raw_value(&serde_json::json!({ "total": self.total })).unwrap()
+//!     }
+//! }
+//!
+//! struct Counting;
+//!
+//! impl Run for Counting {
+//!     fn step<'a>(&'a mut self, step: Step<'a>) -> Boxed<'a, ()> {
+//!         Box::pin(async move { step.update(|t: &mut Ticks| t.total += 1) })
+//!     }
+//!     fn stop<'a>(&'a mut self, _: Step<'a>) -> Boxed<'a, ()> {
+//!         Box::pin(async {})
+//!     }
+//! }
+//!
+//! fn ticks_total(part: &dyn Part) -> Vec<Metric> {
+//!     let ticks = part.as_any().downcast_ref::<Ticks>().map_or(0, |t| t.total);
+//!     vec![metric::counter(vec![], ticks as f64)]
+//! }
+//!
+//! const FAMILIES: &[Family<PartBuild>] = &[Family {
+//!     name: "example_ticks_total",
+//!     help: "Collector ticks counted.",
+//!     kind: MetricType::COUNTER,
+//!     labels: &[],
+//!     build: ticks_total,
+//! }];
+//!
+//! static TICKS: Entry = Entry {
+//!     name: "ticks",
+//!     families: FAMILIES,
+//!     part: |_| Box::new(Ticks::default()),
+//!     start: |_| Some(Box::new(Counting)),
+//! };
+//!
+//! // What the daemon does with it, in short.
+//! let config = Config::builtin();
+//! let host = latencyd::host::HostInfo::detect();
+//! let part = std::sync::Mutex::new((TICKS.part)(&config));
+//! let access = |f: &mut Visit<'_>| f(part.lock().unwrap().as_mut());
+//! let mut run = (TICKS.start)(&Start { config: &config, host: &host }).unwrap();
+//! let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+//! runtime.block_on(run.step(Step::new(0, 0, &access, None)));
+//! let part = part.into_inner().unwrap();
+//! assert_eq!(part.as_any().downcast_ref::<Ticks>().unwrap().total, 1);
+//! assert_eq!((TICKS.families[0].build)(part.as_ref()).len(), 1);
+//! ```
+
+use std::any::Any;
+use std::future::Future;
+use std::pin::Pin;
+
+use prometheus::proto::Metric;
+use serde_json::value::RawValue;
+
+use crate::config::Config;
+use crate::exposition::Family;
+use crate::host::HostInfo;
+use crate::record::{Accumulator, Keeper};
+
+/// A future a run returns, borrowing what it was given.
+pub type Boxed<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// A family built from the instrument's part.
+pub type PartBuild = fn(&dyn Part) -> Vec<Metric>;
+
+/// What an instrument keeps in the daemon's state: plain data, read by
+/// the renderers under the state's lock and written by its run through
+/// [`Step::update`].
+pub trait Part: Any + Send {
+    fn as_any(&self) -> &dyn Any;
+    fn as_any_mut(&mut self) -> &mut dyn Any;
+    /// Its object in `/api/v1/status`, under the instrument's name.
+    fn status(&self) -> Box<RawValue>;
+    /// Its line at the top of the status page (None: it has nothing to
+    /// say there).
+    fn page_line(&self) -> Option<PageLine> {
+        None
+    }
+    /// A key of its section changed on reload (`load.cpus`): true when
+    /// applied, false when it waits for a restart (the default).
+    fn apply(&mut self, _key: &str, _new: &Config) -> bool {
+        false
+    }
+}
+
+/// A line at the top of the status page.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PageLine {
+    pub text: String,
+    /// Shown before the text, as a warning, while the instrument acts on
+    /// the CPUs it measures ("Under load").
+    pub running: Option<&'static str>,
+}
+
+/// What starts a run.
+pub struct Start<'a> {
+    pub config: &'a Config,
+    pub host: &'a HostInfo,
+}
+
+/// What is done to a part under the state's lock.
+pub type Visit<'a> = dyn FnMut(&mut dyn Part) + 'a;
+
+/// Runs a visit on the instrument's part under the state's lock.
+pub type PartAccess<'a> = dyn Fn(&mut Visit<'_>) + Sync + 'a;
+
+/// What a run is given at a collector tick and at shutdown.
+pub struct Step<'a> {
+    /// `CLOCK_MONOTONIC` and wall time at the tick, ns.
+    pub mono_ns: u64,
+    pub unix_ns: u64,
+    part: &'a PartAccess<'a>,
+    /// The record's interval in progress and its writer, when recording.
+    pub record: Option<&'a mut (Accumulator, Keeper)>,
+}
+
+impl<'a> Step<'a> {
+    pub fn new(
+        mono_ns: u64,
+        unix_ns: u64,
+        part: &'a PartAccess<'a>,
+        record: Option<&'a mut (Accumulator, Keeper)>,
+    ) -> Step<'a> {
+        Step {
+            mono_ns,
+            unix_ns,
+            part,
+            record,
+        }
+    }
+
+    /// Changes the instrument's part, of type `P`, under the state's lock
+    /// (held only for `f`: plain memory work).
+    pub fn update<P: Part>(&self, f: impl FnOnce(&mut P)) {
+        let mut f = Some(f);
+        (self.part)(&mut |part: &mut dyn Part| {
+            if let (Some(part), Some(f)) = (part.as_any_mut().downcast_mut::<P>(), f.take()) {
+                f(part);
+            }
+        });
+    }
+}
+
+/// What runs an instrument: its threads, processes or tracers.
+pub trait Run: Send {
+    /// One collector tick. Slow work (starting processes, joining
+    /// threads) goes to the blocking pool; the step only looks at it.
+    fn step<'a>(&'a mut self, step: Step<'a>) -> Boxed<'a, ()>;
+    /// At shutdown, before the samplers are joined: nothing of it outlives
+    /// the daemon, and what it measured last is in its part and the record.
+    fn stop<'a>(&'a mut self, step: Step<'a>) -> Boxed<'a, ()>;
+}
+
+/// An instrument as the registry lists it.
+pub struct Entry {
+    /// Its configuration section and its key in `/api/v1/status`.
+    pub name: &'static str,
+    /// Its metric families, in the order `/metrics` serves them.
+    pub families: &'static [Family<PartBuild>],
+    /// Its part of the first state.
+    pub part: fn(&Config) -> Box<dyn Part>,
+    /// Its run, or None when its section leaves it off (its part says why).
+    pub start: fn(&Start<'_>) -> Option<Box<dyn Run>>,
+}
