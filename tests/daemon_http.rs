@@ -19,6 +19,7 @@ use latencyd::daemon::state::{
 };
 use latencyd::forensics::events::Event;
 use latencyd::forensics::{Capability, Capture, Cause, Journal, Summary};
+use latencyd::instruments::hwnoise::HwnoisePart;
 use latencyd::rt::sys::Policy;
 use latencyd::stats::LatencyStats;
 use serde_json::Value;
@@ -111,8 +112,13 @@ fn state(per_cpu_histograms: bool) -> MonitorState {
         fingerprint: common::synthetic_fingerprint(NOW_UNIX_NS - 900 * S),
         observe: observed(&config),
         timerlat: timerlat_measured(&config),
-        parts: latencyd::daemon::state::Parts::new(&config),
-        hwnoise: hwnoise_windows(),
+        parts: {
+            let mut parts = latencyd::daemon::state::Parts::new(&config);
+            *parts
+                .of_mut::<HwnoisePart>()
+                .expect("hwnoise is registered") = hwnoise_windows();
+            parts
+        },
         gaps: Default::default(),
         config,
     }
@@ -121,7 +127,7 @@ fn state(per_cpu_histograms: bool) -> MonitorState {
 /// `[hwnoise]` on CPUs 0-1: one window ran (CPU 1's largest gap 42 µs,
 /// SMIs not readable), one was skipped as busy, and CPU 1's sampler had
 /// 400 wake-ups kept apart.
-fn hwnoise_windows() -> latencyd::daemon::state::HwnoiseState {
+fn hwnoise_windows() -> HwnoisePart {
     use latencyd::instruments::hwlat::StartErrorKind;
     use latencyd::instruments::hwnoise::{CpuNoise, CpuTotals, Outcome, Status, WindowReport};
     let noise = CpuNoise {
@@ -170,12 +176,10 @@ fn hwnoise_windows() -> latencyd::daemon::state::HwnoiseState {
         finished: vec![skipped],
         ..Status::default()
     };
-    let mut state = latencyd::daemon::state::HwnoiseState::new(std::sync::Arc::new(
-        std::sync::Mutex::new(status),
-    ));
+    let mut state = HwnoisePart::new(std::sync::Arc::new(std::sync::Mutex::new(status)));
     state.kept_apart.insert(
         1,
-        latencyd::daemon::state::KeptApart {
+        latencyd::instruments::hwnoise::KeptApart {
             wakeups: 400,
             max_ns: 499_000_000,
             timerlat_periods: 0,
@@ -190,7 +194,7 @@ fn hwnoise_stopped() -> MonitorState {
     let windows = latencyd::instruments::hwnoise::Windows::not_running(
         "its thread cannot start (Resource temporarily unavailable)".to_string(),
     );
-    s.hwnoise = latencyd::daemon::state::HwnoiseState::new(windows.status());
+    *s.parts.of_mut::<HwnoisePart>().unwrap() = HwnoisePart::new(windows.status());
     s
 }
 

@@ -163,7 +163,6 @@ fn router() -> axum::Router {
         observe: latencyd::daemon::state::ObserveState::off(&config),
         timerlat: latencyd::daemon::state::TimerlatState::off(&config),
         parts: latencyd::daemon::state::Parts::new(&config),
-        hwnoise: latencyd::daemon::state::HwnoiseState::off(),
         gaps: Default::default(),
         config,
     };

@@ -4,7 +4,7 @@
 
 use latencyd::config::Config;
 use latencyd::daemon::state::{
-    CpuView, HostTrack, HwnoiseState, MonitorState, ObserveState, Parts, ReloadRecord, SamplerView,
+    CpuView, HostTrack, MonitorState, ObserveState, Parts, ReloadRecord, SamplerView,
 };
 use latencyd::host::{CpuTopology, Fingerprint, HostInfo};
 use latencyd::rt::sys::Policy;
@@ -59,7 +59,6 @@ pub fn state(
         observe: ObserveState::off(&config),
         timerlat: latencyd::daemon::state::TimerlatState::off(&config),
         parts: Parts::new(&config),
-        hwnoise: HwnoiseState::off(),
         gaps: Default::default(),
         started_ns: now_ns,
         cpus,

@@ -40,6 +40,12 @@ pub(super) fn part_access<'a>(
     }
 }
 
+/// The registered instruments' runs, by name.
+pub(super) type Runs = Vec<(&'static str, Box<dyn Run>)>;
+
+/// The CPUs claimed by an instrument, with its name.
+pub(super) type Claims = std::collections::BTreeMap<usize, &'static str>;
+
 /// Samplers hand over their interval at every multiple of 200 ms of
 /// `CLOCK_MONOTONIC`. With the collector ticking just after those
 /// boundaries (and once more, 100 ms later, when a sampler had not handed
@@ -82,11 +88,9 @@ pub(super) struct Collector {
     pub(super) record: Option<(Accumulator, Keeper)>,
     /// The registered instruments' runs (those their sections turn on),
     /// by name, in registry order.
-    pub(super) runs: Vec<(&'static str, Box<dyn Run>)>,
+    pub(super) runs: Runs,
     /// The kernel's timerlat (`[timerlat]`), whose intervals join the state.
     pub(super) timerlat: crate::instruments::source::Source,
-    /// The hwlat windows (`[hwnoise]`).
-    pub(super) hwnoise: crate::instruments::hwnoise::Windows,
     /// The host's CPUs as sysfs and the cpuset say, read once a second.
     cpus: CpuWatch,
     /// Stalls and offline stretches going on.
@@ -112,7 +116,6 @@ impl Collector {
             record,
             runs: Vec::new(),
             timerlat: crate::instruments::source::Source::disabled(),
-            hwnoise: crate::instruments::hwnoise::Windows::disabled(),
             cpus,
             gaps: GapWatch::default(),
             scheduling: SchedulingWatch::default(),
@@ -135,13 +138,13 @@ impl Collector {
         engine: &mut Engine,
         state: &Mutex<MonitorState>,
     ) -> Result<Collected, Box<dyn std::error::Error>> {
-        let spun = self.hwnoise_step(state);
+        let claims = self.claims(state);
         let (offline, handed_over) = absorb(
             engine,
             state,
             &self.recorder,
             self.record.as_mut().map(|r| &mut r.0),
-            &spun,
+            &claims,
         )?;
         let mut found = Collected {
             offline,
@@ -173,7 +176,7 @@ impl Collector {
                 });
             }
         });
-        self.absorb_timerlat(state, &spun);
+        self.absorb_timerlat(state, &claims);
         if let Some((accumulator, keeper)) = &mut self.record {
             // Filed under the host's facts in force as the interval ended,
             // not as the tick after it finds them (up to a period later).
@@ -223,7 +226,8 @@ impl Collector {
 
     /// timerlat's intervals: into the state (a spun CPU's kept apart) and
     /// the record's interval in progress.
-    fn absorb_timerlat(&mut self, state: &Mutex<MonitorState>, spun: &BTreeSet<usize>) {
+    fn absorb_timerlat(&mut self, state: &Mutex<MonitorState>, claims: &Claims) {
+        let spun: BTreeSet<usize> = claims.keys().copied().collect();
         for interval in self.timerlat.drain() {
             if let Some((accumulator, _)) = &mut self.record {
                 for cpu in &interval.cpus {
@@ -251,41 +255,33 @@ impl Collector {
                 }
             }
             let mut s = lock(state);
-            for (cpu, periods) in s.timerlat.absorb(&interval, spun) {
-                s.hwnoise
-                    .kept_apart
-                    .entry(cpu)
-                    .or_default()
-                    .timerlat_periods += periods;
+            for (cpu, periods) in s.timerlat.absorb(&interval, &spun) {
+                if let Some(part) = claims.get(&cpu).and_then(|name| s.parts.get_mut(name)) {
+                    part.keep_apart(cpu, "timerlat", periods, None);
+                }
             }
         }
     }
 
-    /// The CPUs a hwnoise window spins: their intervals from here on are
-    /// filed apart (the record's interval cut where that changes), and
-    /// the windows that ended, into the record.
-    fn hwnoise_step(&mut self, state: &Mutex<MonitorState>) -> BTreeSet<usize> {
-        let (spun, windows_ended) = super::hwnoise::step(state, crate::rt::sys::monotonic_now_ns());
+    /// The CPUs each instrument claims now ([`Run::claim`]): their
+    /// intervals from here on are filed apart (the record's interval cut
+    /// where that changes).
+    fn claims(&mut self, state: &Mutex<MonitorState>) -> Claims {
+        let (mono_ns, unix_ns) = (crate::rt::sys::monotonic_now_ns(), (self.unix_ns)());
+        let mut claims = Claims::new();
+        for (name, run) in &mut self.runs {
+            let access = part_access(state, name);
+            let step = Step::new(mono_ns, unix_ns, &access, self.record.as_mut());
+            for cpu in run.claim(step) {
+                claims.entry(cpu).or_insert(*name);
+            }
+        }
         if let Some((accumulator, keeper)) = &mut self.record {
-            for batch in accumulator.set_spun(spun.iter().copied().collect(), (self.unix_ns)()) {
+            for batch in accumulator.set_spun(claims.keys().copied().collect(), unix_ns) {
                 keeper.submit(batch);
             }
-            for window in windows_ended {
-                accumulator.add_hwnoise(window);
-            }
         }
-        spun
-    }
-
-    /// At shutdown, once the hwnoise thread stopped: the windows it
-    /// finished since the last tick, into the record.
-    pub(super) fn file_hwnoise_windows(&mut self, state: &Mutex<MonitorState>) {
-        let (_, ended) = super::hwnoise::step(state, crate::rt::sys::monotonic_now_ns());
-        if let Some((accumulator, _)) = &mut self.record {
-            for window in ended {
-                accumulator.add_hwnoise(window);
-            }
-        }
+        claims
     }
 
     /// At shutdown: the stalls and offline stretches still going on end
@@ -383,15 +379,16 @@ impl Collector {
 /// (after the lock is released; it never waits), and with
 /// `forensics.capture_new_max` one whose maximum is a new maximum of its
 /// CPU's window. Every interval also goes into the record's interval in
-/// progress. The intervals of CPUs a hwnoise window spins (`spun`) go to
-/// the record only: counted apart, never in the CPU's figures, never a
-/// capture (latencyd's own spinner delayed them).
+/// progress. The intervals of CPUs an instrument claimed (`claims`: a
+/// hwnoise window spins them) go to the record only: counted apart by
+/// that instrument, never in the CPU's figures, never a capture
+/// (latencyd's own spinner delayed them).
 fn absorb(
     engine: &mut Engine,
     state: &Mutex<MonitorState>,
     recorder: &Recorder,
     mut record: Option<&mut Accumulator>,
-    spun: &BTreeSet<usize>,
+    claims: &Claims,
 ) -> Result<(Vec<usize>, Vec<bool>), Box<dyn std::error::Error>> {
     let threshold = recorder.threshold_ns();
     let mut handed_over = vec![false; engine.slots.len()];
@@ -403,8 +400,9 @@ fn absorb(
         if let Some(accumulator) = record.as_deref_mut() {
             accumulator.add(cpus[idx], interval);
         }
-        if spun.contains(&cpus[idx]) {
-            s.hwnoise.keep_apart(cpus[idx], interval);
+        if let Some(part) = (claims.get(&cpus[idx])).and_then(|name| s.parts.get_mut(name)) {
+            let max_ns = (interval.count > 0).then_some(interval.max_ns);
+            part.keep_apart(cpus[idx], "sampler", interval.count, max_ns);
             return Ok(());
         }
         if let (Some(threshold), Some(at)) = (threshold, interval.max_at_ns())

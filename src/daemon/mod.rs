@@ -24,8 +24,8 @@
 //!   every tick; a change behind latencyd's back said and set back.
 //! - `observe`: starting the observer of CPUs without a sampler.
 //! - `timerlat`: starting the kernel's timerlat beside the samplers.
-//! - `hwnoise`: the hwlat windows, and which CPUs they spin.
-//! - `load`: the scheduled load windows (`[load]`).
+//! - the registered instruments (`instruments::registry`): started,
+//!   stepped and stopped through their runs, shown through their parts.
 //! - `reload`: SIGHUP; `check`: what a configuration passes before use.
 //! - `state`, `render`, `http`: what is known, how it is shown, how it is
 //!   served. `logging`, `notify`: tracing and sd_notify.
@@ -37,7 +37,6 @@ mod error;
 mod event_loop;
 mod gaps;
 mod host_watch;
-mod hwnoise;
 mod listen;
 mod logging;
 mod notify;

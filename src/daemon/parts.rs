@@ -14,13 +14,14 @@ use super::error::StartupError;
 use super::http::server;
 use super::http::webconfig::Security;
 use super::state::{
-    CpuView, HostTrack, HwnoiseState, MonitorState, ObserveState, Parts, ReloadRecord, SamplerView,
-    TimerlatState,
+    CpuView, HostTrack, MonitorState, ObserveState, Parts, ReloadRecord, SamplerView, TimerlatState,
 };
 use crate::config::Config;
 use crate::cpulist::format_cpu_list;
 use crate::forensics::Recorder;
 use crate::host::HostInfo;
+use crate::instruments::registry::INSTRUMENTS;
+use crate::instruments::shape::Start;
 use crate::observe::Observer;
 use crate::record::{Accumulator, Context, Keeper};
 use crate::rt::engine::{DEFAULT_START_TIMEOUT, Engine, EngineSpec, StartError, ThreadSetup};
@@ -171,7 +172,8 @@ pub(super) struct First<'a> {
     pub recorder: &'a Recorder,
     pub observer: &'a Observer,
     pub timerlat: &'a crate::instruments::source::Source,
-    pub hwnoise: &'a crate::instruments::hwnoise::Windows,
+    /// The registered instruments' first parts.
+    pub instruments: Parts,
     pub record: Option<&'a Keeper>,
     pub fingerprint: HostTrack,
 }
@@ -216,8 +218,7 @@ impl First<'_> {
                 .map_or_else(|| Keeper::disabled().status(), Keeper::status),
             observe: ObserveState::new(self.observer.status(), &config),
             timerlat: TimerlatState::new(self.timerlat.status(), &config),
-            parts: Parts::new(&config),
-            hwnoise: HwnoiseState::new(self.hwnoise.status()),
+            parts: self.instruments,
             gaps: Default::default(),
             host,
             config,
@@ -303,13 +304,24 @@ pub(super) fn start_forensics(config: &Config, engine: &Engine) -> Recorder {
     recorder
 }
 
-/// Starts the registered instruments whose sections turn them on.
+/// The registered instruments started as their sections say: their
+/// first parts, and the runs of those turned on.
 pub(super) fn start_instruments(
     config: &Config,
     host: &HostInfo,
-) -> Vec<(&'static str, Box<dyn crate::instruments::shape::Run>)> {
-    let start = crate::instruments::shape::Start { config, host };
-    (crate::instruments::registry::INSTRUMENTS.iter())
-        .filter_map(|entry| Some((entry.name, (entry.start)(&start)?)))
-        .collect()
+    measured: &[usize],
+) -> (Parts, super::collector::Runs) {
+    let start = Start {
+        config,
+        host,
+        measured,
+    };
+    let mut parts = Vec::new();
+    let mut runs = Vec::new();
+    for entry in INSTRUMENTS {
+        let started = (entry.start)(&start);
+        parts.push((entry.name, started.part));
+        runs.extend(started.run.map(|run| (entry.name, run)));
+    }
+    (Parts::started(parts), runs)
 }

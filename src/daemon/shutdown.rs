@@ -1,7 +1,8 @@
 //! The orderly stop, once the event loop has ended and the samplers and
-//! the server have been told: a restart under way settled, the load
-//! window's generators stopped before the samplers, the forensics and
-//! observer threads stopped, the samplers joined with their last
+//! the server have been told: a restart under way settled, the forensics,
+//! observer and timerlat threads told to stop, the registered
+//! instruments' runs stopped before the samplers (a load window's
+//! generators among them), the samplers joined with their last
 //! intervals (the record's interval in progress written with its true
 //! length), and the server given its grace for answers in flight.
 
@@ -32,19 +33,6 @@ pub(super) async fn stop(
     let started = Instant::now();
     // A restart under way hands its sampler to the engine, which stops it.
     collector.settle(&mut engine).await;
-    // The instruments' runs stop before the samplers do (a load window's
-    // generators among them).
-    let runs = std::mem::take(&mut collector.runs);
-    for (name, mut run) in runs {
-        let access = super::collector::part_access(state, name);
-        let step = Step::new(
-            crate::rt::sys::monotonic_now_ns(),
-            unix_now_ns(),
-            &access,
-            collector.record.as_mut(),
-        );
-        run.stop(step).await;
-    }
     let mut recorder = collector.take_recorder();
     // Joining the recorder waits for a capture under way and removes the
     // tracefs instance: not on the runtime's thread.
@@ -57,20 +45,20 @@ pub(super) async fn stop(
         crate::instruments::source::Source::disabled(),
     );
     let stopped_timerlat = tokio::task::spawn_blocking(move || timerlat.stop());
-    // A running hwlat window ends, its settings set back.
-    let mut hwnoise = std::mem::replace(
-        &mut collector.hwnoise,
-        crate::instruments::hwnoise::Windows::disabled(),
-    );
-    // Awaited first, so that the window it ended is in the record's last
-    // interval.
-    if tokio::task::spawn_blocking(move || hwnoise.stop())
-        .await
-        .is_err()
-    {
-        error!("the hwnoise thread could not be stopped cleanly");
+    // The instruments' runs stop before the samplers do (a load window's
+    // generators, a running hwlat window), each awaited so that what it
+    // filed last is in the record's last interval.
+    let runs = std::mem::take(&mut collector.runs);
+    for (name, mut run) in runs {
+        let access = super::collector::part_access(state, name);
+        let step = Step::new(
+            crate::rt::sys::monotonic_now_ns(),
+            unix_now_ns(),
+            &access,
+            collector.record.as_mut(),
+        );
+        run.stop(step).await;
     }
-    collector.file_hwnoise_windows(state);
     collector.close_gaps();
     join_samplers(engine, collector.record.take(), state, interval_ns).await;
     if stopped_recorder.await.is_err() {

@@ -141,7 +141,7 @@ async fn serve(
     let recorder = parts::start_forensics(&config, &engine);
     let observer = super::observe::start(&config, &host, &cpus);
     let timerlat = super::timerlat::start(&config, &cpus);
-    let hwnoise = super::hwnoise::start(&config, &host);
+    let (instruments, runs) = parts::start_instruments(&config, &host, &cpus);
     let record = parts::start_record(&config, &host);
     let record_dir = record.as_ref().map(|_| config.record.dir.clone());
     let first_facts = host_watch::FirstRead::take(&cpus, record_dir).await;
@@ -154,7 +154,7 @@ async fn serve(
         recorder: &recorder,
         observer: &observer,
         timerlat: &timerlat,
-        hwnoise: &hwnoise,
+        instruments,
         record: record.as_ref().map(|(_, keeper)| keeper),
         fingerprint: first_facts.track(),
     };
@@ -187,9 +187,8 @@ async fn serve(
         let cpu_watch = CpuWatch::new(grows, s.host.allowed_cpus.clone());
         let mut collector =
             super::collector::Collector::new(recorder, observer, record, cpu_watch, unix_now_ns);
-        collector.runs = super::parts::start_instruments(&s.config, &s.host);
+        collector.runs = runs;
         collector.timerlat = timerlat;
-        collector.hwnoise = hwnoise;
         collector
     };
     let reload = super::reload::Reload {

@@ -5,4 +5,7 @@
 use super::shape::Entry;
 
 /// Every registered instrument.
-pub static INSTRUMENTS: &[&Entry] = &[&super::load_windows::ENTRY];
+pub static INSTRUMENTS: &[&Entry] = &[
+    &super::load_windows::ENTRY,
+    &super::hwnoise::ENTRY,
+];

@@ -18,7 +18,9 @@
 //! ```
 //! use latencyd::config::Config;
 //! use latencyd::exposition::{Family, metric};
-//! use latencyd::instruments::shape::{Boxed, Entry, Part, PartBuild, Run, Start, Step, Visit};
+//! use latencyd::instruments::shape::{
+//!     Boxed, Entry, Part, PartBuild, Run, Start, Started, Step, Visit,
+//! };
 //! use prometheus::proto::{Metric, MetricType};
 //!
 //! #[derive(Default)]
@@ -59,16 +61,16 @@
 //! static TICKS: Entry = Entry {
 //!     name: "ticks",
 //!     families: FAMILIES,
-//!     part: |_| Box::new(Ticks::default()),
-//!     start: |_| Some(Box::new(Counting)),
+//!     idle: |_| Box::new(Ticks::default()),
+//!     start: |_| Started { part: Box::new(Ticks::default()), run: Some(Box::new(Counting)) },
 //! };
 //!
 //! // What the daemon does with it, in short.
 //! let config = Config::builtin();
 //! let host = latencyd::host::HostInfo::detect();
-//! let part = std::sync::Mutex::new((TICKS.part)(&config));
+//! let started = (TICKS.start)(&Start { config: &config, host: &host, measured: &[0] });
+//! let (part, mut run) = (std::sync::Mutex::new(started.part), started.run.unwrap());
 //! let access = |f: &mut Visit<'_>| f(part.lock().unwrap().as_mut());
-//! let mut run = (TICKS.start)(&Start { config: &config, host: &host }).unwrap();
 //! let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
 //! runtime.block_on(run.step(Step::new(0, 0, &access, None)));
 //! let part = part.into_inner().unwrap();
@@ -77,6 +79,7 @@
 //! ```
 
 use std::any::Any;
+use std::collections::BTreeSet;
 use std::future::Future;
 use std::pin::Pin;
 
@@ -112,6 +115,17 @@ pub trait Part: Any + Send {
     fn apply(&mut self, _key: &str, _new: &Config) -> bool {
         false
     }
+    /// What another source (`sampler`, `timerlat`) measured on a CPU this
+    /// instrument claimed ([`Run::claim`]): `count` samples, the largest
+    /// `max_ns` when it has one, kept out of that source's figures.
+    fn keep_apart(
+        &mut self,
+        _cpu: usize,
+        _source: &'static str,
+        _count: u64,
+        _max_ns: Option<u64>,
+    ) {
+    }
 }
 
 /// A line at the top of the status page.
@@ -123,10 +137,19 @@ pub struct PageLine {
     pub running: Option<&'static str>,
 }
 
-/// What starts a run.
+/// What starts an instrument.
 pub struct Start<'a> {
     pub config: &'a Config,
     pub host: &'a HostInfo,
+    /// The CPUs the samplers measure.
+    pub measured: &'a [usize],
+}
+
+/// A started instrument: its first part, and its run unless its section
+/// leaves it off (the part then says why).
+pub struct Started {
+    pub part: Box<dyn Part>,
+    pub run: Option<Box<dyn Run>>,
 }
 
 /// What is done to a part under the state's lock.
@@ -174,6 +197,13 @@ impl<'a> Step<'a> {
 
 /// What runs an instrument: its threads, processes or tracers.
 pub trait Run: Send {
+    /// At the start of a tick, before anything measured is taken in: the
+    /// CPUs this instrument disturbs now (a window spinning them), whose
+    /// other measurements are kept apart and filed to its part
+    /// ([`Part::keep_apart`]). None by default.
+    fn claim(&mut self, _step: Step<'_>) -> BTreeSet<usize> {
+        BTreeSet::new()
+    }
     /// One collector tick. Slow work (starting processes, joining
     /// threads) goes to the blocking pool; the step only looks at it.
     fn step<'a>(&'a mut self, step: Step<'a>) -> Boxed<'a, ()>;
@@ -188,8 +218,9 @@ pub struct Entry {
     pub name: &'static str,
     /// Its metric families, in the order `/metrics` serves them.
     pub families: &'static [Family<PartBuild>],
-    /// Its part of the first state.
-    pub part: fn(&Config) -> Box<dyn Part>,
-    /// Its run, or None when its section leaves it off (its part says why).
-    pub start: fn(&Start<'_>) -> Option<Box<dyn Run>>,
+    /// Its part of a state it does not run in (synthetic states of tests
+    /// and benches): as configured, nothing measured.
+    pub idle: fn(&Config) -> Box<dyn Part>,
+    /// Starts it as its section says.
+    pub start: fn(&Start<'_>) -> Started,
 }

@@ -13,21 +13,26 @@ use super::observe;
 use crate::instruments::registry::INSTRUMENTS;
 
 /// Every family latencyd exports, in the order they are served: the
-/// samplers' and the daemon's, the registry's instruments' (each built
-/// from its part), the host's, then the kernel's instruments'
-/// (`catalog_instruments.rs`).
+/// samplers' and the daemon's, the registered instruments' (each built
+/// from its part) with the host's and timerlat's among them, where they
+/// have always been served (`super::TIMERLAT_AT`).
 pub fn families() -> impl Iterator<Item = Family> {
-    let registered = INSTRUMENTS.iter().flat_map(|entry| {
-        (entry.families.iter()).map(move |f| f.with_build(Build::Part(entry.name, f.build)))
-    });
+    let registered = |range: std::ops::Range<usize>| {
+        let entries = INSTRUMENTS.get(range).unwrap_or_default();
+        entries.iter().flat_map(|entry| {
+            (entry.families.iter()).map(move |f| f.with_build(Build::Part(entry.name, f.build)))
+        })
+    };
+    let at = super::TIMERLAT_AT.min(INSTRUMENTS.len());
     (FAMILIES.iter().copied())
-        .chain(registered)
+        .chain(registered(0..at))
         .chain(HOST_FAMILIES.iter().copied())
         .chain(
             super::catalog_instruments::INSTRUMENT_FAMILIES
                 .iter()
                 .copied(),
         )
+        .chain(registered(at..INSTRUMENTS.len()))
 }
 
 /// The samplers' and the daemon's families.

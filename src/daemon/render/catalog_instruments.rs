@@ -1,12 +1,11 @@
-//! The kernel's instruments in the catalogue of `/metrics`: timerlat
-//! (`[timerlat]`, built in `timerlat.rs`) and the hwlat windows
-//! (`[hwnoise]`, built in `hwnoise.rs`).
+//! The kernel's timerlat in the catalogue of `/metrics` (`[timerlat]`,
+//! built in `timerlat.rs`).
 
 use prometheus::proto::MetricType;
 
 use super::families::Build;
 use super::families::Family;
-use super::{hwnoise, timerlat};
+use super::timerlat;
 
 /// Served after the samplers' and the daemon's families.
 pub const INSTRUMENT_FAMILIES: &[Family] = &[
@@ -65,68 +64,5 @@ pub const INSTRUMENT_FAMILIES: &[Family] = &[
         kind: MetricType::COUNTER,
         labels: &[],
         build: Build::State(timerlat::timerlat_lost_pages_total),
-    },
-    Family {
-        name: "latencyd_hwnoise_active",
-        help: "1 while a [hwnoise] window's hwlat tracer spins its CPUs with interrupts off, else 0; exported when [hwnoise] is enabled. The samplers' and timerlat's wake-ups on those CPUs meanwhile are kept out of their families (latencyd_hwnoise_kept_apart_total).",
-        kind: MetricType::GAUGE,
-        labels: &[],
-        build: Build::State(hwnoise::active),
-    },
-    Family {
-        name: "latencyd_hwnoise_windows_total",
-        help: "[hwnoise] windows whose hwlat tracer ran.",
-        kind: MetricType::COUNTER,
-        labels: &[],
-        build: Build::State(hwnoise::windows_total),
-    },
-    Family {
-        name: "latencyd_hwnoise_windows_skipped_total",
-        help: "[hwnoise] windows that did not run, by reason: busy (another program runs hwlat; latencyd never takes it), unavailable (no tracefs, or a kernel without hwlat), failed (a setting the kernel refused); logged with why.",
-        kind: MetricType::COUNTER,
-        labels: &["reason"],
-        build: Build::State(hwnoise::windows_skipped_total),
-    },
-    Family {
-        name: "latencyd_hwnoise_next_window_start_timestamp_seconds",
-        help: "When the next [hwnoise] window starts (Unix time).",
-        kind: MetricType::GAUGE,
-        labels: &[],
-        build: Build::State(hwnoise::next_window_start_timestamp_seconds),
-    },
-    Family {
-        name: "latencyd_hwnoise_gap_max_seconds",
-        help: "The largest gap hwlat saw on a CPU (time the hardware, firmware or hypervisor took with interrupts off) in the running [hwnoise] window, else in the last one that ran; 0 when none passed the threshold.",
-        kind: MetricType::GAUGE,
-        labels: &["cpu"],
-        build: Build::State(hwnoise::gap_max_seconds),
-    },
-    Family {
-        name: "latencyd_hwnoise_samples_total",
-        help: "hwlat samples with a gap over hwnoise.threshold, per CPU, over all windows.",
-        kind: MetricType::COUNTER,
-        labels: &["cpu"],
-        build: Build::State(hwnoise::samples_total),
-    },
-    Family {
-        name: "latencyd_hwnoise_nmis_total",
-        help: "NMIs the hwlat tracer counted inside its samples, per CPU.",
-        kind: MetricType::COUNTER,
-        labels: &["cpu"],
-        build: Build::State(hwnoise::nmis_total),
-    },
-    Family {
-        name: "latencyd_hwnoise_smis_total",
-        help: "SMIs on the windows' CPUs during [hwnoise] windows, from MSR 0x34 (Intel); absent where it cannot be read (/api/v1/status says why).",
-        kind: MetricType::COUNTER,
-        labels: &[],
-        build: Build::State(hwnoise::smis_total),
-    },
-    Family {
-        name: "latencyd_hwnoise_kept_apart_total",
-        help: "What was measured on a CPU while a [hwnoise] window spun it, kept out of the latency families and filed apart in the record: source=sampler counts wake-ups, source=timerlat periods.",
-        kind: MetricType::COUNTER,
-        labels: &["cpu", "source"],
-        build: Build::State(hwnoise::kept_apart_total),
     },
 ];

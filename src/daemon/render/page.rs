@@ -70,8 +70,6 @@ pub struct Snapshot {
     pub last_change: Option<(u64, Vec<String>)>,
     /// The registered instruments' lines, by instrument.
     pub lines: Vec<(&'static str, crate::instruments::shape::PageLine)>,
-    /// The hwlat windows, likewise (`[hwnoise]`).
-    pub hwnoise: Option<(String, bool)>,
     /// The latest stretches without samples, one line each, and whether
     /// each is still going on.
     pub gaps: Vec<(String, bool)>,
@@ -121,7 +119,6 @@ impl Snapshot {
             lines: (s.parts.iter())
                 .filter_map(|(name, part)| Some((name, part.page_line()?)))
                 .collect(),
-            hwnoise: super::hwnoise::page_line(s),
             gaps: s
                 .gaps
                 .seen
@@ -197,14 +194,7 @@ fn render_head(html: &mut String, snap: &Snapshot) {
             format!("<span class=\"bad\">no</span> — {}", reasons.join("; "))
         },
     );
-    let hwnoise = (snap.hwnoise.clone()).map(|(text, active)| {
-        let running = active.then_some("Hardware noise window");
-        (
-            "hwnoise",
-            crate::instruments::shape::PageLine { text, running },
-        )
-    });
-    for (id, line) in snap.lines.iter().chain(hwnoise.iter()) {
+    for (id, line) in &snap.lines {
         let running = line.running.map_or_else(String::new, |running| {
             format!("<span class=\"bad\">{running}</span>: ")
         });

@@ -33,11 +33,9 @@ pub struct StatusBody {
     record: RecordBody,
     /// The registered instruments' objects, each under its name.
     #[serde(flatten)]
+    /// ... and the kernel's timerlat among them (`[timerlat]`;
+    /// `/api/v1/timerlat` has it all).
     parts: crate::daemon::state::Statuses,
-    /// The kernel's timerlat (`[timerlat]`; `/api/v1/timerlat` has it all).
-    timerlat: TimerlatBody,
-    /// The hwlat windows (`[hwnoise]`).
-    hwnoise: super::hwnoise::HwnoiseBody,
     /// The identifier of the host's facts (`/api/v1/host` has them all).
     fingerprint: String,
     /// Every online CPU's package, core, node and SMT siblings.
@@ -247,6 +245,15 @@ pub struct RunningBody {
 }
 
 /// `/api/v1/status` of a state at `now_ns`.
+/// The registered instruments' objects, timerlat's among them.
+fn instrument_statuses(s: &MonitorState) -> crate::daemon::state::Statuses {
+    let mut parts = s.parts.statuses();
+    let timerlat = serde_json::value::to_raw_value(&TimerlatBody::of(s))
+        .expect("timerlat's status serializes");
+    parts.insert(super::TIMERLAT_AT, "timerlat", timerlat);
+    parts
+}
+
 pub fn status(s: &MonitorState, clock: super::clock::Now) -> StatusBody {
     let (now, now_unix_ns) = (clock.monotonic_ns, clock.unix_ns);
     let c = &s.config;
@@ -316,9 +323,7 @@ pub fn status(s: &MonitorState, clock: super::clock::Now) -> StatusBody {
             .collect(),
         forensics: ForensicsBody::of(s),
         record: RecordBody::of(s),
-        parts: s.parts.statuses(),
-        timerlat: TimerlatBody::of(s),
-        hwnoise: super::hwnoise::HwnoiseBody::of(s),
+        parts: instrument_statuses(s),
         fingerprint: s.fingerprint.id.clone(),
         topology: super::host::topology(&s.fingerprint.topology),
         samplers: s

@@ -10,7 +10,6 @@
 mod buckets;
 mod gaps;
 mod host;
-mod hwnoise;
 pub mod native;
 mod observe;
 mod parts;
@@ -22,7 +21,6 @@ mod window_max;
 pub use buckets::BucketCounts;
 pub use gaps::{GapLog, GapSeen, MAX_GAPS_SEEN};
 pub use host::{ChangeSeen, HostChange, HostTrack, MAX_HISTORY, ONLINE_SETTLE_NS, OnlineSettling};
-pub use hwnoise::{HwnoiseState, KeptApart};
 pub use native::NativeCounts;
 pub use observe::{ObserveState, ObservedCpu, TaskView};
 pub use parts::{Parts, Statuses};
@@ -205,8 +203,6 @@ pub struct MonitorState {
     pub timerlat: TimerlatState,
     /// The registered instruments' parts (`instruments::registry`).
     pub parts: Parts,
-    /// The hardware-noise windows (`[hwnoise]`).
-    pub hwnoise: HwnoiseState,
     /// The latest stretches without samples: stalls and offline CPUs.
     pub gaps: GapLog,
 }

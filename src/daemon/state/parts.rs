@@ -9,13 +9,19 @@ use crate::instruments::shape::Part;
 pub struct Parts(Vec<(&'static str, Box<dyn Part>)>);
 
 impl Parts {
-    /// Every registered instrument's first part.
+    /// Every registered instrument's part as configured, none running
+    /// (synthetic states).
     pub fn new(config: &Config) -> Parts {
         Parts(
             (INSTRUMENTS.iter())
-                .map(|entry| (entry.name, (entry.part)(config)))
+                .map(|entry| (entry.name, (entry.idle)(config)))
                 .collect(),
         )
+    }
+
+    /// The started instruments' first parts, in registry order.
+    pub fn started(parts: Vec<(&'static str, Box<dyn Part>)>) -> Parts {
+        Parts(parts)
     }
 
     pub fn get(&self, name: &str) -> Option<&dyn Part> {
@@ -60,6 +66,19 @@ impl Parts {
                 .map(|(name, part)| (name, part.status()))
                 .collect(),
         )
+    }
+}
+
+impl Statuses {
+    /// Another object among them, at `index` (at the end past their
+    /// number).
+    pub fn insert(
+        &mut self,
+        index: usize,
+        name: &'static str,
+        status: Box<serde_json::value::RawValue>,
+    ) {
+        self.0.insert(index.min(self.0.len()), (name, status));
     }
 }
 

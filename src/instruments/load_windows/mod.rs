@@ -11,7 +11,7 @@ mod part;
 mod render;
 mod run;
 
-use super::shape::{Entry, Run, Start};
+use super::shape::{Entry, Run, Start, Started};
 
 pub use part::LoadPart;
 
@@ -19,8 +19,9 @@ pub use part::LoadPart;
 pub static ENTRY: Entry = Entry {
     name: "load",
     families: render::FAMILIES,
-    part: |config| Box::new(LoadPart::new(config)),
-    start: |start: &Start<'_>| {
-        run::LoadWindows::new(start.config, start.host).map(|w| Box::new(w) as Box<dyn Run>)
+    idle: |config| Box::new(LoadPart::new(config)),
+    start: |start: &Start<'_>| Started {
+        part: Box::new(LoadPart::new(start.config)),
+        run: run::LoadWindows::new(start.config, start.host).map(|w| Box::new(w) as Box<dyn Run>),
     },
 };

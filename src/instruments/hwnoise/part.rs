@@ -6,8 +6,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
-use crate::instruments::hwnoise::{Status, Windows};
-use crate::stats::LatencyStats;
+use serde_json::value::RawValue;
+
+use super::{Status, Windows};
+use crate::instruments::shape::{PageLine, Part};
 use crate::units::NS_PER_SEC;
 
 /// How long after a window's tracer stopped its CPUs still count as
@@ -26,7 +28,7 @@ pub struct KeptApart {
     pub timerlat_periods: u64,
 }
 
-pub struct HwnoiseState {
+pub struct HwnoisePart {
     /// The windows thread's status (locked on its own, briefly).
     pub status: Arc<Mutex<Status>>,
     /// The CPUs spun now, as the collector's latest tick found them.
@@ -34,14 +36,14 @@ pub struct HwnoiseState {
     pub kept_apart: BTreeMap<usize, KeptApart>,
 }
 
-impl HwnoiseState {
+impl HwnoisePart {
     /// `hwnoise.enabled = false`.
-    pub fn off() -> HwnoiseState {
-        HwnoiseState::new(Windows::disabled().status())
+    pub fn off() -> HwnoisePart {
+        HwnoisePart::new(Windows::disabled().status())
     }
 
-    pub fn new(status: Arc<Mutex<Status>>) -> HwnoiseState {
-        HwnoiseState {
+    pub fn new(status: Arc<Mutex<Status>>) -> HwnoisePart {
+        HwnoisePart {
             status,
             spun: BTreeSet::new(),
             kept_apart: BTreeMap::new(),
@@ -70,13 +72,37 @@ impl HwnoiseState {
             _ => BTreeSet::new(),
         }
     }
+}
 
-    /// A sampler's interval of a spun CPU: counted, not merged.
-    pub fn keep_apart(&mut self, cpu: usize, interval: &LatencyStats) {
+impl Part for HwnoisePart {
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn std::any::Any {
+        self
+    }
+
+    fn status(&self) -> Box<RawValue> {
+        super::render::status(self)
+    }
+
+    fn page_line(&self) -> Option<PageLine> {
+        super::render::page_line(self)
+    }
+
+    /// A sampler's interval of a spun CPU (counted, not merged), or
+    /// timerlat's periods of it.
+    fn keep_apart(&mut self, cpu: usize, source: &'static str, count: u64, max_ns: Option<u64>) {
         let k = self.kept_apart.entry(cpu).or_default();
-        k.wakeups += interval.count;
-        if interval.count > 0 {
-            k.max_ns = k.max_ns.max(interval.max_ns);
+        match source {
+            "timerlat" => k.timerlat_periods += count,
+            _ => {
+                k.wakeups += count;
+                if count > 0 {
+                    k.max_ns = k.max_ns.max(max_ns.unwrap_or(0));
+                }
+            }
         }
     }
 }
@@ -85,18 +111,19 @@ impl HwnoiseState {
 mod tests {
     use super::*;
     use crate::instruments::hwnoise::{Active, Outcome, WindowReport};
+    use crate::stats::LatencyStats;
 
     #[test]
     fn cpus_count_as_spun_through_the_window_and_a_second_after() {
         let mut status = Status::default();
-        assert!(HwnoiseState::spun_at(&status, 5).is_empty());
+        assert!(HwnoisePart::spun_at(&status, 5).is_empty());
         status.active = Some(Active {
             cpus: vec![1, 3],
             start_unix_ns: 0,
             end_unix_ns: 0,
             since_mono_ns: 0,
         });
-        assert_eq!(HwnoiseState::spun_at(&status, 5), BTreeSet::from([1, 3]));
+        assert_eq!(HwnoisePart::spun_at(&status, 5), BTreeSet::from([1, 3]));
         status.active = None;
         status.ended_mono_ns = Some(10 * NS_PER_SEC);
         status.last_window = Some(WindowReport {
@@ -109,20 +136,21 @@ mod tests {
             notes: Vec::new(),
         });
         assert_eq!(
-            HwnoiseState::spun_at(&status, 10 * NS_PER_SEC + 900_000_000).len(),
+            HwnoisePart::spun_at(&status, 10 * NS_PER_SEC + 900_000_000).len(),
             2
         );
-        assert!(HwnoiseState::spun_at(&status, 11 * NS_PER_SEC).is_empty());
+        assert!(HwnoisePart::spun_at(&status, 11 * NS_PER_SEC).is_empty());
     }
 
     #[test]
     fn kept_apart_wakeups_are_counted_with_their_maximum() {
-        let mut state = HwnoiseState::off();
+        let mut state = HwnoisePart::off();
         let mut interval = LatencyStats::new(100_000, None);
         interval.record(400_000_000, 0);
         interval.record(3_000, 1);
-        state.keep_apart(1, &interval);
-        state.keep_apart(1, &LatencyStats::new(100_000, None));
+        state.keep_apart(1, "sampler", interval.count, Some(interval.max_ns));
+        let empty = LatencyStats::new(100_000, None);
+        state.keep_apart(1, "sampler", empty.count, Some(empty.max_ns));
         assert_eq!(
             state.kept_apart[&1],
             KeptApart {

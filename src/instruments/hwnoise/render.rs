@@ -5,20 +5,26 @@
 
 use std::collections::BTreeMap;
 
-use prometheus::proto::Metric;
+use prometheus::proto::{Metric, MetricType};
 use serde::Serialize;
+use serde_json::value::RawValue;
 
-use super::families::Scrape;
-use super::metric::{counter, gauge, label};
+use super::{HwnoisePart, Outcome, Status};
 use crate::calendar::format_rfc3339_ms;
 use crate::cpulist::format_cpu_list;
-use crate::daemon::state::MonitorState;
-use crate::instruments::hwnoise::{Outcome, Status};
+use crate::exposition::Family;
+use crate::exposition::metric::{counter, gauge, label};
+use crate::instruments::shape::{PageLine, Part, PartBuild};
 use crate::units::NS_PER_SEC;
 
+/// The hwnoise part, from what the family builders are given.
+fn part(part: &dyn Part) -> Option<&HwnoisePart> {
+    part.as_any().downcast_ref()
+}
+
 /// The windows' status, when `[hwnoise]` is on.
-fn on(s: &Scrape) -> Option<Status> {
-    let status = s.state.hwnoise.status();
+fn on(s: &dyn Part) -> Option<Status> {
+    let status = part(s)?.status();
     status.enabled.then_some(status)
 }
 
@@ -26,14 +32,14 @@ fn cpu(cpu: usize) -> Vec<prometheus::proto::LabelPair> {
     vec![label("cpu", &cpu.to_string())]
 }
 
-pub fn active(s: &Scrape) -> Vec<Metric> {
+fn active(s: &dyn Part) -> Vec<Metric> {
     on(s)
         .map(|st| gauge(vec![], f64::from(u8::from(st.active.is_some()))))
         .into_iter()
         .collect()
 }
 
-pub fn windows_total(s: &Scrape) -> Vec<Metric> {
+fn windows_total(s: &dyn Part) -> Vec<Metric> {
     on(s)
         .map(|st| counter(vec![], st.windows_total as f64))
         .into_iter()
@@ -41,7 +47,7 @@ pub fn windows_total(s: &Scrape) -> Vec<Metric> {
 }
 
 /// Every reason, 0 until it happens, so that `increase()` sees the first.
-pub fn windows_skipped_total(s: &Scrape) -> Vec<Metric> {
+fn windows_skipped_total(s: &dyn Part) -> Vec<Metric> {
     let Some(st) = on(s) else {
         return vec![];
     };
@@ -54,7 +60,7 @@ pub fn windows_skipped_total(s: &Scrape) -> Vec<Metric> {
         .collect()
 }
 
-pub fn next_window_start_timestamp_seconds(s: &Scrape) -> Vec<Metric> {
+fn next_window_start_timestamp_seconds(s: &dyn Part) -> Vec<Metric> {
     on(s)
         .and_then(|st| st.next_start_unix_ns)
         .map(|ns| gauge(vec![], ns as f64 / NS_PER_SEC as f64))
@@ -63,7 +69,7 @@ pub fn next_window_start_timestamp_seconds(s: &Scrape) -> Vec<Metric> {
 }
 
 /// Per CPU of the windows, once one ran.
-pub fn gap_max_seconds(s: &Scrape) -> Vec<Metric> {
+fn gap_max_seconds(s: &dyn Part) -> Vec<Metric> {
     let Some(st) = on(s).filter(|st| st.windows_total > 0 || st.active.is_some()) else {
         return vec![];
     };
@@ -76,7 +82,7 @@ pub fn gap_max_seconds(s: &Scrape) -> Vec<Metric> {
 }
 
 fn per_cpu(
-    s: &Scrape,
+    s: &dyn Part,
     value: impl Fn(&crate::instruments::hwnoise::CpuTotals) -> u64,
 ) -> Vec<Metric> {
     let Some(st) = on(s) else {
@@ -90,15 +96,15 @@ fn per_cpu(
         .collect()
 }
 
-pub fn samples_total(s: &Scrape) -> Vec<Metric> {
+fn samples_total(s: &dyn Part) -> Vec<Metric> {
     per_cpu(s, |t| t.samples)
 }
 
-pub fn nmis_total(s: &Scrape) -> Vec<Metric> {
+fn nmis_total(s: &dyn Part) -> Vec<Metric> {
     per_cpu(s, |t| t.nmis)
 }
 
-pub fn smis_total(s: &Scrape) -> Vec<Metric> {
+fn smis_total(s: &dyn Part) -> Vec<Metric> {
     on(s)
         .and_then(|st| st.smis_total)
         .map(|n| counter(vec![], n as f64))
@@ -106,12 +112,15 @@ pub fn smis_total(s: &Scrape) -> Vec<Metric> {
         .collect()
 }
 
-pub fn kept_apart_total(s: &Scrape) -> Vec<Metric> {
+fn kept_apart_total(s: &dyn Part) -> Vec<Metric> {
     if on(s).is_none() {
         return vec![];
     }
     let mut out = Vec::new();
-    for (&c, k) in &s.state.hwnoise.kept_apart {
+    let Some(h) = part(s) else {
+        return vec![];
+    };
+    for (&c, k) in &h.kept_apart {
         for (source, n) in [("sampler", k.wakeups), ("timerlat", k.timerlat_periods)] {
             let labels = vec![label("cpu", &c.to_string()), label("source", source)];
             out.push(counter(labels, n as f64));
@@ -169,9 +178,81 @@ pub struct HwnoiseBody {
     stopped: Option<String>,
 }
 
+/// The `latencyd_hwnoise_*` families, in the order served.
+pub(super) const FAMILIES: &[Family<PartBuild>] = &[
+    Family {
+        name: "latencyd_hwnoise_active",
+        help: "1 while a [hwnoise] window's hwlat tracer spins its CPUs with interrupts off, else 0; exported when [hwnoise] is enabled. The samplers' and timerlat's wake-ups on those CPUs meanwhile are kept out of their families (latencyd_hwnoise_kept_apart_total).",
+        kind: MetricType::GAUGE,
+        labels: &[],
+        build: active,
+    },
+    Family {
+        name: "latencyd_hwnoise_windows_total",
+        help: "[hwnoise] windows whose hwlat tracer ran.",
+        kind: MetricType::COUNTER,
+        labels: &[],
+        build: windows_total,
+    },
+    Family {
+        name: "latencyd_hwnoise_windows_skipped_total",
+        help: "[hwnoise] windows that did not run, by reason: busy (another program runs hwlat; latencyd never takes it), unavailable (no tracefs, or a kernel without hwlat), failed (a setting the kernel refused); logged with why.",
+        kind: MetricType::COUNTER,
+        labels: &["reason"],
+        build: windows_skipped_total,
+    },
+    Family {
+        name: "latencyd_hwnoise_next_window_start_timestamp_seconds",
+        help: "When the next [hwnoise] window starts (Unix time).",
+        kind: MetricType::GAUGE,
+        labels: &[],
+        build: next_window_start_timestamp_seconds,
+    },
+    Family {
+        name: "latencyd_hwnoise_gap_max_seconds",
+        help: "The largest gap hwlat saw on a CPU (time the hardware, firmware or hypervisor took with interrupts off) in the running [hwnoise] window, else in the last one that ran; 0 when none passed the threshold.",
+        kind: MetricType::GAUGE,
+        labels: &["cpu"],
+        build: gap_max_seconds,
+    },
+    Family {
+        name: "latencyd_hwnoise_samples_total",
+        help: "hwlat samples with a gap over hwnoise.threshold, per CPU, over all windows.",
+        kind: MetricType::COUNTER,
+        labels: &["cpu"],
+        build: samples_total,
+    },
+    Family {
+        name: "latencyd_hwnoise_nmis_total",
+        help: "NMIs the hwlat tracer counted inside its samples, per CPU.",
+        kind: MetricType::COUNTER,
+        labels: &["cpu"],
+        build: nmis_total,
+    },
+    Family {
+        name: "latencyd_hwnoise_smis_total",
+        help: "SMIs on the windows' CPUs during [hwnoise] windows, from MSR 0x34 (Intel); absent where it cannot be read (/api/v1/status says why).",
+        kind: MetricType::COUNTER,
+        labels: &[],
+        build: smis_total,
+    },
+    Family {
+        name: "latencyd_hwnoise_kept_apart_total",
+        help: "What was measured on a CPU while a [hwnoise] window spun it, kept out of the latency families and filed apart in the record: source=sampler counts wake-ups, source=timerlat periods.",
+        kind: MetricType::COUNTER,
+        labels: &["cpu", "source"],
+        build: kept_apart_total,
+    },
+];
+
+/// Its object of `/api/v1/status`.
+pub(super) fn status(h: &HwnoisePart) -> Box<RawValue> {
+    serde_json::value::to_raw_value(&HwnoiseBody::of(h)).expect("the hwnoise status serializes")
+}
+
 impl HwnoiseBody {
-    pub(super) fn of(s: &MonitorState) -> HwnoiseBody {
-        let st = s.hwnoise.status();
+    fn of(h: &HwnoisePart) -> HwnoiseBody {
+        let st = h.status();
         let last_window = st.last_window.as_ref().map(|w| {
             let (reason, why) = match &w.outcome {
                 Outcome::Ran => (None, None),
@@ -202,7 +283,7 @@ impl HwnoiseBody {
             skipped: st.skipped.clone(),
             last_window,
             smis_unread: st.smis_unread.clone(),
-            kept_apart: (s.hwnoise.kept_apart.iter())
+            kept_apart: (h.kept_apart.iter())
                 .map(|(&c, k)| {
                     let body = KeptApartBody {
                         wakeups: k.wakeups,
@@ -219,19 +300,19 @@ impl HwnoiseBody {
 
 /// The `[hwnoise]` line: the window spinning now and until when, else
 /// the last window's result and the next one (None when off).
-pub(super) fn page_line(s: &MonitorState) -> Option<(String, bool)> {
-    let st = s.hwnoise.status();
+pub(super) fn page_line(h: &HwnoisePart) -> Option<PageLine> {
+    let st = h.status();
     if !st.enabled {
         return None;
     }
     if let Some(why) = &st.stopped {
-        return Some((
+        return Some(line(
             format!("Hardware noise windows are enabled but none runs: {why}."),
             false,
         ));
     }
     if let Some(active) = &st.active {
-        return Some((
+        return Some(line(
             format!(
                 "hwlat spins CPUs {} with interrupts off until {}; their wake-ups meanwhile \
                  are kept out of the figures below.",
@@ -252,7 +333,7 @@ pub(super) fn page_line(s: &MonitorState) -> Option<(String, bool)> {
             Outcome::Skipped(kind, why) => format!("the last was skipped ({}: {why})", kind.name()),
         },
     );
-    Some((
+    Some(line(
         format!(
             "Hardware noise windows on CPUs {}: {last}; next from {}.",
             format_cpu_list(&st.cpus),
@@ -261,4 +342,11 @@ pub(super) fn page_line(s: &MonitorState) -> Option<(String, bool)> {
         ),
         false,
     ))
+}
+
+fn line(text: String, running: bool) -> PageLine {
+    PageLine {
+        text,
+        running: running.then_some("Hardware noise window"),
+    }
 }

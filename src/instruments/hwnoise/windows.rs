@@ -20,10 +20,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tracing::{info, warn};
 
-use super::event::HwlatSample;
-use super::hwlat::{HwlatSession, HwlatSpec, StartErrorKind};
 use crate::cpulist::format_cpu_list;
 use crate::forensics::noise::SmiCounters;
+use crate::instruments::event::HwlatSample;
+use crate::instruments::hwlat::{HwlatSession, HwlatSpec, StartErrorKind};
 use crate::load::{Schedule, Window};
 
 /// How often a running window's buffers are read.
