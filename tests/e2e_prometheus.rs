@@ -105,13 +105,34 @@ fn every_dashboard_query_and_rule_works_against_a_real_prometheus() {
     // privileges a change at runtime takes (tests/host.rs makes those).
     let record = dir.path().join("record");
     seed_record_under_another_kernel(&record);
+    // With two CPUs or more the last is kept for busy-poll windows (a
+    // short one every 20 s), the others sampled: the busy-poll panel has
+    // data too.
+    let usable = latencyd::host::HostInfo::detect().usable_cpus;
+    let (measure, busypoll) = match usable.as_slice() {
+        [sampled @ .., last] if !sampled.is_empty() => (
+            format!("cpus = \"{}\"", latencyd::cpulist::format_cpu_list(sampled)),
+            format!(
+                "[busypoll]\nenabled = true\ncpus = \"{last}\"\nevery = \"20s\"\nat = \"10s\"\n\
+                 duration = \"2s\"\n"
+            ),
+        ),
+        _ => (String::new(), String::new()),
+    };
+    let polling = !busypoll.is_empty();
+    if !polling {
+        report_skip(
+            "tests/e2e_prometheus.rs",
+            "the busy-poll panel only runs: one usable CPU, none left to poll",
+        );
+    }
     let daemon = Daemon::start(latencyd().args(["run", "--config"]).arg(daemon_config(
         dir.path(),
-        "",
+        &measure,
         "",
         &format!(
             "[record]\nenabled = true\ndir = \"{}\"\n[observe]\nenabled = true\ncpus = \"all\"\n\
-             [load]\nprofile = \"irq\"\nevery = \"20s\"\nat = \"0s\"\nduration = \"6s\"\n",
+             [load]\nprofile = \"irq\"\nevery = \"20s\"\nat = \"0s\"\nduration = \"6s\"\n{busypoll}",
             record.display()
         ),
     )));
@@ -158,7 +179,12 @@ fn every_dashboard_query_and_rule_works_against_a_real_prometheus() {
                     .flat_map(|g| g["rules"].as_array().unwrap())
                     .all(|r| r["health"] == "ok")
             });
-            scraped && healthy
+            // A busy-poll window ran and was scraped.
+            let polled = !polling
+                || !prometheus
+                    .query("latencyd_busypoll_gap_max_seconds")
+                    .is_empty();
+            scraped && healthy && polled
         },
     );
     assert_eq!(prometheus.query("up{job=\"latencyd\"}")[0]["value"][1], "1");
@@ -186,12 +212,14 @@ fn every_dashboard_query_and_rule_works_against_a_real_prometheus() {
             // Captures need forensics (root, tracefs): tests/exemplars.rs
             // makes one and follows the table's links.
             let captured = expr.contains("latencyd_forensics_latest_capture_info");
+            let polled = !expr.contains("latencyd_busypoll_") || polling;
             if !expr.contains(" offset ")
                 && !queries_native_histogram(&expr)
                 && (observing || !observed)
                 && !captured
                 && !timerlat
                 && !hwnoise
+                && polled
             {
                 assert!(
                     !series.is_empty(),

@@ -289,3 +289,85 @@ fn without_real_time_privileges_it_polls_and_refuses_fifo_by_name() {
         stdout_of(&output)
     );
 }
+
+/// The daemon's `[busypoll]` windows on a CPU no sampler measures: a
+/// window polls, its longest gap and its gaps arrive in the families, the
+/// status and the page, and the next window is announced. Needs two
+/// usable CPUs (one sampled, one polled).
+#[test]
+fn the_daemons_busy_poll_windows_poll_a_cpu_no_sampler_measures() {
+    let _one = one_at_a_time();
+    let usable = latencyd::host::HostInfo::detect().usable_cpus;
+    let (Some(&sampled), Some(&polled)) = (usable.first(), usable.last()) else {
+        unreachable!("a process has a CPU");
+    };
+    if sampled == polled {
+        report_skip(
+            "the_daemons_busy_poll_windows_poll_a_cpu_no_sampler_measures",
+            "one usable CPU: none is left to poll beside the sampler",
+        );
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let config = common::daemon_config(
+        dir.path(),
+        &format!("cpus = \"{sampled}\""),
+        "",
+        &format!(
+            "[busypoll]\nenabled = true\ncpus = \"{polled}\"\nevery = \"3s\"\nat = \"0s\"\n\
+             duration = \"1s\"\nthreshold = \"1us\"\n"
+        ),
+    );
+    let daemon = common::Daemon::start(latencyd().args(["run", "--config"]).arg(&config));
+    let windows = |scrape: &str| common::metric_value(scrape, "latencyd_busypoll_windows_total");
+    let mut scrape = String::new();
+    common::wait_until(
+        "a busy-poll window",
+        std::time::Duration::from_millis(200),
+        std::time::Duration::from_secs(15),
+        || {
+            scrape = daemon.get("/metrics").1;
+            windows(&scrape).is_some_and(|n| n >= 1.0)
+        },
+    );
+    let cpu = format!("{{cpu=\"{polled}\"}}");
+    let max = common::metric_value(&scrape, &format!("latencyd_busypoll_gap_max_seconds{cpu}"))
+        .expect("the longest gap of the polled CPU");
+    let count = common::metric_value(
+        &scrape,
+        &format!("latencyd_busypoll_gap_seconds_count{cpu}"),
+    )
+    .expect("the polled CPU's gaps");
+    assert!(max > 0.0 && count > 1_000.0, "{max} {count}");
+    assert!(!scrape.contains(&format!(
+        "latencyd_busypoll_gap_max_seconds{{cpu=\"{sampled}\"}}"
+    )));
+    assert_eq!(
+        common::metric_value(&scrape, "latencyd_busypoll_threshold_seconds"),
+        Some(0.000001)
+    );
+    let (_, status) = daemon.get("/api/v1/status");
+    let status: serde_json::Value = serde_json::from_str(&status).unwrap();
+    let busypoll = &status["busypoll"];
+    let last = &busypoll["last_window"]["cpus"][polled.to_string()];
+    assert!(last["gaps"].as_u64().unwrap() > 1_000, "{busypoll}");
+    assert_eq!(
+        last["max_ns"].as_f64().unwrap() / 1e9,
+        max,
+        "the status and the metric give the same longest gap"
+    );
+    assert!(busypoll["next_start"].is_string(), "{busypoll}");
+    let (_, page) = daemon.get("/");
+    assert!(
+        page.contains(&format!("Busy-poll windows on CPUs {polled}")),
+        "{page}"
+    );
+    daemon.signal(libc::SIGTERM);
+    let mut daemon = daemon;
+    let (exit, log) = daemon.wait_with_log();
+    assert!(exit.success(), "{exit}: {log:?}");
+    assert!(
+        log.iter().any(|l| l.contains("busypoll: window ended")),
+        "{log:?}"
+    );
+}

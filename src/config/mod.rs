@@ -8,6 +8,7 @@
 //! the key, the value and what is allowed. Unknown keys are errors. One
 //! file per TOML section defines its keys, defaults and checks.
 
+mod busypoll;
 mod export;
 mod forensics;
 mod host;
@@ -29,6 +30,7 @@ use config::{Environment, FileFormat, Map, Source, Value, ValueKind};
 
 use crate::files::Links;
 
+pub use busypoll::BusypollConfig;
 pub use export::{ExportConfig, check_telemetry_path};
 pub use forensics::ForensicsConfig;
 pub use host::HostConfig;
@@ -98,6 +100,7 @@ pub struct Config {
     pub timerlat: TimerlatConfig,
     pub load: LoadConfig,
     pub hwnoise: HwnoiseConfig,
+    pub busypoll: BusypollConfig,
     /// Each key's effective value (as TOML) and where it came from.
     pub effective: BTreeMap<String, Effective>,
 }
@@ -116,7 +119,7 @@ pub struct Sources {
     pub flags: Vec<(&'static str, String, &'static str)>,
 }
 
-const SECTIONS: [&str; 11] = [
+const SECTIONS: [&str; 12] = [
     "measure",
     "realtime",
     "export",
@@ -128,6 +131,7 @@ const SECTIONS: [&str; 11] = [
     "timerlat",
     "load",
     "hwnoise",
+    "busypoll",
 ];
 
 impl Config {
@@ -258,6 +262,8 @@ impl Config {
         let load = LoadConfig::read(&mut reader("load")?.with(&mut effective))?;
         let hwnoise = HwnoiseConfig::read(&mut reader("hwnoise")?.with(&mut effective))?;
         hwnoise.check_with(&measure, &effective)?;
+        let busypoll = BusypollConfig::read(&mut reader("busypoll")?.with(&mut effective))?;
+        busypoll.check_with(&measure, &effective)?;
         Ok(Config {
             measure,
             realtime,
@@ -270,6 +276,7 @@ impl Config {
             timerlat,
             load,
             hwnoise,
+            busypoll,
             effective,
         })
     }
@@ -283,7 +290,8 @@ impl Config {
         self.observe.check_against(host, &self.effective)?;
         self.timerlat.check_against(host, &self.effective)?;
         self.load.check_against(host, &self.effective)?;
-        self.hwnoise.check_against(host, &self.effective)
+        self.hwnoise.check_against(host, &self.effective)?;
+        self.busypoll.check_against(host, &self.effective)
     }
 
     /// The effective configuration as TOML, each key commented with where

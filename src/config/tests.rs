@@ -56,7 +56,7 @@ fn defaults_need_no_file() {
             .values()
             .all(|e| e.source == "built-in default")
     );
-    assert_eq!(config.effective.len(), 62, "every key is listed");
+    assert_eq!(config.effective.len(), 69, "every key is listed");
     assert!(config.realtime.restore, "a changed sampler is set back");
     assert!(!config.timerlat.enabled);
     assert_eq!(

@@ -10,6 +10,7 @@
 //! It is also the room of the daemon's instruments in their one shape
 //! (`shape`): one folder each (`load_windows`), listed in `registry`.
 
+pub mod busypoll;
 pub mod event;
 pub mod hwlat;
 pub mod hwnoise;

@@ -8,4 +8,5 @@ use super::shape::Entry;
 pub static INSTRUMENTS: &[&Entry] = &[
     &super::load_windows::ENTRY,
     &super::hwnoise::ENTRY,
+    &super::busypoll::ENTRY,
 ];

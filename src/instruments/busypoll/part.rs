@@ -1,0 +1,153 @@
+//! The busy-poll windows as the daemon knows them: what is configured,
+//! the window polling now and the next, each CPU's gaps over every
+//! window (in the export's buckets) and the last window's figures.
+
+use std::collections::BTreeMap;
+
+use serde_json::value::RawValue;
+
+use crate::config::{BusypollConfig, Config};
+use crate::instruments::shape::{PageLine, Part};
+use crate::load::Window;
+use crate::rt::poll::Tally;
+
+/// One CPU's gaps over every window that ran.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CpuGaps {
+    /// Gaps per bucket of `export.buckets` (not cumulative), the last
+    /// entry those above every bound.
+    pub counts: Vec<u64>,
+    pub count: u64,
+    pub sum_ns: u128,
+    /// Gaps at least `busypoll.threshold` long.
+    pub over_threshold: u64,
+}
+
+/// One CPU in the last window that ran.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WindowCpu {
+    pub gaps: u64,
+    /// Exact, to the counter's tick.
+    pub max_ns: u64,
+    pub p99_ns: u64,
+    pub p9999_ns: u64,
+    pub over_threshold: u64,
+}
+
+/// The last window that ran.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LastWindow {
+    pub start_unix_ns: u64,
+    pub end_unix_ns: u64,
+    /// The counter read (`tsc`, `cntvct`, `CLOCK_MONOTONIC`).
+    pub counter: &'static str,
+    pub per_cpu: BTreeMap<usize, WindowCpu>,
+}
+
+#[derive(Debug, Clone)]
+pub struct BusypollPart {
+    /// The section as the daemon started with it (changes wait for a
+    /// restart).
+    pub config: BusypollConfig,
+    /// `export.buckets`, ns.
+    pub bounds_ns: Vec<u64>,
+    /// The window polling now.
+    pub active: Option<Window>,
+    pub next: Option<Window>,
+    /// Windows whose pollers ran to their end.
+    pub windows_total: u64,
+    /// Windows that could not run, by reason, and the latest one's why.
+    pub skipped: BTreeMap<&'static str, u64>,
+    pub last_skip: Option<String>,
+    pub per_cpu: BTreeMap<usize, CpuGaps>,
+    pub last_window: Option<LastWindow>,
+}
+
+impl BusypollPart {
+    pub fn new(config: &Config) -> BusypollPart {
+        BusypollPart {
+            config: config.busypoll.clone(),
+            bounds_ns: config.export.buckets_ns.clone(),
+            active: None,
+            next: None,
+            windows_total: 0,
+            skipped: BTreeMap::new(),
+            last_skip: None,
+            per_cpu: BTreeMap::new(),
+            last_window: None,
+        }
+    }
+
+    /// A window's tallies taken in: each gap into its CPU's buckets (the
+    /// first bound at or above the upper edge of its HDR bucket, so that
+    /// no bucket holds a gap above its bound), the window's figures kept.
+    pub fn take_in(&mut self, window: &Window, counter: &'static str, tallies: &[Tally]) {
+        let threshold = self.config.threshold_ns;
+        let mut last = LastWindow {
+            start_unix_ns: unix_ns(window.start),
+            end_unix_ns: unix_ns(window.end),
+            counter,
+            per_cpu: BTreeMap::new(),
+        };
+        for tally in tallies {
+            let gaps = self.per_cpu.entry(tally.cpu).or_default();
+            gaps.counts.resize(self.bounds_ns.len() + 1, 0);
+            let h = &tally.histogram;
+            let mut over = 0;
+            for v in h.iter_recorded() {
+                let (value, n) = (v.value_iterated_to(), v.count_at_value());
+                let top = h.highest_equivalent(value);
+                let at = self.bounds_ns.partition_point(|&bound| bound < top);
+                gaps.counts[at] += n;
+                gaps.sum_ns += u128::from(h.median_equivalent(value)) * u128::from(n);
+                if h.lowest_equivalent(value) >= threshold {
+                    over += n;
+                }
+            }
+            gaps.count += h.len();
+            gaps.over_threshold += over;
+            let quantile = |q: f64| h.value_at_quantile(q).min(tally.max_ns);
+            last.per_cpu.insert(
+                tally.cpu,
+                WindowCpu {
+                    gaps: h.len(),
+                    max_ns: tally.max_ns,
+                    p99_ns: quantile(0.99),
+                    p9999_ns: quantile(0.9999),
+                    over_threshold: over,
+                },
+            );
+        }
+        self.windows_total += 1;
+        self.last_window = Some(last);
+    }
+
+    /// A window that could not run, and why.
+    pub fn skip(&mut self, reason: &'static str, why: String) {
+        *self.skipped.entry(reason).or_default() += 1;
+        self.last_skip = Some(why);
+    }
+}
+
+pub(super) fn unix_ns(t: std::time::SystemTime) -> u64 {
+    t.duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+}
+
+impl Part for BusypollPart {
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn std::any::Any {
+        self
+    }
+
+    fn status(&self) -> Box<RawValue> {
+        super::render::status(self)
+    }
+
+    fn page_line(&self) -> Option<PageLine> {
+        super::render::page_line(self)
+    }
+}
