@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use latencyd::instruments::event::TimerlatLayout;
 use latencyd::instruments::tally::Tally;
-use latencyd::observe::ring::PageLayout;
+use latencyd::tracefs::ring::PageLayout;
 
 const PASSES: u32 = 20_000;
 const RUNS: usize = 9;

@@ -172,8 +172,8 @@ fn tempfile_dir() -> std::io::Result<std::path::PathBuf> {
 /// A ring-buffer page (`trace_pipe_raw`) of a 64-bit kernel, its records
 /// decoded as the observer decodes them.
 pub fn tracefs_page(data: &[u8]) {
-    use crate::observe::format::Decoder;
-    use crate::observe::ring::PageLayout;
+    use crate::observe::events::Decoder;
+    use crate::tracefs::ring::PageLayout;
     let header = "\tfield: u64 timestamp;\toffset:0;\tsize:8;\tsigned:0;\n\
         \tfield: local_t commit;\toffset:8;\tsize:8;\tsigned:1;\n\
         \tfield: int overwrite;\toffset:8;\tsize:1;\tsigned:1;\n\
@@ -252,7 +252,8 @@ fn test_formats() -> Vec<(&'static str, &'static str, String)> {
 /// An event's `format` file, read and used on a record (the observer's
 /// events, the kernel's timerlat and hwlat), and `osnoise/options`.
 pub fn event_format(data: &[u8]) {
-    use crate::observe::format::{Decoder, Format};
+    use crate::observe::events::Decoder;
+    use crate::tracefs::format::Format;
     let parts = parts(data, 2);
     if let Ok(format) = Format::parse(&parts[0]) {
         let _ = format.id;

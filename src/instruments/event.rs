@@ -5,7 +5,7 @@
 //! never assumed: PREEMPT_RT kernels of 6.1 put `common_preempt_lazy_count`
 //! in the common header and move every field by 4 or 8 bytes.
 
-use crate::observe::format::{Field, Format};
+use crate::tracefs::format::{Field, Format};
 
 /// Where in a wake-up the kernel took the time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -192,7 +192,7 @@ impl HwlatLayout {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::observe::ring::PageLayout;
+    use crate::tracefs::ring::PageLayout;
 
     fn kernel_file(kernel: &str, path: &str) -> String {
         let at = format!(

@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 
 use super::event::{HwlatLayout, HwlatSample};
 use super::osnoise::{self, Guard};
-use crate::observe::ring::PageLayout;
+use crate::tracefs::ring::PageLayout;
 use crate::tracefs::{self, Instance, Role, read_text};
 
 /// How a hwlat run is set up, as hwlatdetect's knobs.

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use super::event::{TimerlatLayout, TimerlatSample};
 use super::osnoise::{self, Guard};
 use super::workload::Workload;
-use crate::observe::ring::PageLayout;
+use crate::tracefs::ring::PageLayout;
 use crate::tracefs::{self, Capability, Check, Instance, Role, read_text};
 
 /// How long after the kernel ended latencyd's timerlat threads they are

@@ -15,11 +15,10 @@
 //! never blocks it.
 
 pub mod account;
-pub mod format;
+pub mod events;
 mod noise_counters;
 pub mod observer;
 pub mod own_state;
-pub mod ring;
 pub mod spike;
 pub mod tally;
 pub mod tasks;

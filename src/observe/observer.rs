@@ -26,6 +26,7 @@ use super::{Interval, OTHER, ReadHealth, Settings, Status, TaskKey};
 use crate::forensics::noise::SmiCounters;
 use crate::stats::LatencyStats;
 use crate::tracefs::Check;
+use crate::tracefs::format::common_pid;
 
 /// How often the ring buffers are read.
 const TICK: Duration = Duration::from_millis(100);
@@ -245,7 +246,7 @@ impl Worker {
             let read = Tracer::drain(file, page, |bytes| {
                 let info = layout.records(bytes, |ts, record| {
                     if let Some(event) = decoder.decode(record) {
-                        account.feed(ts, super::format::common_pid(record), &event, tasks);
+                        account.feed(ts, common_pid(record), &event, tasks);
                     }
                 });
                 match info {

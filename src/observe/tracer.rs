@@ -9,9 +9,9 @@ use std::fs::{self, File};
 use std::io::{ErrorKind, Read};
 use std::path::Path;
 
-use super::format::Decoder;
-use super::ring::PageLayout;
+use super::events::Decoder;
 use crate::tracefs::read_text as read;
+use crate::tracefs::ring::PageLayout;
 use crate::tracefs::{self, Capability, Check, Instance, Role};
 
 /// Events the accounting cannot do without.

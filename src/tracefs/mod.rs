@@ -9,8 +9,10 @@
 //! named after their owner, removes only its own and those whose owner is
 //! gone, and checks that nobody changed them behind its back.
 
+pub mod format;
 pub mod instance;
 mod mark;
+pub mod ring;
 
 use crate::rt::sys;
 use std::fs::{self, File};

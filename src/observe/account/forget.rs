@@ -55,7 +55,7 @@ fn give_back<K: Hash + Eq, V>(table: &mut HashMap<K, V>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::observe::format::Event;
+    use crate::observe::events::Event;
     use crate::observe::tally::TaskKinds;
 
     struct NoKernelThreads;

@@ -35,7 +35,7 @@ use std::sync::Arc;
 mod forget;
 mod switch;
 
-use super::format::{Event, describe};
+use super::events::{Event, describe};
 use super::tally::{Comm, Counts, CpuTally, Names, Source, TaskKinds, WakeSample, WorkloadSpike};
 
 /// The softirq vectors' names, by number (`include/linux/interrupt.h`).

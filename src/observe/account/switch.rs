@@ -8,7 +8,7 @@ use super::{
     CpuAccount, MAX_RT_PRIO, MAX_TIMERS, MAX_WAITING, Role, Running, SLEEPING_STATES,
     TIMER_WAKEUP_GAP_NS, Waiting,
 };
-use crate::observe::format::Event;
+use crate::observe::events::Event;
 use crate::observe::tally::{Comm, TaskKinds, WakeSample};
 
 impl CpuAccount {
