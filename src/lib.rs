@@ -19,8 +19,10 @@ pub mod files;
 pub mod units;
 // Calendar time (RFC 3339), over the units.
 pub mod calendar;
-// Metrics in Prometheus' data model, built one by one.
+// What a latency series keeps between scrapes; metrics in Prometheus'
+// data model, built one by one.
 pub mod exposition;
+pub mod series;
 // The real-time side and the statistics it records, a crate of its own
 // (crates/rt): CPU lists, statistics, samplers, handoff, engine.
 pub use latencyd_rt as rt;

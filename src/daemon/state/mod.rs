@@ -7,27 +7,21 @@
 //! handlers read it under one lock, so the numbers of one response come
 //! from one state. Tests build it synthetically, without samplers.
 
-mod buckets;
 mod gaps;
 mod host;
-pub mod native;
 mod observe;
 mod parts;
 mod timerlat;
-mod window_count;
-mod window_histogram;
-mod window_max;
 
-pub use buckets::BucketCounts;
+pub use crate::series::native;
+pub use crate::series::{
+    BucketCounts, MAX_HISTOGRAM_SLOTS, NativeCounts, WindowCount, WindowHistogram, WindowMax,
+};
 pub use gaps::{GapLog, GapSeen, MAX_GAPS_SEEN};
 pub use host::{ChangeSeen, HostChange, HostTrack, MAX_HISTORY, ONLINE_SETTLE_NS, OnlineSettling};
-pub use native::NativeCounts;
 pub use observe::{ObserveState, ObservedCpu, TaskView};
 pub use parts::{Parts, Statuses};
 pub use timerlat::{ContextView, TimerlatState};
-pub use window_count::WindowCount;
-pub use window_histogram::{MAX_HISTOGRAM_SLOTS, WindowHistogram};
-pub use window_max::WindowMax;
 
 use std::sync::{Mutex, MutexGuard};
 
