@@ -371,3 +371,77 @@ fn the_daemons_busy_poll_windows_poll_a_cpu_no_sampler_measures() {
         "{log:?}"
     );
 }
+
+/// A poller moved off its CPU mid-run (what the kernel does when the CPU
+/// goes offline) is said on stderr and in the JSON, not passed off as
+/// that CPU's figures. Needs two usable CPUs.
+#[test]
+fn a_poller_moved_off_its_cpu_is_said_not_passed_off() {
+    let _one = one_at_a_time();
+    let usable = latencyd::host::HostInfo::detect().usable_cpus;
+    let (Some(&other), Some(&polled)) = (usable.first(), usable.last()) else {
+        unreachable!("a process has a CPU");
+    };
+    if other == polled {
+        report_skip(
+            "a_poller_moved_off_its_cpu_is_said_not_passed_off",
+            "one usable CPU: nowhere to move the poller",
+        );
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("oslat.json");
+    let child = latencyd()
+        .args([
+            "oslat",
+            "-q",
+            "-D",
+            "3",
+            "-c",
+            &polled.to_string(),
+            "-C",
+            &other.to_string(),
+        ])
+        .arg(format!("--json={}", json.display()))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Every poller thread of the CPU (the 1 s preheat's, then the run's),
+    // moved to the other CPU as it appears, until the run ends.
+    let name = format!("poll-cpu{polled}");
+    let mut moved = std::collections::BTreeSet::new();
+    let started = std::time::Instant::now();
+    while started.elapsed() < std::time::Duration::from_secs(10)
+        && std::path::Path::new(&format!("/proc/{}/task", child.id())).exists()
+        && moved.len() < 2
+    {
+        let tasks = std::fs::read_dir(format!("/proc/{}/task", child.id()));
+        for task in tasks.into_iter().flatten().flatten() {
+            let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+            let Ok(tid) = task.file_name().to_string_lossy().parse::<i32>() else {
+                continue;
+            };
+            if comm.trim() == name && moved.insert(tid) {
+                std::thread::sleep(std::time::Duration::from_millis(300));
+                // SAFETY: cpu_set_t is plain data; `tid` is the child's poller.
+                unsafe {
+                    let mut set: libc::cpu_set_t = std::mem::zeroed();
+                    libc::CPU_SET(other, &mut set);
+                    libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &set);
+                }
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let output = child.wait_with_output().unwrap();
+    let err = stderr_of(&output);
+    assert!(output.status.success(), "{err}");
+    assert!(
+        err.contains(&format!("CPU {polled}: the poller ended off its CPU")),
+        "{err}"
+    );
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(doc["latencyd"]["threads"]["0"]["moved"], true, "{doc}");
+}

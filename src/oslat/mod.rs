@@ -105,6 +105,13 @@ fn run(o: &OslatOptions, host: &HostInfo) -> Result<ExitCode, String> {
         }
         eprint!("{line}");
     }
+    for t in tallies.iter().filter(|t| t.moved) {
+        eprintln!(
+            "{WHO}: warning: CPU {}: the poller ended off its CPU (the CPU went offline, or \
+             something moved it); its figures are partly another CPU's",
+            t.cpu
+        );
+    }
     if !o.quiet {
         let _ = writeln!(out, "Test completed.\n");
     }

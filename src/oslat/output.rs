@@ -195,6 +195,9 @@ struct Ours {
 struct OurThread {
     samples: u64,
     max_ns: u64,
+    /// The poller ended off its CPU (offline, or moved): its figures are
+    /// partly another CPU's.
+    moved: bool,
     #[serde(flatten)]
     quantiles_ns: BTreeMap<String, u64>,
 }
@@ -263,6 +266,7 @@ pub fn json(o: &OslatOptions, tallies: &[Tally], facts: RunFacts<'_>) -> String 
             let ours = OurThread {
                 samples: t.samples,
                 max_ns: t.max_ns,
+                moved: t.moved,
                 quantiles_ns,
             };
             (i, ours)

@@ -96,6 +96,9 @@ pub struct Tally {
     pub histogram: Histogram<u64>,
     /// Counter ticks from the first read to the last.
     pub ticks: u64,
+    /// The poller ended off its CPU (the CPU went offline, or someone
+    /// moved it): its figures are partly another CPU's.
+    pub moved: bool,
     /// Gaps shorter than 1 µs counted by their length in ticks, filed
     /// into the rest by `settle` (the loop's common case costs one
     /// increment, so the loop turns about as fast as oslat's).
@@ -119,6 +122,7 @@ impl Tally {
             overflow: 0,
             histogram,
             ticks: 0,
+            moved: false,
             short: vec![0; mhz.clamp(1, MAX_SHORT_TICKS) as usize],
         }
     }
@@ -425,6 +429,7 @@ fn poller(spec: PollSpec, counter: Counter, mhz: u64, shared: &Shared) -> Result
         }
     }
     tally.ticks = previous.wrapping_sub(start);
+    tally.moved = !sys::still_pinned_to(spec.cpu);
     tally.settle();
     shared.finished.fetch_add(1, Ordering::SeqCst);
     while shared.finished.load(Ordering::Relaxed) < shared.pollers {

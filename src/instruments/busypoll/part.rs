@@ -42,6 +42,9 @@ pub struct LastWindow {
     /// The counter read (`tsc`, `cntvct`, `CLOCK_MONOTONIC`).
     pub counter: &'static str,
     pub per_cpu: BTreeMap<usize, WindowCpu>,
+    /// CPUs whose poller ended off its CPU (offline, or moved): their
+    /// figures are another CPU's too, and left out.
+    pub moved_off: Vec<usize>,
 }
 
 #[derive(Debug, Clone)]
@@ -80,7 +83,8 @@ impl BusypollPart {
 
     /// A window's tallies taken in: each gap into its CPU's buckets (the
     /// first bound at or above the upper edge of its HDR bucket, so that
-    /// no bucket holds a gap above its bound), the window's figures kept.
+    /// no bucket holds a gap above its bound), the window's figures kept;
+    /// a poller that ended off its CPU is left out and named.
     pub fn take_in(&mut self, window: &Window, counter: &'static str, tallies: &[Tally]) {
         let threshold = self.config.threshold_ns;
         let mut last = LastWindow {
@@ -88,8 +92,12 @@ impl BusypollPart {
             end_unix_ns: unix_ns(window.end),
             counter,
             per_cpu: BTreeMap::new(),
+            moved_off: (tallies.iter())
+                .filter(|t| t.moved)
+                .map(|t| t.cpu)
+                .collect(),
         };
-        for tally in tallies {
+        for tally in tallies.iter().filter(|t| !t.moved) {
             let gaps = self.per_cpu.entry(tally.cpu).or_default();
             gaps.counts.resize(self.bounds_ns.len() + 1, 0);
             let h = &tally.histogram;
@@ -149,5 +157,53 @@ impl Part for BusypollPart {
 
     fn page_line(&self) -> Option<PageLine> {
         super::render::page_line(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rt::poll::BucketLayout;
+    use std::time::{Duration, UNIX_EPOCH};
+
+    fn tally(cpu: usize, gaps_ns: &[u64]) -> Tally {
+        // 1,000 ticks a µs: a tick is a nanosecond.
+        let mut t = Tally::new(cpu, 1_000, BucketLayout::oslat_default());
+        for &ns in gaps_ns {
+            t.file(ns);
+        }
+        t.settle();
+        t
+    }
+
+    #[test]
+    fn a_window_files_each_gap_in_its_bucket_and_leaves_out_a_moved_poller() {
+        let mut config = Config::builtin();
+        config.busypoll.threshold_ns = 20_000;
+        let mut part = BusypollPart::new(&config);
+        let window = Window {
+            start: UNIX_EPOCH + Duration::from_secs(100),
+            end: UNIX_EPOCH + Duration::from_secs(160),
+        };
+        let mut moved = tally(3, &[5_000_000]);
+        moved.moved = true;
+        part.take_in(&window, "tsc", &[tally(2, &[1_500, 1_500, 30_000]), moved]);
+        let gaps = &part.per_cpu[&2];
+        assert_eq!((gaps.count, gaps.over_threshold), (3, 1));
+        // 1.5 µs in the 2 µs bucket, 30 µs in the 50 µs one.
+        let at = |ns: u64| {
+            config
+                .export
+                .buckets_ns
+                .iter()
+                .position(|&b| b == ns)
+                .unwrap()
+        };
+        assert_eq!((gaps.counts[at(2_000)], gaps.counts[at(50_000)]), (2, 1));
+        let last = part.last_window.as_ref().unwrap();
+        assert_eq!(last.per_cpu[&2].max_ns, 30_000);
+        assert_eq!(last.moved_off, [3]);
+        assert!(!part.per_cpu.contains_key(&3), "another CPU's figures");
+        assert_eq!(part.windows_total, 1);
     }
 }

@@ -188,6 +188,7 @@ struct WindowBody {
     end: String,
     counter: &'static str,
     cpus: BTreeMap<usize, super::WindowCpu>,
+    moved_off: Vec<usize>,
 }
 
 impl Serialize for super::WindowCpu {
@@ -226,6 +227,7 @@ pub(super) fn status(b: &BusypollPart) -> Box<RawValue> {
             end: format_rfc3339_ms(w.end_unix_ns),
             counter: w.counter,
             cpus: w.per_cpu.clone(),
+            moved_off: w.moved_off.clone(),
         }),
     };
     serde_json::value::to_raw_value(&body).expect("the busy-poll status serializes")

@@ -110,7 +110,14 @@ impl BusypollRun {
     fn close(window: Window, polled: Polled, step: &Step<'_>) {
         match polled {
             Ok((counter, tallies)) => {
-                let longest = tallies.iter().max_by_key(|t| t.max_ns);
+                for t in tallies.iter().filter(|t| t.moved) {
+                    warn!(
+                        "busypoll: CPU {}: the poller ended off its CPU (offline, or moved); \
+                         its figures are left out of the window",
+                        t.cpu
+                    );
+                }
+                let longest = (tallies.iter().filter(|t| !t.moved)).max_by_key(|t| t.max_ns);
                 if let Some(t) = longest {
                     info!(
                         "busypoll: window ended: longest gap {:.1} us on CPU {} ({} gaps read on {} CPUs)",

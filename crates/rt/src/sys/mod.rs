@@ -25,7 +25,7 @@ mod timerfd;
 pub use counter::Counter;
 pub use cpus::{
     cpu_set_of, current_cpu, online_cpus, pin_current_thread, process_affinity,
-    set_current_thread_affinity,
+    set_current_thread_affinity, still_pinned_to,
 };
 pub use errno::{EBUSY, EIO, ELOOP, ENOENT, is_passing_error};
 pub use memory::{HeapTrim, lock_all_memory, trim_heap};
