@@ -27,8 +27,6 @@
 //! struct Ticks { total: u64 }
 //!
 //! impl Part for Ticks {
-//!     fn as_any(&self) -> &dyn std::any::Any { self }
-//!     fn as_any_mut(&mut self) -> &mut dyn std::any::Any { self }
 //!     fn status(&self) -> Box<serde_json::value::RawValue> {
 //!         serde_json::value::to_raw_value(&serde_json::json!({ "total": self.total })).unwrap()
 //!     }
@@ -97,12 +95,27 @@ pub type Boxed<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 /// A family built from the instrument's part.
 pub type PartBuild = fn(&dyn Part) -> Vec<Metric>;
 
+/// A part as the concrete type its instrument's code downcasts it to;
+/// every `'static` type has it.
+pub trait AsAny: Any {
+    fn as_any(&self) -> &dyn Any;
+    fn as_any_mut(&mut self) -> &mut dyn Any;
+}
+
+impl<T: Any> AsAny for T {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
 /// What an instrument keeps in the daemon's state: plain data, read by
 /// the renderers under the state's lock and written by its run through
 /// [`Step::update`].
-pub trait Part: Any + Send {
-    fn as_any(&self) -> &dyn Any;
-    fn as_any_mut(&mut self) -> &mut dyn Any;
+pub trait Part: AsAny + Send {
     /// Its object in `/api/v1/status`, under the instrument's name.
     fn status(&self) -> Box<RawValue>;
     /// Its line at the top of the status page (None: it has nothing to

@@ -51,7 +51,7 @@ impl Parts {
 
     /// The part of type `P` (tests and benches set it up this way).
     pub fn of_mut<P: Part>(&mut self) -> Option<&mut P> {
-        (self.0.iter_mut()).find_map(|(_, part)| part.as_any_mut().downcast_mut::<P>())
+        (self.0.iter_mut()).find_map(|(_, part)| (**part).as_any_mut().downcast_mut::<P>())
     }
 }
 

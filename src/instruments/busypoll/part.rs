@@ -143,14 +143,6 @@ pub(super) fn unix_ns(t: std::time::SystemTime) -> u64 {
 }
 
 impl Part for BusypollPart {
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
-    }
-
-    fn as_any_mut(&mut self) -> &mut dyn std::any::Any {
-        self
-    }
-
     fn status(&self) -> Box<RawValue> {
         super::render::status(self)
     }

@@ -75,14 +75,6 @@ impl HwnoisePart {
 }
 
 impl Part for HwnoisePart {
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
-    }
-
-    fn as_any_mut(&mut self) -> &mut dyn std::any::Any {
-        self
-    }
-
     fn status(&self) -> Box<RawValue> {
         super::render::status(self)
     }

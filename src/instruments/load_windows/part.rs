@@ -45,14 +45,6 @@ impl LoadPart {
 }
 
 impl Part for LoadPart {
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
-    }
-
-    fn as_any_mut(&mut self) -> &mut dyn std::any::Any {
-        self
-    }
-
     fn status(&self) -> Box<RawValue> {
         super::render::status(self)
     }
