@@ -105,16 +105,19 @@ impl BusypollConfig {
         Ok(config)
     }
 
-    /// No CPU is both polled and sampled: a window would take the
-    /// sampler's CPU for its whole length.
+    /// No CPU is both polled and sampled (a window would take the
+    /// sampler's CPU for its whole length), nor polled while a hwlat
+    /// window may spin it (the poller would count hwlat's spin as gaps).
     pub(super) fn check_with(
         &self,
         measure: &super::MeasureConfig,
+        hwnoise: &super::HwnoiseConfig,
         effective: &BTreeMap<String, Effective>,
     ) -> Result<(), ConfigError> {
         if !self.enabled {
             return Ok(());
         }
+        self.check_beside_hwnoise(hwnoise, effective)?;
         let sampled = match &measure.cpus {
             CpuSelection::All => {
                 return Err(key_error(
@@ -141,6 +144,34 @@ impl BusypollConfig {
                 "CPU {} is sampled too (measure.cpus): a busy-poll window would take it from its \
                  sampler; poll only CPUs no sampler measures",
                 format_cpu_list(&both)
+            ),
+        ))
+    }
+
+    /// A polled CPU that hwlat spins too, in windows that meet.
+    fn check_beside_hwnoise(
+        &self,
+        hwnoise: &super::HwnoiseConfig,
+        effective: &BTreeMap<String, Effective>,
+    ) -> Result<(), ConfigError> {
+        let spun: Vec<usize> = match &hwnoise.cpus {
+            CpuSelection::All => self.cpus.clone(),
+            CpuSelection::List(cpus) => (self.cpus.iter())
+                .filter(|c| cpus.contains(c))
+                .copied()
+                .collect(),
+        };
+        if !hwnoise.enabled || spun.is_empty() || !self.schedule.meets(&hwnoise.schedule) {
+            return Ok(());
+        }
+        Err(key_error(
+            effective,
+            "busypoll.at",
+            format!(
+                "busy-poll windows on CPU {} meet [hwnoise]'s windows on the same CPU: the pollers \
+                 would count hwlat's spin as gaps; move one schedule (busypoll.at, hwnoise.at) or \
+                 leave the CPU out of hwnoise.cpus",
+                format_cpu_list(&spun)
             ),
         ))
     }

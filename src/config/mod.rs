@@ -263,7 +263,7 @@ impl Config {
         let hwnoise = HwnoiseConfig::read(&mut reader("hwnoise")?.with(&mut effective))?;
         hwnoise.check_with(&measure, &effective)?;
         let busypoll = BusypollConfig::read(&mut reader("busypoll")?.with(&mut effective))?;
-        busypoll.check_with(&measure, &effective)?;
+        busypoll.check_with(&measure, &hwnoise, &effective)?;
         Ok(Config {
             measure,
             realtime,

@@ -69,6 +69,18 @@ impl Schedule {
         })
     }
 
+    /// Whether a window of this schedule ever meets one of `other`'s.
+    /// Windows start at `at + k·every` from the epoch, so two starts can
+    /// differ by any multiple of g = gcd of the periods, shifted by the
+    /// difference of the offsets: they meet when that shift, taken modulo
+    /// g, is shorter than the earlier window.
+    pub fn meets(&self, other: &Schedule) -> bool {
+        let ns = |d: Duration| d.as_nanos();
+        let g = gcd(ns(self.every), ns(other.every));
+        let shift = (ns(other.at) + g - ns(self.at) % g) % g;
+        shift < ns(self.duration) || g - shift < ns(other.duration)
+    }
+
     /// The window that contains `now`, if one does.
     pub fn window_at(&self, now: SystemTime) -> Option<Window> {
         let last = self.last_start(now)?;
@@ -105,6 +117,10 @@ impl Schedule {
 
 fn show(d: Duration) -> String {
     format_duration_ns(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+}
+
+fn gcd(a: u128, b: u128) -> u128 {
+    if b == 0 { a } else { gcd(b, a % b) }
 }
 
 #[cfg(test)]
@@ -171,5 +187,31 @@ mod tests {
             )
             .is_err()
         );
+    }
+
+    #[test]
+    fn schedules_meet_when_some_pair_of_their_windows_overlaps() {
+        let at = |every: u64, at: u64, duration: u64| {
+            Schedule::new(
+                Duration::from_secs(every),
+                Duration::from_secs(at),
+                Duration::from_secs(duration),
+            )
+            .unwrap()
+        };
+        let hourly_at_half = at(3600, 1800, 60);
+        // Daily at 03:00 for 10 min: hour 3, minutes 0-10; the half-hour
+        // windows never reach it.
+        assert!(!hourly_at_half.meets(&at(86_400, 3 * 3600, 600)));
+        assert!(!at(86_400, 3 * 3600, 600).meets(&hourly_at_half));
+        // Daily at 03:25 for 10 min: 03:30 falls inside.
+        assert!(hourly_at_half.meets(&at(86_400, 3 * 3600 + 1500, 600)));
+        // Starting as the other ends: they touch, they do not meet.
+        assert!(!at(8, 0, 4).meets(&at(8, 4, 3)));
+        assert!(at(8, 0, 4).meets(&at(8, 3, 3)));
+        // Periods of 10 s and 4 s share 2 s: their starts differ by an odd
+        // number of seconds, so a 2 s window meets a 1 s one, a 1 s does not.
+        assert!(at(10, 0, 2).meets(&at(4, 1, 1)));
+        assert!(!at(10, 0, 1).meets(&at(4, 1, 1)));
     }
 }
