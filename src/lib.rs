@@ -50,7 +50,9 @@ pub mod plot;
 pub mod daemon;
 pub mod measure;
 pub mod oslat;
-// A front end over the record, using measure's cyclictest renderers.
+// A front end over the record, using measure's cyclictest renderers;
+// qualification, running the one-shot tools in phases.
+pub mod qualify;
 pub mod report;
 // The fuzz targets over every parser of outside input (fuzz/, and
 // tests/fuzz_corpus.rs replaying their corpus).

@@ -26,6 +26,7 @@ fn main() -> ExitCode {
         Some(Command::Run(args)) => latencyd::daemon::main(&args),
         Some(Command::Measure(args)) => latencyd::measure::main(&args),
         Some(Command::Oslat(args)) => latencyd::oslat::main(&args),
+        Some(Command::Qualify(args)) => latencyd::qualify::main(&args),
         Some(Command::CheckConfig { file }) => latencyd::daemon::check_config(&file),
         Some(Command::Plot(args)) => latencyd::plot::main(&args),
         Some(Command::Report(args)) => latencyd::report::main(&args),

@@ -332,4 +332,95 @@ mod with_faults {
         );
         std::fs::remove_file(&flag).unwrap();
     }
+
+    /// `latencyd qualify` with one wake-up made 150 ms late on the last
+    /// CPU against a maximum of 100 ms: exit 1, that CPU's case fails
+    /// with its maximum and the maximum it was held to, the other CPUs
+    /// pass, and (as root, where forensics can trace) the failure names
+    /// the capture and the file `latencyd plot --capture` draws.
+    #[test]
+    fn qualify_fails_on_an_injected_spike_and_names_its_capture() {
+        let _turn = one_at_a_time();
+        let dir = tempfile::tempdir().unwrap();
+        let cpus = latencyd::host::HostInfo::detect().usable_cpus;
+        let cpu = *cpus.last().unwrap();
+        let (json, junit) = (dir.path().join("q.json"), dir.path().join("q.xml"));
+        let mut cmd = latencyd();
+        cmd.args([
+            "qualify",
+            "--profile",
+            "smoke",
+            "--runtime",
+            "2",
+            "--load",
+            "none",
+        ])
+        .args(["--maximum-latency", "100000", "--json"])
+        .arg(&json)
+        .arg("--junit")
+        .arg(&junit)
+        .env(
+            "FAULT_INJECTION_LATENCYD",
+            format!("spike:{cpu}:300:150000"),
+        );
+        let output = cmd.output().unwrap();
+        assert_eq!(output.status.code(), Some(1), "{}", stderr_of(&output));
+        let doc: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        let idle = doc["phases"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == "idle")
+            .unwrap();
+        for case in idle["cpus"].as_array().unwrap() {
+            if case["cpu"] == cpu {
+                let reason = case["reason"].as_str().unwrap();
+                assert!(
+                    reason.contains("over the maximum of 100000 µs (--maximum-latency)"),
+                    "{reason}"
+                );
+                assert!(
+                    case["stats"]["max"].as_f64().unwrap() >= 150_000.0,
+                    "{case:#}"
+                );
+            } else {
+                assert_eq!(case["verdict"], "passed", "{case:#}");
+            }
+        }
+        let xml = std::fs::read_to_string(&junit).unwrap();
+        assert!(
+            xml.contains(&format!(
+                "<testcase classname=\"latencyd.qualify.idle\" name=\"cpu{cpu}\""
+            )),
+            "{xml}"
+        );
+        let captured = idle["captures"].as_array().map_or(0, Vec::len);
+        if !privileged() || captured == 0 {
+            report_skip(
+                "faults::qualify_fails_on_an_injected_spike",
+                "no capture (forensics needs root and tracefs): the failure's link to it was not checked",
+            );
+            return;
+        }
+        let id = idle["cpus"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["cpu"] == cpu)
+            .unwrap()["captures"][0]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let file = dir
+            .path()
+            .join("q.json.captures")
+            .join(format!("{id}.json"));
+        assert!(file.exists(), "{}", file.display());
+        assert!(
+            xml.contains(&format!("capture {id} on CPU {cpu}"))
+                && xml.contains(&format!("draw: latencyd plot --capture {}", file.display())),
+            "{xml}"
+        );
+    }
 }

@@ -7,6 +7,7 @@
 //!   does (joined short options, optional arguments, abbreviations)
 //!   before clap sees it (and `oslat`'s as oslat's getopt_long does).
 //! - `oslat`: `oslat`'s flags, which are oslat's.
+//! - `qualify`: `qualify`'s flags.
 
 use std::path::PathBuf;
 
@@ -15,9 +16,11 @@ use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
 pub mod getopt;
 mod measure;
 mod oslat;
+mod qualify;
 
 pub use measure::MeasureArgs;
 pub use oslat::OslatArgs;
+pub use qualify::QualifyArgs;
 
 /// What `--version` prints. A build with the test-only fault injection
 /// (a clock wrapper in the samplers' loop) says so, so that a benchmark
@@ -54,6 +57,11 @@ pub enum Command {
     /// a thread per CPU reads the CPU's counter in a loop and counts every
     /// gap (the time a polling workload loses to the OS).
     Oslat(OslatArgs),
+    /// Qualify a host: its facts, hardware noise, wake-up latency idle and
+    /// under load, timerlat and busy-polling, each against its maximum
+    /// (from a profile, options, or cnf-tests' variables); a verdict, JUnit
+    /// and JSON. Exit 0 passed, 1 failed, 2 could not measure.
+    Qualify(Box<QualifyArgs>),
     /// Draw an OSADL-style latency plot (log-scale counts over µs, one line
     /// per CPU, maxima marked) from a latencyd or cyclictest --json file
     /// (recorded with -h), a jitterdebugger results file, or the record's

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::{CpuTopology, Fact, Fingerprint, HostInfo};
 use crate::cpulist::format_cpu_list;
@@ -68,7 +68,7 @@ impl TrustFacts {
 
 /// A fact: `{"value": …}`, `{"absent": why}` or, for one that could not
 /// be read this time and has no earlier value, `{"unknown": why}`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FactJson {
     Value(String),

@@ -1,0 +1,103 @@
+//! Where a qualification's verdict goes: `--json`, `--junit`, and each
+//! capture behind a failure as a file of its own beside them. The files
+//! are opened before anything is measured, so that a wrong path fails in
+//! a second rather than after a day.
+
+use std::path::{Path, PathBuf};
+
+use super::phase::Outcome;
+use super::{WHO, json, junit};
+use crate::cli::QualifyArgs;
+
+/// The output files, open.
+pub(super) struct Outputs {
+    junit: Option<(PathBuf, std::fs::File)>,
+    json: Option<(PathBuf, std::fs::File)>,
+}
+
+impl Outputs {
+    pub(super) fn open(args: &QualifyArgs) -> Result<Outputs, String> {
+        let open = |path: &Option<PathBuf>, flag: &str| {
+            path.as_ref()
+                .map(|p| {
+                    std::fs::File::create(p)
+                        .map(|f| (p.clone(), f))
+                        .map_err(|e| format!("{flag} {}: cannot write it: {e}", p.display()))
+                })
+                .transpose()
+        };
+        Ok(Outputs {
+            junit: open(&args.junit, "--junit")?,
+            json: open(&args.json, "--json")?,
+        })
+    }
+
+    /// Beside the first output: `NAME.captures/`.
+    fn captures_dir(&self) -> Option<PathBuf> {
+        let (first, _) = self.json.as_ref().or(self.junit.as_ref())?;
+        let mut name = first.file_name()?.to_os_string();
+        name.push(".captures");
+        Some(first.with_file_name(name))
+    }
+
+    /// Writes every output asked for.
+    pub(super) fn write(&self, c: &json::Context) -> Result<(), String> {
+        let capture_files = self.write_captures(c);
+        if let Some((path, file)) = &self.json {
+            let doc =
+                serde_json::to_string_pretty(&json::document(c)).map_err(|e| e.to_string())?;
+            write_to(file, path, "--json", &doc)?;
+        }
+        if let Some((path, file)) = &self.junit {
+            let lookup = |id: &str| {
+                (capture_files.iter())
+                    .find(|(i, _)| i == id)
+                    .map(|(_, f)| f.clone())
+            };
+            let header = junit::Header {
+                profile: &c.plan.profile,
+                hostname: &c.hostname,
+                timestamp: &c.started,
+                fingerprint: &c.fingerprint.id(),
+                capture_file: &lookup,
+            };
+            write_to(file, path, "--junit", &junit::render(c.verdict, &header))?;
+        }
+        Ok(())
+    }
+
+    /// Each capture behind a failure as its own file (what `latencyd
+    /// plot --capture` draws), by id.
+    fn write_captures(&self, c: &json::Context) -> Vec<(String, String)> {
+        let Some(dir) = self.captures_dir() else {
+            return Vec::new();
+        };
+        let mut written = Vec::new();
+        for run in c.runs {
+            let Outcome::Measured(m) = &run.outcome else {
+                continue;
+            };
+            for capture in &m.captures {
+                let path = dir.join(format!("{}.json", capture.summary.id));
+                let text = serde_json::to_string_pretty(capture).unwrap_or_default();
+                match std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(&path, text)) {
+                    Ok(()) => {
+                        written.push((capture.summary.id.clone(), path.display().to_string()))
+                    }
+                    Err(e) => eprintln!(
+                        "{WHO}: warning: {}: cannot write the capture: {e}",
+                        path.display()
+                    ),
+                }
+            }
+        }
+        written
+    }
+}
+
+fn write_to(mut file: &std::fs::File, path: &Path, flag: &str, text: &str) -> Result<(), String> {
+    use std::io::Write;
+    file.write_all(text.as_bytes())
+        .and_then(|()| file.sync_all())
+        .map_err(|e| format!("{flag} {}: cannot write it: {e}", path.display()))
+}

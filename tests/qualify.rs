@@ -1,0 +1,409 @@
+//! `latencyd qualify` as a CI job runs it: a passing run (exit 0) with
+//! its JUnit and JSON, a run that cannot measure (exit 2, and what), a
+//! regression against a baseline (exit 1), mistakes refused before
+//! anything is measured, and cnf-tests' variables honoured. Full tier:
+//! the JUnit file read by a real JUnit library (Debian's junitparser).
+//! The injected spike over a maximum is in tests/faults.rs.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use common::{
+    latencyd, one_at_a_time, privileged, report_skip, stderr_of, stdout_of, unprivileged_latencyd,
+};
+use serde_json::Value;
+
+/// A short smoke run's arguments: 1 s phases, no load, a maximum no
+/// wake-up reaches (1 s), the outputs in `dir`.
+fn smoke(dir: &Path) -> Vec<String> {
+    let path = |name: &str| dir.join(name).display().to_string();
+    [
+        "qualify",
+        "--profile",
+        "smoke",
+        "--runtime",
+        "1",
+        "--load",
+        "none",
+        "--maximum-latency",
+        "1000000",
+        "--json",
+        &path("q.json"),
+        "--junit",
+        &path("q.xml"),
+    ]
+    .map(str::to_string)
+    .to_vec()
+}
+
+fn document(dir: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(dir.join("q.json")).unwrap()).unwrap()
+}
+
+fn phase<'a>(doc: &'a Value, name: &str) -> &'a Value {
+    doc["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == name)
+        .unwrap_or_else(|| panic!("no phase {name} in {doc:#}"))
+}
+
+fn code(output: &Output) -> i32 {
+    output.status.code().unwrap_or(-1)
+}
+
+fn check_passed(output: &Output, dir: &Path) -> Value {
+    assert_eq!(
+        code(output),
+        0,
+        "{}\n{}",
+        stdout_of(output),
+        stderr_of(output)
+    );
+    assert!(
+        stdout_of(output).ends_with("verdict: passed (exit 0)\n"),
+        "{}",
+        stdout_of(output)
+    );
+    let doc = document(dir);
+    assert_eq!(
+        (doc["verdict"].as_str(), doc["exit_code"].as_u64()),
+        (Some("passed"), Some(0))
+    );
+    assert_eq!(doc["profile"], "smoke");
+    assert!(
+        doc["host"]["facts"]["kernel.release"]["value"].is_string(),
+        "{doc:#}"
+    );
+    assert!(
+        doc["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["name"] == "isolation")
+    );
+    for name in ["idle", "busypoll"] {
+        let p = phase(&doc, name);
+        assert_eq!(p["status"], "measured", "{p:#}");
+        assert_eq!(p["maximum_us"], 1_000_000);
+        for cpu in p["cpus"].as_array().unwrap() {
+            let s = &cpu["stats"];
+            assert!(s["samples"].as_u64().unwrap() > 0, "{cpu:#}");
+            for figure in [
+                "min",
+                "max",
+                "mean",
+                "median",
+                "mode",
+                "range",
+                "mean_absolute_deviation",
+                "standard_deviation",
+                "p99",
+                "p99_9",
+                "p99_99",
+            ] {
+                assert!(s[figure].is_number(), "{name} {figure}: {cpu:#}");
+            }
+            assert!(
+                s["min"].as_f64() <= s["median"].as_f64()
+                    && s["median"].as_f64() <= s["max"].as_f64(),
+                "{cpu:#}"
+            );
+            assert_eq!(cpu["verdict"], "passed");
+        }
+    }
+    let junit = std::fs::read_to_string(dir.join("q.xml")).unwrap();
+    assert!(junit.contains("failures=\"0\" errors=\"0\""), "{junit}");
+    assert!(
+        junit.contains("classname=\"latencyd.qualify.idle\" name=\"cpu"),
+        "{junit}"
+    );
+    doc
+}
+
+#[test]
+fn a_passing_run_writes_its_verdict_as_junit_and_json_with_rtevals_statistics() {
+    let _turn = one_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    let output = latencyd().args(smoke(dir.path())).output().unwrap();
+    let doc = check_passed(&output, dir.path());
+    if !privileged() {
+        report_skip(
+            "qualify::a_passing_run",
+            "not root: the phases ran without SCHED_FIFO (the smoke profile warns), hwlat and timerlat were skipped",
+        );
+        let idle = phase(&doc, "idle");
+        assert!(
+            idle["notes"].to_string().contains("did not run SCHED_FIFO"),
+            "{idle:#}"
+        );
+    }
+}
+
+#[test]
+fn without_privileges_a_run_that_needs_them_cannot_measure_and_says_what() {
+    let _turn = one_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    let Some(mut cmd) = unprivileged_latencyd(dir.path(), false) else {
+        unreachable!("without keep_sys_nice there is always a command");
+    };
+    // Where nobody may write the outputs.
+    use std::os::unix::fs::PermissionsExt;
+    let out = dir.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    std::fs::set_permissions(&out, std::fs::Permissions::from_mode(0o777)).unwrap();
+    // The smoke profile only warns when the samplers cannot be real-time.
+    let output = cmd.args(smoke(&out)).output().unwrap();
+    check_passed(&output, &out);
+    // cnf-tests' profile needs them: every phase but the facts could not
+    // be measured, and each says why.
+    let mut cmd = unprivileged_latencyd(dir.path(), false).unwrap();
+    let mut args = smoke(&out);
+    args[2] = "cnf-tests".into();
+    let output = cmd.args(&args).output().unwrap();
+    assert_eq!(
+        code(&output),
+        2,
+        "{}\n{}",
+        stdout_of(&output),
+        stderr_of(&output)
+    );
+    let doc = document(&out);
+    assert_eq!(doc["verdict"], "could-not-measure");
+    let idle = phase(&doc, "idle");
+    assert_eq!(idle["status"], "could-not-measure");
+    assert!(
+        idle["reason"]
+            .as_str()
+            .unwrap()
+            .contains("cannot lock memory"),
+        "{idle:#}"
+    );
+    let junit = std::fs::read_to_string(out.join("q.xml")).unwrap();
+    assert!(
+        junit.contains("<error message=") && junit.contains("failures=\"0\""),
+        "{junit}"
+    );
+}
+
+#[test]
+fn a_regression_against_the_baseline_fails_and_names_both_maxima() {
+    let _turn = one_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    let output = latencyd().args(smoke(dir.path())).output().unwrap();
+    let mut doc = check_passed(&output, dir.path());
+    // The baseline: the same run with CPU maxima of 1 ns, and one of 10 s.
+    for phase in doc["phases"].as_array_mut().unwrap() {
+        let max: Value = if phase["name"] == "busypoll" {
+            10e6
+        } else {
+            0.001
+        }
+        .into();
+        for cpu in phase["cpus"].as_array_mut().into_iter().flatten() {
+            cpu["stats"]["max"] = max.clone();
+        }
+    }
+    let baseline = dir.path().join("baseline.json");
+    std::fs::write(&baseline, doc.to_string()).unwrap();
+    let mut args = smoke(dir.path());
+    args.extend([
+        "--baseline".into(),
+        baseline.display().to_string(),
+        "--regression-factor".into(),
+        "2".into(),
+    ]);
+    let output = latencyd().args(&args).output().unwrap();
+    assert_eq!(
+        code(&output),
+        1,
+        "{}\n{}",
+        stdout_of(&output),
+        stderr_of(&output)
+    );
+    let after = document(dir.path());
+    let idle = phase(&after, "idle");
+    for cpu in idle["cpus"].as_array().unwrap() {
+        let reason = cpu["reason"].as_str().unwrap();
+        assert!(
+            reason.starts_with("regression: maximum")
+                && reason.contains("the baseline's 0.001 µs (over 2)"),
+            "{reason}"
+        );
+    }
+    assert!(
+        phase(&after, "busypoll")["cpus"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|c| c["verdict"] == "passed")
+    );
+    assert_eq!(after["baseline"]["factor"], 2.0);
+    assert_eq!(
+        after["baseline"]["fingerprint"],
+        after["host"]["fingerprint"]
+    );
+    // Not a qualify document: refused by name before measuring.
+    std::fs::write(&baseline, "{}").unwrap();
+    let output = latencyd().args(&args).output().unwrap();
+    assert_eq!(code(&output), 2);
+    assert!(
+        stderr_of(&output).contains("not a `latencyd qualify --json` document"),
+        "{}",
+        stderr_of(&output)
+    );
+}
+
+#[test]
+fn mistakes_are_refused_before_anything_is_measured() {
+    let dir = tempfile::tempdir().unwrap();
+    type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a str);
+    let cases: [Case; 5] = [
+        (
+            &["--junit", "/nonexistent/q.xml"],
+            &[],
+            "--junit /nonexistent/q.xml: cannot write it",
+        ),
+        (
+            &[],
+            &[("OSLAT_MAXIMUM_LATENCY", "20us")],
+            "OSLAT_MAXIMUM_LATENCY \"20us\": give the maximum as a whole number",
+        ),
+        (
+            &["--profile", "fast"],
+            &[],
+            "neither a ready profile (cnf-tests, smoke, certification-24h)",
+        ),
+        (&["--load", "cpu,bogus"], &[], "load profile \"bogus\""),
+        (
+            &["--regression-factor", "0.5", "--baseline", "x"],
+            &[],
+            "--regression-factor \"0.5\"",
+        ),
+    ];
+    for (args, vars, want) in cases {
+        let started = std::time::Instant::now();
+        let output = latencyd()
+            .arg("qualify")
+            .args(args)
+            .envs(vars.iter().copied())
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        assert_eq!(code(&output), 2, "{args:?}: {}", stderr_of(&output));
+        assert!(
+            stderr_of(&output).contains(want),
+            "{args:?}: {}",
+            stderr_of(&output)
+        );
+        assert!(
+            started.elapsed().as_secs() < 5,
+            "{args:?} measured before refusing"
+        );
+    }
+}
+
+#[test]
+fn cnf_tests_variables_set_the_plan_as_cnf_tests_reads_them() {
+    let output = latencyd()
+        .args(["qualify", "--dry-run"])
+        .envs([
+            ("MAXIMUM_LATENCY", "40"),
+            ("HWLATDETECT_MAXIMUM_LATENCY", "15"),
+            ("OSLAT_MAXIMUM_LATENCY", "12"),
+            ("LATENCY_TEST_RUNTIME", "600"),
+            ("LATENCY_TEST_CPUS", "1"),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(code(&output), 0, "{}", stderr_of(&output));
+    let plan = stdout_of(&output);
+    let line = |phase: &str| {
+        plan.lines()
+            .find(|l| l.trim_start().starts_with(phase))
+            .unwrap_or_else(|| panic!("{plan}"))
+    };
+    assert!(
+        line("hwlat").contains("600 s")
+            && line("hwlat").contains("maximum 15 µs from HWLATDETECT_MAXIMUM_LATENCY"),
+        "{plan}"
+    );
+    assert!(
+        line("idle").contains("maximum 40 µs from MAXIMUM_LATENCY"),
+        "{plan}"
+    );
+    assert!(
+        line("busypoll").contains("maximum 12 µs from OSLAT_MAXIMUM_LATENCY"),
+        "{plan}"
+    );
+    assert!(plan.contains("(LATENCY_TEST_CPUS)"), "{plan}");
+}
+
+#[test]
+#[ignore = "full tier: Debian's python3-junitparser reads the JUnit file"]
+fn a_junit_library_reads_the_verdict() {
+    let _turn = one_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = smoke(dir.path());
+    // A maximum of 0 µs: every measured CPU fails, with its figures.
+    args[8] = "0".into();
+    let output = latencyd().args(&args).output().unwrap();
+    assert_eq!(code(&output), 1, "{}", stderr_of(&output));
+    let doc = document(dir.path());
+    let failed = doc["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|p| p["cpus"].as_array().unwrap().iter())
+        .filter(|c| c["verdict"] == "failed")
+        .count();
+    let measured = doc["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|p| p["cpus"].as_array().unwrap().iter())
+        .count();
+    assert_eq!(failed, measured, "{doc:#}");
+    assert!(
+        !phase(&doc, "idle")["cpus"].as_array().unwrap().is_empty(),
+        "{doc:#}"
+    );
+    let read = Command::new("/usr/bin/python3")
+        .arg("-c")
+        .arg(
+            "import sys, junitparser\n\
+             xml = junitparser.JUnitXml.fromfile(sys.argv[1])\n\
+             cases = [c for s in xml for c in s]\n\
+             failed = [c for c in cases if any(isinstance(r, junitparser.Failure) for r in c.result)]\n\
+             print(len(cases), len(failed), xml.failures, failed[0].classname, failed[0].name)\n\
+             print(failed[0].result[0].message)",
+        )
+        .arg(dir.path().join("q.xml"))
+        .output()
+        .expect("python3 runs");
+    assert!(
+        read.status.success(),
+        "install Debian's python3-junitparser (.ci/run does): {}",
+        stderr_of(&read)
+    );
+    let text = stdout_of(&read);
+    let mut words = text.split_whitespace();
+    let cases = doc["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["cpus"].as_array().unwrap().len().max(1))
+        .sum::<usize>()
+        + doc["checks"].as_array().unwrap().len();
+    assert_eq!(words.next(), Some(cases.to_string().as_str()), "{text}");
+    assert_eq!(words.next(), Some(failed.to_string().as_str()), "{text}");
+    assert_eq!(words.next(), Some(failed.to_string().as_str()), "{text}");
+    assert!(
+        text.contains("latencyd.qualify.idle cpu")
+            && text.contains("over the maximum of 0 µs (--maximum-latency)"),
+        "{text}"
+    );
+}
