@@ -2,7 +2,8 @@
 //! its JUnit and JSON, a run that cannot measure (exit 2, and what), a
 //! regression against a baseline (exit 1), mistakes refused before
 //! anything is measured, and cnf-tests' variables honoured. Full tier:
-//! the JUnit file read by a real JUnit library (Debian's junitparser).
+//! the JUnit file read by a real JUnit library (Debian's junitparser),
+//! the HTML report opened in headless Chromium with no network.
 //! The injected spike over a maximum is in tests/faults.rs.
 
 mod common;
@@ -11,7 +12,8 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use common::{
-    latencyd, one_at_a_time, privileged, report_skip, stderr_of, stdout_of, unprivileged_latencyd,
+    chromium, latencyd, one_at_a_time, privileged, report_skip, require_tool, stderr_of, stdout_of,
+    unprivileged_latencyd,
 };
 use serde_json::Value;
 
@@ -33,6 +35,8 @@ fn smoke(dir: &Path) -> Vec<String> {
         &path("q.json"),
         "--junit",
         &path("q.xml"),
+        "--html",
+        &path("q.html"),
     ]
     .map(str::to_string)
     .to_vec()
@@ -117,6 +121,17 @@ fn check_passed(output: &Output, dir: &Path) -> Value {
     }
     let junit = std::fs::read_to_string(dir.join("q.xml")).unwrap();
     assert!(junit.contains("failures=\"0\" errors=\"0\""), "{junit}");
+    let html = std::fs::read_to_string(dir.join("q.html")).unwrap();
+    assert!(
+        html.contains("<p class=\"banner passed\">passed (exit 0)</p>"),
+        "{html}"
+    );
+    for cpu in phase(&doc, "idle")["cpus"].as_array().unwrap() {
+        assert!(
+            html.contains(&format!("<tr id=\"idle-cpu{}\">", cpu["cpu"])),
+            "{html}"
+        );
+    }
     assert!(
         junit.contains("classname=\"latencyd.qualify.idle\" name=\"cpu"),
         "{junit}"
@@ -406,4 +421,49 @@ fn a_junit_library_reads_the_verdict() {
             && text.contains("over the maximum of 0 µs (--maximum-latency)"),
         "{text}"
     );
+}
+
+#[test]
+#[ignore = "full tier: headless Chromium opens the HTML report"]
+fn the_html_report_opens_from_a_file_with_no_network_and_draws_every_phase() {
+    require_tool("chromium", "--version", "chromium");
+    let _turn = one_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    let output = latencyd().args(smoke(dir.path())).output().unwrap();
+    let doc = check_passed(&output, dir.path());
+    let html = std::fs::read_to_string(dir.path().join("q.html")).unwrap();
+    // Nothing to fetch: no script, stylesheet, image or link elsewhere.
+    for word in ["src=", "href=", "<script", "<link", "url("] {
+        assert!(
+            !html.contains(word),
+            "the report refers outside itself ({word})"
+        );
+    }
+    let url = format!("file://{}", dir.path().join("q.html").display());
+    let profile = dir.path().join("chromium");
+    let dumped = chromium(&profile, &["--dump-dom"], &url);
+    let dom = stdout_of(&dumped);
+    assert!(
+        dom.contains("<table id=\"verdict\">"),
+        "{}\n{dom}",
+        stderr_of(&dumped)
+    );
+    // A plot per measured phase.
+    let measured: Vec<&Value> = doc["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["status"] == "measured")
+        .collect();
+    assert_eq!(dom.matches("<svg").count(), measured.len(), "{dom}");
+    let shot = dir.path().join("report.png");
+    let output = chromium(
+        &profile,
+        &[&format!("--screenshot={}", shot.display())],
+        &url,
+    );
+    assert!(output.status.success(), "{}", stderr_of(&output));
+    let png = std::fs::read(&shot).expect("a screenshot file");
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+    assert!(png.len() > 20_000, "screenshot of {} bytes", png.len());
 }

@@ -56,6 +56,11 @@ pub struct QualifyArgs {
     /// facts as JSON (`qualify --baseline` reads it).
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// Write one self-contained HTML report (opens from a file, no
+    /// network): the verdict table, a plot per phase, the statistics, the
+    /// facts and the captures.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
     /// Compare with an earlier --json of this host or its class: a CPU's
     /// maximum beyond --regression-factor times the baseline's fails.
     #[arg(long, value_name = "FILE")]

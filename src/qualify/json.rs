@@ -83,6 +83,9 @@ pub struct CpuJson {
     pub verdict: String,
     pub reason: Option<String>,
     pub stats: Stats,
+    /// Samples per whole µs, overflows left out (hwlat has none).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub histogram_us: BTreeMap<u64, u64>,
     /// The ids of the captures of this CPU's wake-ups over the maximum.
     pub captures: Vec<String>,
 }
@@ -197,6 +200,7 @@ fn phase_json(run: &PhaseRun, verdict: &Verdict) -> PhaseJson {
                         verdict: if failed.is_some() { "failed" } else { "passed" }.into(),
                         reason: failed,
                         stats: f.stats.clone(),
+                        histogram_us: f.histogram_us.clone(),
                         captures: case
                             .map(|c| c.captures.iter().map(|k| k.summary.id.clone()).collect())
                             .unwrap_or_default(),

@@ -10,7 +10,8 @@
 //! - `facts`: what disqualifies a host before anything runs.
 //! - `phase`: one phase, run as latencyd's own one-shot tool in a child
 //!   process, its JSON read back; `stats` rteval's figures per CPU.
-//! - `verdict`: the cases; `junit` and `json` render them.
+//! - `verdict`: the cases; `junit`, `json` and `html` render them;
+//!   `outputs` writes them.
 //!
 //! Exit status: 0 passed; 1 a maximum, a disqualifying fact or the
 //! baseline failed (whether or not something else could not be
@@ -19,6 +20,7 @@
 //! what.
 
 mod facts;
+mod html;
 mod json;
 mod junit;
 mod outputs;

@@ -1,4 +1,4 @@
-//! Where a qualification's verdict goes: `--json`, `--junit`, and each
+//! Where a qualification's verdict goes: `--json`, `--junit`, `--html`, and each
 //! capture behind a failure as a file of its own beside them. The files
 //! are opened before anything is measured, so that a wrong path fails in
 //! a second rather than after a day.
@@ -6,13 +6,14 @@
 use std::path::{Path, PathBuf};
 
 use super::phase::Outcome;
-use super::{WHO, json, junit};
+use super::{WHO, html, json, junit};
 use crate::cli::QualifyArgs;
 
 /// The output files, open.
 pub(super) struct Outputs {
     junit: Option<(PathBuf, std::fs::File)>,
     json: Option<(PathBuf, std::fs::File)>,
+    html: Option<(PathBuf, std::fs::File)>,
 }
 
 impl Outputs {
@@ -29,12 +30,15 @@ impl Outputs {
         Ok(Outputs {
             junit: open(&args.junit, "--junit")?,
             json: open(&args.json, "--json")?,
+            html: open(&args.html, "--html")?,
         })
     }
 
     /// Beside the first output: `NAME.captures/`.
     fn captures_dir(&self) -> Option<PathBuf> {
-        let (first, _) = self.json.as_ref().or(self.junit.as_ref())?;
+        let (first, _) = (self.json.as_ref())
+            .or(self.junit.as_ref())
+            .or(self.html.as_ref())?;
         let mut name = first.file_name()?.to_os_string();
         name.push(".captures");
         Some(first.with_file_name(name))
@@ -43,10 +47,13 @@ impl Outputs {
     /// Writes every output asked for.
     pub(super) fn write(&self, c: &json::Context) -> Result<(), String> {
         let capture_files = self.write_captures(c);
+        let doc = json::document(c);
         if let Some((path, file)) = &self.json {
-            let doc =
-                serde_json::to_string_pretty(&json::document(c)).map_err(|e| e.to_string())?;
-            write_to(file, path, "--json", &doc)?;
+            let text = serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?;
+            write_to(file, path, "--json", &text)?;
+        }
+        if let Some((path, file)) = &self.html {
+            write_to(file, path, "--html", &html::render(&doc))?;
         }
         if let Some((path, file)) = &self.junit {
             let lookup = |id: &str| {

@@ -47,6 +47,18 @@ pub struct Measured {
 pub struct CpuFigures {
     pub cpu: usize,
     pub stats: Stats,
+    /// Samples per whole µs (the report's plot), overflows left out.
+    pub histogram_us: BTreeMap<u64, u64>,
+}
+
+impl CpuFigures {
+    fn new(cpu: usize, stats: Stats, histogram_us: BTreeMap<u64, u64>) -> CpuFigures {
+        CpuFigures {
+            cpu,
+            stats: stats.with_shape(&histogram_us),
+            histogram_us,
+        }
+    }
 }
 
 /// The tools' shared input: the binary and where the children write.
@@ -290,10 +302,11 @@ fn wakeups(doc: &Value) -> Measured {
                 overflows: u(&t["overflows"]).unwrap_or(0),
                 ..Stats::default()
             };
-            Some(CpuFigures {
-                cpu: u(&t["cpu"])? as usize,
-                stats: stats.with_shape(&buckets(&t["histogram"])),
-            })
+            Some(CpuFigures::new(
+                u(&t["cpu"])? as usize,
+                stats,
+                buckets(&t["histogram"]),
+            ))
         })
         .collect();
     cpus.sort_by_key(|c| c.cpu);
@@ -326,10 +339,11 @@ fn timerlat(doc: &Value) -> Measured {
                 mean: ns(&t["avg_ns"]),
                 ..Stats::default()
             };
-            Some(CpuFigures {
-                cpu: cpu.parse().ok()?,
-                stats: stats.with_shape(&buckets(&t["histogram_us"])),
-            })
+            Some(CpuFigures::new(
+                cpu.parse().ok()?,
+                stats,
+                buckets(&t["histogram_us"]),
+            ))
         })
         .collect();
     measured
@@ -361,7 +375,11 @@ fn hwlat(doc: &Value, cpus: &[usize]) -> Measured {
     Measured {
         cpus: by_cpu
             .into_iter()
-            .map(|(cpu, stats)| CpuFigures { cpu, stats })
+            .map(|(cpu, stats)| CpuFigures {
+                cpu,
+                stats,
+                histogram_us: BTreeMap::new(),
+            })
             .collect(),
         // The tracer's own kernel thread spins; nothing of ours to demote.
         realtime: true,
@@ -396,10 +414,7 @@ fn busypoll(doc: &Value) -> Measured {
                 overflows,
                 ..Stats::default()
             };
-            Some(CpuFigures {
-                cpu: u(&t["cpu"])? as usize,
-                stats: stats.with_shape(&histogram),
-            })
+            Some(CpuFigures::new(u(&t["cpu"])? as usize, stats, histogram))
         })
         .collect();
     cpus.sort_by_key(|c| c.cpu);
