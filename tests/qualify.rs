@@ -467,3 +467,50 @@ fn the_html_report_opens_from_a_file_with_no_network_and_draws_every_phase() {
     assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
     assert!(png.len() > 20_000, "screenshot of {} bytes", png.len());
 }
+
+#[test]
+fn the_daemon_serves_the_qualification_written_into_its_record() {
+    let _turn = one_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    let record = dir.path().join("record");
+    let mut args = smoke(dir.path());
+    args.extend(["--record".into(), record.display().to_string()]);
+    let output = latencyd().args(&args).output().unwrap();
+    let doc = check_passed(&output, dir.path());
+    let sections = format!(
+        "[record]\nenabled = false\ndir = {:?}\n",
+        record.display().to_string()
+    );
+    let daemon = common::Daemon::start(
+        latencyd()
+            .args(["run", "--config"])
+            .arg(common::daemon_config(dir.path(), "", "", &sections)),
+    );
+    let (_, scrape) = daemon.get("/metrics");
+    for cpu in phase(&doc, "idle")["cpus"].as_array().unwrap() {
+        let series = format!(
+            "latencyd_qualified_max_seconds{{cpu=\"{}\",phase=\"idle\"}}",
+            cpu["cpu"]
+        );
+        let served =
+            common::metric_value(&scrape, &series).unwrap_or_else(|| panic!("{series}: {scrape}"));
+        assert!(
+            (served - cpu["stats"]["max"].as_f64().unwrap() / 1e6).abs() < 1e-12,
+            "{series} {served}"
+        );
+    }
+    let info = format!(
+        "latencyd_qualification_info{{fingerprint=\"{}\",profile=\"smoke\",verdict=\"passed\"}}",
+        doc["host"]["fingerprint"].as_str().unwrap()
+    );
+    assert_eq!(common::metric_value(&scrape, &info), Some(1.0), "{scrape}");
+    let status: Value = serde_json::from_str(&daemon.get("/api/v1/status").1).unwrap();
+    let q = &status["qualification"];
+    assert_eq!(
+        (q["profile"].as_str(), q["ended"].as_str()),
+        (Some("smoke"), doc["ended"].as_str()),
+        "{q:#}"
+    );
+    let (_, page) = daemon.get("/");
+    assert!(page.contains("with profile smoke: passed"), "{page}");
+}

@@ -61,6 +61,12 @@ pub struct QualifyArgs {
     /// facts and the captures.
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
+    /// Also write the --json document into the daemon's record (the
+    /// directory of record.dir, /var/lib/latencyd/record for the packaged
+    /// service): the daemon then exports the qualified maxima and its
+    /// regression alert starts from them.
+    #[arg(long, value_name = "DIR")]
+    pub record: Option<PathBuf>,
     /// Compare with an earlier --json of this host or its class: a CPU's
     /// maximum beyond --regression-factor times the baseline's fails.
     #[arg(long, value_name = "FILE")]

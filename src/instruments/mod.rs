@@ -16,6 +16,7 @@ pub mod hwlat;
 pub mod hwnoise;
 pub mod load_windows;
 pub mod osnoise;
+pub mod qualification;
 pub mod registry;
 pub mod shape;
 pub mod source;

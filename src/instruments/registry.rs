@@ -9,4 +9,5 @@ pub static INSTRUMENTS: &[&Entry] = &[
     &super::load_windows::ENTRY,
     &super::hwnoise::ENTRY,
     &super::busypoll::ENTRY,
+    &super::qualification::ENTRY,
 ];

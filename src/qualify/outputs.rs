@@ -1,7 +1,8 @@
-//! Where a qualification's verdict goes: `--json`, `--junit`, `--html`, and each
-//! capture behind a failure as a file of its own beside them. The files
-//! are opened before anything is measured, so that a wrong path fails in
-//! a second rather than after a day.
+//! Where a qualification's verdict goes: `--json`, `--junit`, `--html`,
+//! the record (`--record`), and each capture behind a failure as a file
+//! of its own beside them. The files are opened (the record's directory
+//! tried) before anything is measured, so that a wrong path fails in a
+//! second rather than after a day.
 
 use std::path::{Path, PathBuf};
 
@@ -14,6 +15,8 @@ pub(super) struct Outputs {
     junit: Option<(PathBuf, std::fs::File)>,
     json: Option<(PathBuf, std::fs::File)>,
     html: Option<(PathBuf, std::fs::File)>,
+    /// The record's directory, found writable.
+    record: Option<PathBuf>,
 }
 
 impl Outputs {
@@ -31,6 +34,7 @@ impl Outputs {
             junit: open(&args.junit, "--junit")?,
             json: open(&args.json, "--json")?,
             html: open(&args.html, "--html")?,
+            record: args.record.as_ref().map(|dir| writable(dir)).transpose()?,
         })
     }
 
@@ -51,6 +55,15 @@ impl Outputs {
         if let Some((path, file)) = &self.json {
             let text = serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?;
             write_to(file, path, "--json", &text)?;
+        }
+        if let Some(dir) = &self.record {
+            let text = serde_json::to_string(&doc).map_err(|e| e.to_string())?;
+            let path = crate::record::qualification::write(dir, &text)
+                .map_err(|e| format!("--record: {e}"))?;
+            eprintln!(
+                "{WHO}: the daemon will read this qualification from {}",
+                path.display()
+            );
         }
         if let Some((path, file)) = &self.html {
             write_to(file, path, "--html", &html::render(&doc))?;
@@ -107,4 +120,14 @@ fn write_to(mut file: &std::fs::File, path: &Path, flag: &str, text: &str) -> Re
     file.write_all(text.as_bytes())
         .and_then(|()| file.sync_all())
         .map_err(|e| format!("{flag} {}: cannot write it: {e}", path.display()))
+}
+
+/// `dir`, created if need be, once a file could be made in it.
+fn writable(dir: &Path) -> Result<PathBuf, String> {
+    let probe = dir.join(format!(".qualify-probe.{}", std::process::id()));
+    std::fs::create_dir_all(dir)
+        .and_then(|()| std::fs::File::create(&probe))
+        .and_then(|_| std::fs::remove_file(&probe))
+        .map_err(|e| format!("--record {}: cannot write there: {e}", dir.display()))?;
+    Ok(dir.to_path_buf())
 }

@@ -7,6 +7,7 @@
 //! - `reader`: a time range read back, streaming; `lines`: each line of
 //!   a file read within a bound, an overlong one read past.
 //! - `keeper`: the daemon's writer thread, its backlog and its status.
+//! - `qualification`: the host's last `latencyd qualify`, for the daemon.
 //! - `Accumulator`: the interval in progress, filled by the exporter side
 //!   from the intervals the samplers publish (never by a sampler).
 
@@ -16,6 +17,7 @@ pub mod hwnoise;
 pub mod keeper;
 mod lines;
 mod payload;
+pub mod qualification;
 pub mod reader;
 mod seconds;
 pub mod writer;
