@@ -152,9 +152,7 @@ fn measure(
     verdict: &mut Verdict,
     baseline: Option<(&json::Baseline, f64)>,
 ) -> Result<Vec<PhaseRun>, String> {
-    let dir = std::env::temp_dir().join(format!("latencyd-qualify-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)
-        .map_err(|e| format!("{}: cannot create it: {e}", dir.display()))?;
+    let dir = work_dir()?;
     let runner = Runner {
         exe: std::env::current_exe()
             .map_err(|e| format!("cannot find latencyd's own binary: {e}"))?,
@@ -190,6 +188,21 @@ fn measure(
     }
     let _ = std::fs::remove_dir_all(&dir);
     Ok(runs)
+}
+
+/// The children's JSON and logs: a new directory only this user may
+/// enter, never one found there (a link planted in /tmp is refused).
+fn work_dir() -> Result<PathBuf, String> {
+    use std::os::unix::fs::DirBuilderExt;
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let dir = std::env::temp_dir().join(format!("latencyd-qualify-{}-{nanos}", std::process::id()));
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&dir)
+        .map_err(|e| format!("{}: cannot create it: {e}", dir.display()))?;
+    Ok(dir)
 }
 
 fn now() -> String {
