@@ -17,34 +17,16 @@ use tokio::task::JoinHandle;
 
 use super::cpu_watch::CpuWatch;
 use super::gaps::GapWatch;
+use super::runs::{self, Claims, Runs};
 use super::scheduling::SchedulingWatch;
 use super::state::{CpuView, MonitorState, SamplerView, lock};
 use crate::forensics::{Recorder, Spike, Trigger};
-use crate::instruments::shape::{Run, Step, Visit};
 use crate::observe::Observer;
 use crate::record::{Accumulator, Keeper};
 use crate::rt::engine::{Candidate, Engine, RestartOutcome, StartError};
 use crate::rt::thread::{FailedStep, SamplerState};
 use crate::stats::LatencyStats;
 use crate::units::NS_PER_MS;
-
-/// Runs `f` on the part of the instrument `name`, under the state's lock.
-pub(super) fn part_access<'a>(
-    state: &'a Mutex<MonitorState>,
-    name: &'a str,
-) -> impl Fn(&mut Visit<'_>) + Sync + 'a {
-    move |f: &mut Visit<'_>| {
-        if let Some(part) = lock(state).parts.get_mut(name) {
-            f(part);
-        }
-    }
-}
-
-/// The registered instruments' runs, by name.
-pub(super) type Runs = Vec<(&'static str, Box<dyn Run>)>;
-
-/// The CPUs claimed by an instrument, with its name.
-pub(super) type Claims = std::collections::BTreeMap<usize, &'static str>;
 
 /// Samplers hand over their interval at every multiple of 200 ms of
 /// `CLOCK_MONOTONIC`. With the collector ticking just after those
@@ -189,12 +171,8 @@ impl Collector {
                 keeper.submit(batch);
             }
         }
-        let unix_ns = (self.unix_ns)();
-        for (name, run) in &mut self.runs {
-            let access = part_access(state, name);
-            let step = Step::new(now.0, unix_ns, &access, self.record.as_mut());
-            run.step(step).await;
-        }
+        let at = (now.0, (self.unix_ns)());
+        runs::step(&mut self.runs, state, &mut self.record, at).await;
         if self.cpus.step(now.0).await {
             self.add_new_cpus(engine, state, &mut found);
         }
@@ -263,25 +241,10 @@ impl Collector {
         }
     }
 
-    /// The CPUs each instrument claims now ([`Run::claim`]): their
-    /// intervals from here on are filed apart (the record's interval cut
-    /// where that changes).
+    /// The CPUs each instrument claims now (`runs::claims`).
     fn claims(&mut self, state: &Mutex<MonitorState>) -> Claims {
-        let (mono_ns, unix_ns) = (crate::rt::sys::monotonic_now_ns(), (self.unix_ns)());
-        let mut claims = Claims::new();
-        for (name, run) in &mut self.runs {
-            let access = part_access(state, name);
-            let step = Step::new(mono_ns, unix_ns, &access, self.record.as_mut());
-            for cpu in run.claim(step) {
-                claims.entry(cpu).or_insert(*name);
-            }
-        }
-        if let Some((accumulator, keeper)) = &mut self.record {
-            for batch in accumulator.set_spun(claims.keys().copied().collect(), unix_ns) {
-                keeper.submit(batch);
-            }
-        }
-        claims
+        let at = (crate::rt::sys::monotonic_now_ns(), (self.unix_ns)());
+        runs::claims(&mut self.runs, state, &mut self.record, at)
     }
 
     /// At shutdown: the stalls and offline stretches still going on end

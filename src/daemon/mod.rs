@@ -24,8 +24,9 @@
 //!   every tick; a change behind latencyd's back said and set back.
 //! - `observe`: starting the observer of CPUs without a sampler.
 //! - `timerlat`: starting the kernel's timerlat beside the samplers.
-//! - the registered instruments (`instruments::registry`): started,
-//!   stepped and stopped through their runs, shown through their parts.
+//! - the registered instruments (`instruments::registry`): started
+//!   (`parts`), their runs' claims, steps and stops (`runs`), shown
+//!   through their parts.
 //! - `reload`: SIGHUP; `check`: what a configuration passes before use.
 //! - `state`, `render`, `http`: what is known, how it is shown, how it is
 //!   served. `logging`, `notify`: tracing and sd_notify.
@@ -43,6 +44,7 @@ mod notify;
 mod observe;
 mod parts;
 mod reload;
+mod runs;
 mod scheduling;
 mod shutdown;
 mod startup;

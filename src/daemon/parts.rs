@@ -310,7 +310,7 @@ pub(super) fn start_instruments(
     config: &Config,
     host: &HostInfo,
     measured: &[usize],
-) -> (Parts, super::collector::Runs) {
+) -> (Parts, super::runs::Runs) {
     let start = Start {
         config,
         host,

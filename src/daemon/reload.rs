@@ -165,7 +165,6 @@ impl Reload {
 
     /// Applies a loaded configuration under the lock; returns what to log.
     fn apply(&self, state: &Mutex<MonitorState>, loaded: Loaded) -> Vec<Line> {
-        let mut lines = Vec::new();
         let mut s = lock(state);
         let (new, web) = match loaded {
             Err(errors) => {
@@ -174,77 +173,11 @@ impl Reload {
             }
             Ok(loaded) => loaded,
         };
-        // Switching between TLS and plain HTTP changes what clients must
-        // do, so it waits for a restart; anything else applies to the next
-        // connection.
-        let was_tls = self
-            .security
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .tls
-            .is_some();
-        let web_applies = web.tls.is_some() == was_tls;
-        if web_applies {
-            lines.push(Line::Info(format!(
-                "reload: web configuration: {}",
-                web.describe()
-            )));
-            *self.security.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(web);
-        } else {
-            lines.push(Line::Warn(format!(
-                "reload: the new web configuration {} TLS; restart latencyd to switch between \
-                 TLS and plain HTTP (the previous one stays in force)",
-                if was_tls { "drops" } else { "adds" }
-            )));
-        }
+        let (web_applies, web_line) = self.swap_web(web);
+        let mut lines = vec![web_line];
         let now = sys::monotonic_now_ns();
         for key in s.config.changed_keys(&new) {
-            let applied = match key.as_str() {
-                "log.level" => {
-                    let applied = self
-                        .log_level
-                        .modify(|f| *f = logging::level_filter(new.log.level))
-                        .is_ok();
-                    if applied {
-                        s.config.log.level = new.log.level;
-                    }
-                    applied
-                }
-                "export.max_window" => {
-                    s.config.export.max_window_ns = new.export.max_window_ns;
-                    for view in &mut s.cpus {
-                        view.window = view.window.resized(new.export.max_window_ns, now);
-                        view.over_budget = view.over_budget.resized(new.export.max_window_ns, now);
-                        view.recent = view.recent.resized(new.export.max_window_ns, now);
-                    }
-                    s.timerlat.resize_windows(new.export.max_window_ns, now);
-                    true
-                }
-                "measure.stall_threshold" => {
-                    s.config.measure.stall_threshold_ns = new.measure.stall_threshold_ns;
-                    s.config.measure.stall_threshold_auto = new.measure.stall_threshold_auto;
-                    true
-                }
-                // Read by the scheduling watch at every tick.
-                "realtime.restore" => {
-                    s.config.realtime.restore = new.realtime.restore;
-                    true
-                }
-                "export.per_cpu_histograms" => {
-                    s.config.export.per_cpu_histograms = new.export.per_cpu_histograms;
-                    true
-                }
-                // Applied above unless TLS would be switched.
-                "export.web_config_file" => {
-                    if web_applies {
-                        s.config.export.web_config_file = new.export.web_config_file.clone();
-                    }
-                    web_applies
-                }
-                // A registered instrument's key: its part applies it or
-                // says it waits for a restart.
-                _ => s.parts.apply(&key, &new),
-            };
+            let applied = self.apply_key(&mut s, &key, &new, web_applies, now);
             if applied {
                 if let Some(e) = new.effective.get(&key) {
                     s.config.effective.insert(key.clone(), e.clone());
@@ -264,5 +197,88 @@ impl Reload {
         // changes wait for a restart (those are logged above).
         s.reload.applied(now);
         lines
+    }
+
+    /// Puts the new web configuration in force for the next connection,
+    /// unless it would switch between TLS and plain HTTP, which changes
+    /// what clients must do and so waits for a restart. Whether it did,
+    /// and what to log.
+    fn swap_web(&self, web: Security) -> (bool, Line) {
+        let was_tls = self
+            .security
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .tls
+            .is_some();
+        if web.tls.is_some() != was_tls {
+            let line = Line::Warn(format!(
+                "reload: the new web configuration {} TLS; restart latencyd to switch between \
+                 TLS and plain HTTP (the previous one stays in force)",
+                if was_tls { "drops" } else { "adds" }
+            ));
+            return (false, line);
+        }
+        let line = Line::Info(format!("reload: web configuration: {}", web.describe()));
+        *self.security.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(web);
+        (true, line)
+    }
+
+    /// One changed key of the daemon's own sections applied to the state,
+    /// or handed to the registered instrument it belongs to: true when
+    /// applied, false when it waits for a restart.
+    fn apply_key(
+        &self,
+        s: &mut MonitorState,
+        key: &str,
+        new: &Config,
+        web_applies: bool,
+        now: u64,
+    ) -> bool {
+        match key {
+            "log.level" => {
+                let applied = self
+                    .log_level
+                    .modify(|f| *f = logging::level_filter(new.log.level))
+                    .is_ok();
+                if applied {
+                    s.config.log.level = new.log.level;
+                }
+                applied
+            }
+            "export.max_window" => {
+                s.config.export.max_window_ns = new.export.max_window_ns;
+                for view in &mut s.cpus {
+                    view.window = view.window.resized(new.export.max_window_ns, now);
+                    view.over_budget = view.over_budget.resized(new.export.max_window_ns, now);
+                    view.recent = view.recent.resized(new.export.max_window_ns, now);
+                }
+                s.timerlat.resize_windows(new.export.max_window_ns, now);
+                true
+            }
+            "measure.stall_threshold" => {
+                s.config.measure.stall_threshold_ns = new.measure.stall_threshold_ns;
+                s.config.measure.stall_threshold_auto = new.measure.stall_threshold_auto;
+                true
+            }
+            // Read by the scheduling watch at every tick.
+            "realtime.restore" => {
+                s.config.realtime.restore = new.realtime.restore;
+                true
+            }
+            "export.per_cpu_histograms" => {
+                s.config.export.per_cpu_histograms = new.export.per_cpu_histograms;
+                true
+            }
+            // Put in force by `swap_web` unless TLS would be switched.
+            "export.web_config_file" => {
+                if web_applies {
+                    s.config.export.web_config_file = new.export.web_config_file.clone();
+                }
+                web_applies
+            }
+            // A registered instrument's key: its part applies it or says
+            // it waits for a restart.
+            _ => s.parts.apply(key, new),
+        }
     }
 }

@@ -15,7 +15,6 @@ use tracing::{error, info};
 use super::collector::Collector;
 use super::http::server;
 use super::state::{MonitorState, lock};
-use crate::instruments::shape::Step;
 use crate::record::{Accumulator, Keeper};
 use crate::rt::engine::Engine;
 use crate::units::unix_now_ns;
@@ -45,20 +44,10 @@ pub(super) async fn stop(
         crate::instruments::source::Source::disabled(),
     );
     let stopped_timerlat = tokio::task::spawn_blocking(move || timerlat.stop());
-    // The instruments' runs stop before the samplers do (a load window's
-    // generators, a running hwlat window), each awaited so that what it
-    // filed last is in the record's last interval.
+    // The instruments' runs stop before the samplers do.
     let runs = std::mem::take(&mut collector.runs);
-    for (name, mut run) in runs {
-        let access = super::collector::part_access(state, name);
-        let step = Step::new(
-            crate::rt::sys::monotonic_now_ns(),
-            unix_now_ns(),
-            &access,
-            collector.record.as_mut(),
-        );
-        run.stop(step).await;
-    }
+    let at = (crate::rt::sys::monotonic_now_ns(), unix_now_ns());
+    super::runs::stop(runs, state, &mut collector.record, at).await;
     collector.close_gaps();
     join_samplers(engine, collector.record.take(), state, interval_ns).await;
     if stopped_recorder.await.is_err() {

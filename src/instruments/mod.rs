@@ -8,7 +8,8 @@
 //! set back, and never taken from another user.
 //!
 //! It is also the room of the daemon's instruments in their one shape
-//! (`shape`): one folder each (`load_windows`), listed in `registry`.
+//! (`shape`): one folder each (`load_windows`, `hwnoise`, `busypoll`,
+//! `qualification`), listed in `registry`.
 
 pub mod busypoll;
 pub mod event;
