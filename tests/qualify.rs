@@ -1,10 +1,11 @@
 //! `latencyd qualify` as a CI job runs it: a passing run (exit 0) with
 //! its JUnit and JSON, a run that cannot measure (exit 2, and what), a
 //! regression against a baseline (exit 1), mistakes refused before
-//! anything is measured, and cnf-tests' variables honoured. Full tier:
-//! the JUnit file read by a real JUnit library (Debian's junitparser),
-//! the HTML report opened in headless Chromium with no network.
-//! The injected spike over a maximum is in tests/faults.rs.
+//! anything is measured, cnf-tests' variables honoured, and the daemon
+//! serving what `--record` wrote. Full tier: the JUnit file read by a
+//! real JUnit library (Debian's junitparser) and rendered by junit2html;
+//! the HTML report opened in headless Chromium with no network. The
+//! injected spike over a maximum is in tests/faults.rs.
 
 mod common;
 
@@ -358,7 +359,7 @@ fn cnf_tests_variables_set_the_plan_as_cnf_tests_reads_them() {
 }
 
 #[test]
-#[ignore = "full tier: Debian's python3-junitparser reads the JUnit file"]
+#[ignore = "full tier: Debian's python3-junitparser reads the JUnit file, junit2html renders it"]
 fn a_junit_library_reads_the_verdict() {
     let _turn = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
@@ -420,6 +421,19 @@ fn a_junit_library_reads_the_verdict() {
         text.contains("latencyd.qualify.idle cpu")
             && text.contains("over the maximum of 0 µs (--maximum-latency)"),
         "{text}"
+    );
+    // A JUnit-to-HTML tool renders it: every case on the page.
+    let page = dir.path().join("junit.html");
+    let rendered = Command::new("junit2html")
+        .arg(dir.path().join("q.xml"))
+        .arg(&page)
+        .output()
+        .expect("junit2html is missing: scripts/test installs it (pip install junit2html)");
+    assert!(rendered.status.success(), "{}", stderr_of(&rendered));
+    let page = std::fs::read_to_string(&page).unwrap();
+    assert!(
+        page.contains("latencyd.qualify.idle") && page.contains("over the maximum of 0"),
+        "{page}"
     );
 }
 

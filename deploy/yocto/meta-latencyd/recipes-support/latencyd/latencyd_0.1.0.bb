@@ -51,6 +51,7 @@ do_install:append() {
     install -d ${D}${datadir}/latencyd/systemd ${D}${datadir}/latencyd/udev
     install -m 0644 ${S}/deploy/systemd/latencyd-*.conf ${D}${datadir}/latencyd/systemd/
     install -m 0644 ${S}/deploy/udev/60-cpu-dma-latency.rules ${D}${datadir}/latencyd/udev/
+    install -Dm 0644 -t ${D}${datadir}/latencyd/qualify ${S}/deploy/qualify/*.toml
     install -d ${D}${datadir}/latencyd/prometheus ${D}${datadir}/latencyd/grafana/dashboards
     install -m 0644 ${S}/deploy/prometheus/latencyd.rules.yml ${S}/deploy/prometheus/prometheus.yml \
         ${S}/deploy/prometheus/agent.yml ${S}/deploy/prometheus/vmagent.yml \
