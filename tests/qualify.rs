@@ -528,3 +528,47 @@ fn the_daemon_serves_the_qualification_written_into_its_record() {
     let (_, page) = daemon.get("/");
     assert!(page.contains("with profile smoke: passed"), "{page}");
 }
+
+#[test]
+fn a_stop_signal_ends_the_running_phase_with_its_figures_and_runs_no_other() {
+    let _turn = one_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = smoke(dir.path());
+    args[4] = "60".into();
+    // One SIGINT to qualify alone (as `kill` or systemd sends it), 2 s
+    // into its first measuring phase: that phase ends with what it
+    // measured, the rest are not run, and qualify says so (exit 2).
+    let mut child = latencyd()
+        .args(&args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    let asked = std::time::Instant::now();
+    // SAFETY: kill has no memory arguments.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
+    let status = child.wait().unwrap();
+    assert!(
+        asked.elapsed().as_secs() < 20,
+        "the stop took {:?}",
+        asked.elapsed()
+    );
+    assert_eq!(status.code(), Some(2));
+    let doc = document(dir.path());
+    let measured: Vec<&Value> = doc["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["status"] == "measured")
+        .collect();
+    assert_eq!(measured.len(), 1, "{doc:#}");
+    assert!(measured[0]["seconds"].as_f64().unwrap() < 30.0, "{doc:#}");
+    let stopped = doc["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["reason"] == "stopped by a signal before it ran")
+        .count();
+    assert!(stopped >= 1, "{doc:#}");
+}

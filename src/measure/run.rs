@@ -30,14 +30,6 @@ use crate::rt::sampler::LoopEndReason;
 use crate::rt::sys;
 use crate::stats::LatencyStats;
 
-/// The signals that end a run with its results printed: Ctrl-C, `kill`,
-/// and SIGALRM (cyclictest ends `-D` with `alarm`, and scripts send it).
-const STOP_SIGNALS: [i32; 3] = [
-    signal_hook::consts::SIGINT,
-    signal_hook::consts::SIGTERM,
-    signal_hook::consts::SIGALRM,
-];
-
 pub fn run(options: &MeasureOptions, host: &HostInfo, cmdline: String) -> anyhow::Result<ExitCode> {
     let signals = Signals::install()?;
     if let Some(knobs) = options.hwlat {
@@ -132,15 +124,10 @@ struct Signals {
 
 impl Signals {
     fn install() -> anyhow::Result<Signals> {
-        let stop = Arc::new(AtomicBool::new(false));
-        for signal in STOP_SIGNALS {
-            // The first signal stops the run gracefully (samplers notice it
-            // at their next wake-up); a second one, while the first is
-            // pending, exits at once, for intervals too long to wait for.
-            signal_hook::flag::register_conditional_shutdown(signal, 130, Arc::clone(&stop))
-                .and_then(|_| signal_hook::flag::register(signal, Arc::clone(&stop)))
-                .context("cannot install the SIGINT/SIGTERM/SIGALRM handlers")?;
-        }
+        // The first stops the run gracefully (samplers notice it at their
+        // next wake-up); a second exits at once (`crate::signals`).
+        let stop = crate::signals::stop_flag()
+            .context("cannot install the SIGINT/SIGTERM/SIGALRM handlers")?;
         // SIGUSR1 asks for the current status on stderr, as cyclictest's
         // does; its default action would end the run without results.
         let status_asked = Arc::new(AtomicBool::new(false));

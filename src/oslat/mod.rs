@@ -20,7 +20,6 @@ pub use output::{OSLAT_VERSION, header, json, summary, version_line};
 
 use std::io::Write;
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, SystemTime};
 
@@ -55,15 +54,8 @@ pub fn main(args: &OslatArgs) -> ExitCode {
 }
 
 fn run(o: &OslatOptions, host: &HostInfo) -> Result<ExitCode, String> {
-    let stop = Arc::new(AtomicBool::new(false));
-    for signal in [
-        signal_hook::consts::SIGINT,
-        signal_hook::consts::SIGTERM,
-        signal_hook::consts::SIGALRM,
-    ] {
-        signal_hook::flag::register(signal, Arc::clone(&stop))
-            .map_err(|e| format!("cannot install the signal handlers: {e}"))?;
-    }
+    let stop = crate::signals::stop_flag()
+        .map_err(|e| format!("cannot install the signal handlers: {e}"))?;
     if let Err(err) = sys::lock_all_memory() {
         eprintln!("{WHO}: warning: cannot lock memory ({err}); page faults may add gaps");
     }

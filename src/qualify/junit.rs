@@ -7,6 +7,7 @@
 use std::fmt::Write as _;
 
 use super::verdict::{Case, Status, Verdict};
+use crate::plot::capture::escape;
 
 /// What the suites' properties say.
 pub struct Header<'a> {
@@ -134,23 +135,10 @@ fn counts<'a>(cases: impl Iterator<Item = &'a Case>) -> String {
     )
 }
 
-/// Text made safe for XML, attribute or element; characters XML 1.0
-/// cannot carry become U+FFFD.
+/// Text made safe for XML, attribute or element, as the plots' text is
+/// (`plot::capture::escape`), its line breaks kept.
 pub fn xml(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&apos;"),
-            '\n' | '\t' | '\r' => out.push(c),
-            c if (c as u32) < 0x20 => out.push('\u{fffd}'),
-            c => out.push(c),
-        }
-    }
-    out
+    text.split('\n').map(escape).collect::<Vec<_>>().join("\n")
 }
 
 #[cfg(test)]
@@ -213,6 +201,6 @@ mod tests {
 
     #[test]
     fn control_characters_cannot_break_the_document() {
-        assert_eq!(xml("a\u{1}b\tc'"), "a\u{fffd}b\tc&apos;");
+        assert_eq!(xml("a\u{1}b\nc'<"), "a\u{fffd}b\nc&#39;&lt;");
     }
 }

@@ -17,7 +17,8 @@
 //! baseline failed (whether or not something else could not be
 //! measured: the host is known not to qualify); 2 something could not be
 //! measured or the command line, profile or environment is wrong, and
-//! what.
+//! what. A stop signal ends the phase running with its figures and runs
+//! no other (`crate::signals`: a second exits at once with 130).
 
 mod facts;
 mod html;
@@ -94,7 +95,11 @@ fn run(args: &QualifyArgs) -> Result<u8, String> {
         .map(json::Baseline::read)
         .transpose()?;
     let outputs = Outputs::open(args)?;
-    let stop = stop_on_signals()?;
+    // The first stops the phase running (its child gets the signal too
+    // and ends with what it measured) and leaves the rest unrun; a
+    // second exits at once.
+    let stop = crate::signals::stop_flag()
+        .map_err(|e| format!("cannot install the signal handlers: {e}"))?;
     let started = now();
     eprint!("{}", describe(&plan));
     let fingerprint = FactReader::live(&plan.cpus).read();
@@ -129,26 +134,11 @@ fn run(args: &QualifyArgs) -> Result<u8, String> {
     Ok(verdict.exit_code())
 }
 
-/// SIGINT, SIGTERM and SIGALRM end the phase running (the child gets
-/// them too and ends with what it measured) and leave the rest unrun.
-fn stop_on_signals() -> Result<Arc<AtomicBool>, String> {
-    let stop = Arc::new(AtomicBool::new(false));
-    for signal in [
-        signal_hook::consts::SIGINT,
-        signal_hook::consts::SIGTERM,
-        signal_hook::consts::SIGALRM,
-    ] {
-        signal_hook::flag::register(signal, Arc::clone(&stop))
-            .map_err(|e| format!("cannot install the signal handlers: {e}"))?;
-    }
-    Ok(stop)
-}
-
 /// Every phase of the plan in turn, each judged as it ends.
 fn measure(
     plan: &Plan,
     host: &HostInfo,
-    stop: &AtomicBool,
+    stop: &Arc<AtomicBool>,
     verdict: &mut Verdict,
     baseline: Option<(&json::Baseline, f64)>,
 ) -> Result<Vec<PhaseRun>, String> {
@@ -160,23 +150,25 @@ fn measure(
         tracefs: PathBuf::from(DEFAULT_TRACEFS),
         allow_non_rt: plan.levels.realtime != profile::Level::Fail,
         max_rt_priority: host.max_rt_priority(),
+        stop: Arc::clone(stop),
     };
     let baseline_max = |phase: &str, cpu: usize| {
         baseline.and_then(|(b, _)| b.maxima.get(&(phase.to_string(), cpu)).copied())
     };
     let mut runs = Vec::new();
     for phase in &plan.phases {
-        if stop.load(Ordering::Relaxed) {
-            verdict.not_run(phase, "stopped by a signal before it ran");
-            continue;
-        }
-        eprintln!(
-            "{WHO}: {} for {} s on CPUs {} ...",
-            phase.name,
-            phase.runtime_s,
-            format_cpu_list(&phase.cpus)
-        );
-        let (outcome, seconds) = runner.run(phase);
+        let (outcome, seconds) = if stop.load(Ordering::Relaxed) {
+            let why = "stopped by a signal before it ran".to_string();
+            (phase::Outcome::Failed(why), 0.0)
+        } else {
+            eprintln!(
+                "{WHO}: {} for {} s on CPUs {} ...",
+                phase.name,
+                phase.runtime_s,
+                format_cpu_list(&phase.cpus)
+            );
+            runner.run(phase)
+        };
         let run = PhaseRun {
             plan: phase.clone(),
             outcome,

@@ -161,18 +161,6 @@ impl Verdict {
         }
     }
 
-    /// Whatever did not run because the qualification was stopped.
-    pub fn not_run(&mut self, plan: &PhasePlan, why: &str) {
-        self.cases.push(Case {
-            phase: plan.name.clone(),
-            name: plan.name.clone(),
-            status: Status::Error(why.to_string()),
-            seconds: 0.0,
-            notes: Vec::new(),
-            captures: Vec::new(),
-        });
-    }
-
     /// 0 passed; 1 a case failed (a maximum, a fact, the baseline): the
     /// host is known not to qualify; else 2 when a case could not be
     /// measured.
