@@ -163,6 +163,17 @@ fn phase_section(out: &mut String, doc: &Document, phase: &PhaseJson) {
         }
     }
     stats_table(out, phase);
+    for cpu in phase.cpus.iter().filter(|c| !c.timerlat_max_us.is_empty()) {
+        let split: Vec<String> = (cpu.timerlat_max_us.iter())
+            .map(|(context, max)| format!("{} {}", escape(context), us(*max)))
+            .collect();
+        let _ = writeln!(
+            out,
+            "<p>CPU {}: largest latency by context, µs: {}</p>",
+            cpu.cpu,
+            split.join(", ")
+        );
+    }
     for note in &phase.notes {
         let _ = writeln!(out, "<p><small>{}</small></p>", escape(note));
     }

@@ -86,6 +86,10 @@ pub struct CpuJson {
     /// Samples per whole µs, overflows left out (hwlat has none).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub histogram_us: BTreeMap<u64, u64>,
+    /// timerlat: each context's largest latency (`irq`, `thread`, `user`
+    /// where the kernel has timerlat_fd), µs.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub timerlat_max_us: BTreeMap<String, f64>,
     /// The ids of the captures of this CPU's wake-ups over the maximum.
     pub captures: Vec<String>,
 }
@@ -201,6 +205,7 @@ fn phase_json(run: &PhaseRun, verdict: &Verdict) -> PhaseJson {
                         reason: failed,
                         stats: f.stats.clone(),
                         histogram_us: f.histogram_us.clone(),
+                        timerlat_max_us: f.split_max_us.clone(),
                         captures: case
                             .map(|c| c.captures.iter().map(|k| k.summary.id.clone()).collect())
                             .unwrap_or_default(),

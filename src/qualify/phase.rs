@@ -55,6 +55,9 @@ pub struct CpuFigures {
     pub stats: Stats,
     /// Samples per whole µs (the report's plot), overflows left out.
     pub histogram_us: BTreeMap<u64, u64>,
+    /// timerlat: the largest latency of each context (`irq`, `thread`,
+    /// `user`), µs; empty for the other phases.
+    pub split_max_us: BTreeMap<String, f64>,
 }
 
 impl CpuFigures {
@@ -63,6 +66,7 @@ impl CpuFigures {
             cpu,
             stats: stats.with_shape(&histogram_us),
             histogram_us,
+            split_max_us: BTreeMap::new(),
         }
     }
 }
@@ -346,7 +350,8 @@ fn wakeups(doc: &Value) -> Measured {
     }
 }
 
-/// `measure --timerlat`'s document: the kernel's thread latency per CPU.
+/// `measure --timerlat`'s document: the kernel's thread latency per CPU
+/// (what is judged), and each context's largest (the split).
 fn timerlat(doc: &Value) -> Measured {
     let mut measured = wakeups(doc);
     let per_cpu = doc["latencyd"]["timerlat"]["cpus"]
@@ -366,13 +371,16 @@ fn timerlat(doc: &Value) -> Measured {
                 mean: ns(&t["avg_ns"]),
                 ..Stats::default()
             };
-            Some(CpuFigures::new(
-                cpu.parse().ok()?,
-                stats,
-                buckets(&t["histogram_us"]),
-            ))
+            let mut figures =
+                CpuFigures::new(cpu.parse().ok()?, stats, buckets(&t["histogram_us"]));
+            figures.split_max_us = (contexts.as_object()?.iter())
+                .filter(|(_, c)| u(&c["count"]).unwrap_or(0) > 0)
+                .filter_map(|(name, c)| Some((name.clone(), ns(&c["max_ns"])?)))
+                .collect();
+            Some(figures)
         })
         .collect();
+    measured.cpus.sort_by_key(|c| c.cpu);
     measured
 }
 
@@ -406,6 +414,7 @@ fn hwlat(doc: &Value, cpus: &[usize]) -> Measured {
                 cpu,
                 stats,
                 histogram_us: BTreeMap::new(),
+                split_max_us: BTreeMap::new(),
             })
             .collect(),
         // The tracer's own kernel thread spins; nothing of ours to demote.
@@ -462,5 +471,37 @@ fn busypoll(doc: &Value) -> Measured {
         realtime: true,
         notes,
         captures: Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timerlat_is_judged_on_its_thread_latency_and_keeps_its_split() {
+        let doc: Value = serde_json::from_str(
+            r#"{"thread": {}, "latencyd": {"realtime": true, "timerlat": {"cpus": {
+                "10": {"irq": {"count": 5, "min_ns": 900, "avg_ns": 1000.0, "max_ns": 3000},
+                       "thread": {"count": 5, "min_ns": 2000, "avg_ns": 2500.0, "max_ns": 41000,
+                                  "histogram_us": {"2": 4, "41": 1}},
+                       "user": {"count": 0, "min_ns": 0, "avg_ns": 0.0, "max_ns": 0}},
+                "2": {"thread": {"count": 1, "min_ns": 7000, "avg_ns": 7000.0, "max_ns": 7000}}}}}}"#,
+        )
+        .unwrap();
+        let measured = timerlat(&doc);
+        let cpus: Vec<usize> = measured.cpus.iter().map(|c| c.cpu).collect();
+        assert_eq!(cpus, [2, 10]);
+        let ten = &measured.cpus[1];
+        assert_eq!(
+            (ten.stats.max, ten.stats.median, ten.stats.samples),
+            (41.0, Some(2.0), 5)
+        );
+        let split: Vec<(&str, f64)> = ten
+            .split_max_us
+            .iter()
+            .map(|(k, v)| (k.as_str(), *v))
+            .collect();
+        assert_eq!(split, [("irq", 3.0), ("thread", 41.0)]);
     }
 }
