@@ -105,6 +105,16 @@ fn every_dashboard_query_and_rule_works_against_a_real_prometheus() {
     // privileges a change at runtime takes (tests/host.rs makes those).
     let record = dir.path().join("record");
     seed_record_under_another_kernel(&record);
+    // And the host's qualification (`latencyd qualify --record`), which
+    // the daemon reads as it starts: the qualified maximum's line has data.
+    latencyd::record::qualification::write(
+        &record,
+        r#"{"profile": "smoke", "verdict": "passed", "ended": "2026-11-28T10:00:00.000Z",
+            "host": {"fingerprint": "abc"}, "phases": [{"name": "idle", "tool": "cyclictest",
+            "maximum_us": 1000, "status": "measured",
+            "cpus": [{"cpu": 0, "stats": {"max": 41.5}}]}]}"#,
+    )
+    .unwrap();
     // With two CPUs or more the last is kept for busy-poll windows (a
     // short one every 20 s), the others sampled: the busy-poll panel has
     // data too.

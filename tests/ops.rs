@@ -37,7 +37,7 @@ fn rules_rule_tests_and_scrape_config_pass_promtool() {
     tool("promtool", "prometheus");
     let dir = root().join("deploy/prometheus");
     let (ok, said) = run_in(&dir, "promtool", &["check", "rules", "latencyd.rules.yml"]);
-    assert!(ok && said.contains("SUCCESS: 29 rules found"), "{said}");
+    assert!(ok && said.contains("SUCCESS: 30 rules found"), "{said}");
     let (ok, said) = run_in(
         &dir,
         "promtool",
@@ -331,6 +331,14 @@ fn every_yaml_file_and_latencyd_configuration_under_deploy_parses() {
                     stack.push(path);
                 } else if path.extension().is_some_and(|e| e == "yml" || e == "yaml") {
                     yaml_files.push(path);
+                } else if path.extension().is_some_and(|e| e == "toml")
+                    && path.parent().is_some_and(|d| d.ends_with("qualify"))
+                {
+                    // `latencyd qualify`'s ready profiles, read as qualify reads them.
+                    let text = std::fs::read_to_string(&path).unwrap();
+                    if let Err(err) = latencyd::qualify::Profile::parse(&text) {
+                        panic!("{}: {err}", path.display());
+                    }
                 } else if path.extension().is_some_and(|e| e == "toml") {
                     toml_files.push(path);
                 }
