@@ -7,8 +7,9 @@
 //! workload it would protect. The observer puts nothing on them: a
 //! private tracefs instance (`tracer`) records their scheduling and
 //! interrupt events, filtered in the kernel; an ordinary thread
-//! (`observer`) reads the binary ring-buffer pages (`ring`) every 100 ms,
-//! decodes the events (`format`), accounts each CPU's time and each
+//! (`worker`, which `observer` starts and stops) reads the binary
+//! ring-buffer pages (`tracefs::ring`) every 100 ms, decodes the events
+//! (`tracefs::format`), accounts each CPU's time and each
 //! real-time task's wake-ups (`account`, with `tasks` saying which tasks
 //! are kernel threads and which container they belong to), and hands an
 //! `Interval` to the daemon's collector through a bounded queue that
@@ -23,6 +24,7 @@ pub mod spike;
 pub mod tally;
 pub mod tasks;
 pub mod tracer;
+mod worker;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

@@ -26,21 +26,12 @@
 //! ring buffer holds, so the task and the interrupt contexts open at the
 //! deadline are known; it keeps only the events near the spike.
 
-use serde::{Deserialize, Serialize};
+mod causes;
+
+pub use causes::{Attribution, CAUSE_KINDS, Cause};
+use causes::{Key, Ledger, timer_late_while};
 
 use super::events::{Event, Kind, interrupt_of_thread};
-use super::scheduling::{policy_class, user_priority};
-
-/// The kinds of cause, a bounded set (they label a counter).
-pub const CAUSE_KINDS: &[&str] = &[
-    "task",
-    "irq",
-    "softirq",
-    "nmi",
-    "steal",
-    "sampler",
-    "unaccounted",
-];
 
 /// Events kept beside the attribution: from this long before the
 /// deadline to this long after the wake-up.
@@ -48,43 +39,6 @@ pub const CONTEXT_NS: u64 = 200_000;
 /// At most this many events are kept in one capture (a 10 ms spike at a
 /// heavy interrupt load is well under it); more are counted as omitted.
 pub const MAX_EVENTS: usize = 20_000;
-
-/// One cause: what ran, and for how long within the latency.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Cause {
-    pub kind: String,
-    pub name: String,
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub pid: Option<i32>,
-    /// A task's policy: `SCHED_FIFO`, `SCHED_OTHER`, ... read when the
-    /// capture is made; for a task gone by then (or whose class changed),
-    /// the class its traced priority tells: `real-time`, `normal` or
-    /// `SCHED_DEADLINE`.
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub policy: Option<String>,
-    /// The real-time priority (1..99) of a real-time task, or the nice
-    /// value of another, from the kernel's `prio` in `sched_switch`; none
-    /// for `SCHED_DEADLINE`. `verdict::scheduling` writes the two as one.
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub priority: Option<i32>,
-    pub duration_ns: u64,
-}
-
-/// The result for one spike.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Attribution {
-    /// Largest first; the durations add up to the latency.
-    pub causes: Vec<Cause>,
-    /// How late the timer interrupt woke the sampler (timerlat's "IRQ
-    /// latency"), when the wake-up was traced.
-    pub timer_late_ns: Option<u64>,
-    /// What the trace lacks, if anything (empty: complete).
-    pub gaps: Vec<String>,
-    /// The events from `CONTEXT_NS` before the deadline to as long after
-    /// the wake-up.
-    pub events: Vec<Event>,
-    pub events_omitted: u64,
-}
 
 /// An open interrupt context.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -114,9 +68,6 @@ enum Phase {
     Running,
 }
 
-/// Cause identity: (kind, name, pid).
-type Key = (&'static str, String, Option<i32>);
-
 /// Feeds on a CPU's events in order; `finish` gives the attribution.
 pub struct Attributor {
     deadline_ns: u64,
@@ -128,7 +79,8 @@ pub struct Attributor {
     timer_woke_ns: Option<u64>,
     last_ts: Option<u64>,
     first_ts: Option<u64>,
-    totals: Vec<(Key, u64)>,
+    /// The time of each cause so far.
+    ledger: Ledger,
     /// The key and length of the last piece attributed (an NMI takes its
     /// time from it).
     last_piece: Option<(Key, u64)>,
@@ -154,7 +106,7 @@ impl Attributor {
             timer_woke_ns: None,
             last_ts: None,
             first_ts: None,
-            totals: Vec::new(),
+            ledger: Ledger::default(),
             last_piece: None,
             lost_in_window: 0,
             lost_before: false,
@@ -192,7 +144,7 @@ impl Attributor {
                 self.first_ts = Some(ts);
                 let lost = ts.min(self.wakeup_ns).saturating_sub(self.deadline_ns);
                 if lost > 0 {
-                    self.add(
+                    self.ledger.add(
                         (
                             "unaccounted",
                             "before the oldest event the ring buffer still held".to_string(),
@@ -271,10 +223,9 @@ impl Attributor {
                     && let Some((key, len)) = self.last_piece.take()
                 {
                     let moved = (end - start).min(len);
-                    if let Some((_, total)) = self.totals.iter_mut().find(|(k, _)| *k == key) {
-                        *total -= moved;
-                    }
-                    self.add(("nmi", format!("nmi {handler}"), None), moved);
+                    self.ledger.take(&key, moved);
+                    self.ledger
+                        .add(("nmi", format!("nmi {handler}"), None), moved);
                     self.last_piece = Some((key, len - moved));
                 }
             }
@@ -305,15 +256,8 @@ impl Attributor {
             return;
         }
         let key = self.key();
-        self.add(key.clone(), to - from);
+        self.ledger.add(key.clone(), to - from);
         self.last_piece = Some((key, to - from));
-    }
-
-    fn add(&mut self, key: Key, ns: u64) {
-        match self.totals.iter_mut().find(|(k, _)| *k == key) {
-            Some((_, total)) => *total += ns,
-            None => self.totals.push((key, ns)),
-        }
     }
 
     /// What is running now, as a cause.
@@ -382,32 +326,6 @@ impl Attributor {
         gaps
     }
 
-    /// Hypervisor steal explains what no event does: up to `steal` of the
-    /// unaccounted time becomes steal.
-    fn steal_from_unaccounted(&mut self, steal: u64) {
-        let mut left = steal;
-        self.totals.sort_by_key(|t| std::cmp::Reverse(t.1));
-        let mut moved = 0;
-        for (key, total) in &mut self.totals {
-            if key.0 == "unaccounted" && left > 0 {
-                let take = (*total).min(left);
-                *total -= take;
-                left -= take;
-                moved += take;
-            }
-        }
-        if moved > 0 {
-            self.add(
-                (
-                    "steal",
-                    "hypervisor steal (the host ran something else)".to_string(),
-                    None,
-                ),
-                moved,
-            );
-        }
-    }
-
     /// The attribution; `steal_ns` is the hypervisor steal the kernel
     /// reported for this CPU around the spike, when it reports any.
     pub fn finish(mut self, steal_ns: Option<u64>) -> Attribution {
@@ -417,53 +335,17 @@ impl Attributor {
         let gaps = self.gaps();
         let latency = self.wakeup_ns - self.deadline_ns;
         if self.last_ts.is_none() {
-            self.totals.push((
-                (
-                    "unaccounted",
-                    "no trace events of this CPU".to_string(),
-                    None,
-                ),
-                latency,
-            ));
+            let key = (
+                "unaccounted",
+                "no trace events of this CPU".to_string(),
+                None,
+            );
+            self.ledger.add(key, latency);
         }
         if let Some(steal) = steal_ns.filter(|&s| s > 0) {
-            self.steal_from_unaccounted(steal);
+            self.ledger.steal_from_unaccounted(steal);
         }
-        let mut causes: Vec<Cause> = Vec::new();
-        self.totals.sort_by_key(|t| std::cmp::Reverse(t.1));
-        for ((kind, name, pid), duration_ns) in self.totals {
-            if duration_ns == 0 {
-                continue;
-            }
-            let prio = match (kind, pid) {
-                ("task", Some(pid)) => self
-                    .prios
-                    .iter()
-                    .find(|(p, _)| *p == pid)
-                    .map(|(_, prio)| *prio),
-                _ => None,
-            };
-            // One task is one cause, under the name it had longest (a
-            // task that exec'd ran under two).
-            if kind == "task"
-                && let Some(same) = causes.iter_mut().find(|c| c.kind == "task" && c.pid == pid)
-            {
-                same.duration_ns += duration_ns;
-                continue;
-            }
-            causes.push(Cause {
-                kind: kind.to_string(),
-                name,
-                pid,
-                // The class the kernel's priority tells; the worker puts
-                // the exact policy in its place while the task exists.
-                policy: prio.map(|p| policy_class(p).to_string()),
-                priority: prio.and_then(user_priority),
-                duration_ns,
-            });
-        }
-        name_tasks_once(&mut causes);
-        causes.sort_by(|a, b| b.duration_ns.cmp(&a.duration_ns).then(a.name.cmp(&b.name)));
+        let causes = self.ledger.into_causes(&self.prios);
         Attribution {
             causes,
             timer_late_ns: self
@@ -476,29 +358,10 @@ impl Attributor {
     }
 }
 
-fn timer_late_while(comm: &str) -> String {
-    format!("timer interrupt late while {comm} ran (interrupts off in it, SMI or the host)")
-}
-
-/// A task that exec'd ran under two names (`taskset`, then the program it
-/// started); every cause of that pid takes the name its task cause has.
-fn name_tasks_once(causes: &mut [Cause]) {
-    let names: Vec<(i32, String)> = causes
-        .iter()
-        .filter(|c| c.kind == "task")
-        .filter_map(|c| Some((c.pid?, c.name.clone())))
-        .collect();
-    for cause in causes.iter_mut().filter(|c| c.kind == "unaccounted") {
-        if let Some((_, name)) = names.iter().find(|(pid, _)| Some(*pid) == cause.pid) {
-            cause.name = timer_late_while(name);
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::forensics::scheduling::{NORMAL, REALTIME};
+    use crate::forensics::scheduling::{NORMAL, REALTIME, policy_class, user_priority};
     use crate::forensics::verdict::verdict;
 
     const US: u64 = 1_000;
@@ -661,7 +524,7 @@ mod tests {
         // CPU 0's trace on Debian's 6.1 PREEMPT_RT kernel (seven flag
         // columns, interrupts threaded), from the kernel matrix: a
         // SCHED_FIFO 90 spinner held the sampler (tid 160) off for 300 ms.
-        let text = include_str!("../../tests/data/kernels/6.1-rt-amd64/forensics-trace");
+        let text = include_str!("../../../tests/data/kernels/6.1-rt-amd64/forensics-trace");
         let mut attributor = Attributor::new(14_623_210_490, 14_929_398_280, 160);
         for line in text.lines() {
             match super::super::events::parse_line(line) {
