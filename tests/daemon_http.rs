@@ -1792,7 +1792,7 @@ async fn every_route_answers_as_the_openapi_document_says() {
         }
         exercised.insert((route, code));
     }
-    // Every documented status other than 401 (tests/web_config.rs) and the
+    // Every documented status other than 401 (tests/full/web_config.rs) and the
     // font-less 500 was provoked.
     let font = common::font_or_skip("every_route_answers_as_the_openapi_document_says");
     for (route, item) in doc["paths"].as_object().unwrap() {

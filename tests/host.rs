@@ -109,7 +109,7 @@ fn runtime_changes_of_the_host_are_seen_reverted_logged_and_recorded() {
     // The identifier the test's own changes start from and return to:
     // read once the record has filed an interval, so that a change made by
     // something else at the daemon's start (seen here when this ran right
-    // after tests/e2e_prometheus.rs) is behind it.
+    // after tests/full/e2e_prometheus.rs) is behind it.
     wait_until(
         "the record's first interval",
         Duration::from_millis(100),

@@ -21,7 +21,9 @@
 //!   before their tests): shared helpers live in the room whose job they
 //!   are, not in whichever file needed them first;
 //! - no file has more than `MAX_LINES` lines before its tests, except the
-//!   few in `LONG_FILES`, each with the reason it is one job.
+//!   few in `LONG_FILES`, each with the reason it is one job;
+//! - tests stand in their tier's place: the full tier's own binaries in
+//!   tests/full/, built only with `--features full-tier`.
 //!
 //! The tests with planted trees plant one violation of each rule and
 //! check that each is reported, so the checker cannot pass by seeing
@@ -1019,6 +1021,125 @@ fn no_dependency_needs_a_newer_rust_than_the_declared_rust_version() {
 #[test]
 #[ignore = "tests/faults.rs and tests/restart.rs need --features fault-injection (scripts/test passes it)"]
 fn fault_injection_tests_are_built_with_their_feature() {}
+
+/// Cargo builds the full tier's own binaries (tests/full/) only with
+/// `--features full-tier` (`required-features`); this says so in a `cargo
+/// test` without it, instead of leaving them out silently.
+#[cfg(not(feature = "full-tier"))]
+#[test]
+#[ignore = "the full tier's binaries (tests/full/) need --features full-tier (scripts/test passes it)"]
+fn full_tier_tests_are_built_with_their_feature() {}
+
+/// Where the tests stand against their tier's place: a file of tests/
+/// whose every test is of the full tier belongs in tests/full/; a file
+/// there needs no `#[ignore = "full tier: ..."]` (its place says it) and
+/// a `[[test]]` in the manifest that builds it only with `full-tier`
+/// (Cargo does not find files in a sub-directory itself, so one without
+/// it would never run).
+fn test_place_problems(
+    quick: &[(String, String)],
+    full: &[(String, String)],
+    manifest: &str,
+) -> Vec<String> {
+    let mut problems = Vec::new();
+    for (name, text) in quick {
+        let tests = text.matches("#[test]").count() + text.matches("#[tokio::test").count();
+        let full_tier = text.matches("#[ignore = \"full tier").count();
+        if tests > 0 && full_tier == tests {
+            problems.push(format!(
+                "tests/{name}: every test is of the full tier: move it to tests/full/ \
+                 with a [[test]] in Cargo.toml (required-features = [\"full-tier\"])"
+            ));
+        }
+    }
+    let targets: Vec<&str> = manifest.split("[[test]]").skip(1).collect();
+    for (name, text) in full {
+        if text.contains("#[ignore = \"full tier") {
+            problems.push(format!(
+                "tests/full/{name}: marked full tier by annotation: its place says it"
+            ));
+        }
+        let path = format!("path = \"tests/full/{name}\"");
+        let built = targets.iter().any(|t| {
+            let table = t.split("\n[").next().unwrap_or("");
+            table.contains(&path) && table.contains("required-features = [\"full-tier\"]")
+        });
+        if !built {
+            problems.push(format!(
+                "tests/full/{name}: no [[test]] in Cargo.toml with its path and \
+                 required-features = [\"full-tier\"]: it would never run"
+            ));
+        }
+    }
+    problems
+}
+
+/// The `.rs` files directly in a directory, by name, with their text.
+fn rust_files_in(dir: &Path) -> Vec<(String, String)> {
+    let mut files: Vec<(String, String)> = std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "rs"))
+        .map(|p| {
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            (name, std::fs::read_to_string(&p).unwrap())
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn each_test_stands_in_its_tiers_place() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let quick = rust_files_in(&root.join("tests"));
+    let full = rust_files_in(&root.join("tests/full"));
+    assert!(full.len() > 10, "tests/full/ holds {} files", full.len());
+    let manifest = std::fs::read_to_string(root.join("Cargo.toml")).unwrap();
+    let problems = test_place_problems(&quick, &full, &manifest);
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+
+    // Planted: a quick file of full-tier tests only, an annotated full
+    // file, and one the manifest does not build.
+    let file = |name: &str, text: &str| (name.to_string(), text.to_string());
+    let quick = [
+        file(
+            "mixed.rs",
+            "#[test]\nfn a() {}\n#[test]\n#[ignore = \"full tier: x\"]\nfn b() {}",
+        ),
+        file(
+            "all_full.rs",
+            "#[test]\n#[ignore = \"full tier: x\"]\nfn b() {}",
+        ),
+    ];
+    let full = [
+        file("built.rs", "#[test]\nfn c() {}"),
+        file(
+            "annotated.rs",
+            "#[test]\n#[ignore = \"full tier: y\"]\nfn d() {}",
+        ),
+        file("unbuilt.rs", "#[test]\nfn e() {}"),
+    ];
+    let manifest = "[[test]]\nname = \"built\"\npath = \"tests/full/built.rs\"\n\
+                    required-features = [\"full-tier\"]\n\n[[test]]\nname = \"annotated\"\n\
+                    path = \"tests/full/annotated.rs\"\nrequired-features = [\"full-tier\"]\n\n\
+                    [[test]]\nname = \"unbuilt\"\npath = \"tests/full/unbuilt.rs\"\n\n[dev-dependencies]\n";
+    let problems = test_place_problems(&quick, &full, manifest);
+    assert_eq!(problems.len(), 3, "{problems:#?}");
+    assert!(
+        problems[0].starts_with("tests/all_full.rs: every test"),
+        "{problems:#?}"
+    );
+    assert!(
+        problems[1].starts_with("tests/full/annotated.rs: marked"),
+        "{problems:#?}"
+    );
+    assert!(
+        problems[2].starts_with("tests/full/unbuilt.rs: no [[test]]"),
+        "{problems:#?}"
+    );
+}
 
 /// The names under a manifest's `[dependencies]` table.
 fn manifest_dependencies(manifest: &str) -> BTreeSet<String> {

@@ -1,6 +1,6 @@
 //! The simulated fleet itself, shared by the simulator's binary
 //! (`benches/fleet_sim.rs`, which says what it simulates) and the test
-//! of the alerts across a fleet (`tests/fleet_alerts.rs`): hosts drawn
+//! of the alerts across a fleet (`tests/full/fleet_alerts.rs`): hosts drawn
 //! from a seed, their states evolved every second, each served as its
 //! own `/metrics` by latencyd's renderer.
 

@@ -5,6 +5,7 @@
 //! says they achieved, the record split by load, and generators that are
 //! missing or fail. Fake generators are small scripts put first on PATH.
 
+#[path = "../common/mod.rs"]
 mod common;
 
 use std::collections::BTreeSet;
@@ -141,7 +142,7 @@ fn scratch_dirs(pid: u32) -> Vec<PathBuf> {
 }
 
 #[test]
-#[ignore = "full tier: stress-ng and rt-tests' hackbench"]
+// Full tier: stress-ng and rt-tests' hackbench.
 fn measure_load_runs_its_generators_in_their_own_group_on_its_cpus_and_reports_them() {
     require_generators();
     let _turn = one_at_a_time();
@@ -250,7 +251,7 @@ fn measure_load_runs_its_generators_in_their_own_group_on_its_cpus_and_reports_t
 }
 
 #[test]
-#[ignore = "full tier: stress-ng and rt-tests' hackbench"]
+// Full tier: stress-ng and rt-tests' hackbench.
 fn neither_sigint_nor_sigkill_of_measure_leaves_a_load_process_behind() {
     require_generators();
     let _turn = one_at_a_time();
@@ -318,7 +319,7 @@ fn fake_generators(dir: &Path, stress_ng: &str) -> String {
 }
 
 #[test]
-#[ignore = "full tier: stress-ng and rt-tests' hackbench"]
+// Full tier: stress-ng and rt-tests' hackbench.
 fn a_generator_that_exits_early_is_said_counted_and_retried_and_the_samplers_go_on() {
     let dir = tempfile::tempdir().unwrap();
     let path = fake_generators(
@@ -357,7 +358,7 @@ fn a_generator_that_exits_early_is_said_counted_and_retried_and_the_samplers_go_
 }
 
 #[test]
-#[ignore = "full tier: stress-ng and rt-tests' hackbench"]
+// Full tier: stress-ng and rt-tests' hackbench.
 fn a_generator_that_cannot_start_is_said_and_retried_and_the_run_says_so() {
     let dir = tempfile::tempdir().unwrap();
     // On PATH and executable, but the kernel cannot run it.
@@ -385,7 +386,7 @@ fn a_generator_that_cannot_start_is_said_and_retried_and_the_run_says_so() {
 }
 
 #[test]
-#[ignore = "full tier: stress-ng and rt-tests' hackbench"]
+// Full tier: stress-ng and rt-tests' hackbench.
 fn a_missing_generator_is_refused_before_anything_starts_naming_its_package() {
     let dir = tempfile::tempdir().unwrap();
     let output = latencyd()
@@ -424,7 +425,7 @@ fn a_missing_generator_is_refused_before_anything_starts_naming_its_package() {
 }
 
 #[test]
-#[ignore = "full tier: stress-ng and rt-tests' hackbench"]
+// Full tier: stress-ng and rt-tests' hackbench.
 fn bad_load_options_are_usage_errors_naming_what_is_accepted() {
     for (args, said) in [
         (
@@ -454,7 +455,7 @@ fn bad_load_options_are_usage_errors_naming_what_is_accepted() {
 /// status says until when, the record splits, `report --by-load` and its
 /// plot show both, and nothing outlives the daemon's stop.
 #[test]
-#[ignore = "full tier: stress-ng and rt-tests' hackbench"]
+// Full tier: stress-ng and rt-tests' hackbench.
 fn the_daemons_load_window_flips_the_metric_splits_the_record_and_stops_clean() {
     require_generators();
     let _turn = one_at_a_time();
@@ -573,7 +574,7 @@ fn the_daemons_load_window_flips_the_metric_splits_the_record_and_stops_clean() 
 /// A window whose generator keeps failing: logged, counted per generator,
 /// and the samplers keep sampling (the daemon stays healthy).
 #[test]
-#[ignore = "full tier: stress-ng and rt-tests' hackbench"]
+// Full tier: stress-ng and rt-tests' hackbench.
 fn a_failing_generator_in_a_window_is_logged_and_counted_and_sampling_goes_on() {
     let dir = tempfile::tempdir().unwrap();
     let path = fake_generators(dir.path(), "#!/bin/sh\necho 'no luck' >&2\nexit 1\n");

@@ -14,6 +14,7 @@
 //! the machine has real-time privileges, and otherwise says loudly what it
 //! skipped. docs/measure.md has the results of the last runs.
 
+#[path = "../common/mod.rs"]
 mod common;
 
 use std::path::PathBuf;
@@ -58,7 +59,7 @@ fn run_harness(test: &str, var: &str, script: &str, duration: &str, verdict: &st
 }
 
 #[test]
-#[ignore = "full tier: rteval's and Linaro's checkouts and cyclictest"]
+// Full tier: rteval's and Linaro's checkouts and cyclictest.
 fn rteval_cyclictest_module_reads_measure_as_it_reads_cyclictest() {
     run_harness(
         "rteval_cyclictest_module_reads_measure_as_it_reads_cyclictest",
@@ -72,7 +73,7 @@ fn rteval_cyclictest_module_reads_measure_as_it_reads_cyclictest() {
 /// Loaded: rteval's own loads and cyclictest against `measure --load
 /// rteval`, both read by rteval's parser (three alternating pairs).
 #[test]
-#[ignore = "full tier: rteval's and Linaro's checkouts and cyclictest"]
+// Full tier: rteval's and Linaro's checkouts and cyclictest.
 fn rteval_loaded_run_and_measure_load_read_alike() {
     run_harness(
         "rteval_loaded_run_and_measure_load_read_alike",
@@ -84,7 +85,7 @@ fn rteval_loaded_run_and_measure_load_read_alike() {
 }
 
 #[test]
-#[ignore = "full tier: rteval's and Linaro's checkouts and cyclictest"]
+// Full tier: rteval's and Linaro's checkouts and cyclictest.
 fn linaro_cyclictest_definition_records_the_same_test_cases() {
     run_harness(
         "linaro_cyclictest_definition_records_the_same_test_cases",

@@ -11,6 +11,7 @@
 //! Without root (no SCHED_FIFO, no tracefs) no capture can be made: the
 //! window maximum's exemplar is still checked through both servers.
 
+#[path = "../common/mod.rs"]
 mod common;
 
 use std::net::SocketAddr;
@@ -88,7 +89,7 @@ fn substitute(expr: &str) -> String {
 }
 
 #[test]
-#[ignore = "full tier: a real Prometheus and headless Chromium"]
+// Full tier: a real Prometheus and headless Chromium.
 fn exemplars_alerts_and_dashboard_links_lead_to_the_capture_page() {
     require_tool("prometheus", "--version", "prometheus");
     let _one = one_at_a_time();
@@ -96,7 +97,7 @@ fn exemplars_alerts_and_dashboard_links_lead_to_the_capture_page() {
     let capturing = privileged() && ensure_tracefs().is_ok();
     if !capturing {
         report_skip(
-            "tests/exemplars.rs",
+            "tests/full/exemplars.rs",
             "needs root for SCHED_FIFO and tracefs: only the window maximum's exemplar is checked",
         );
     }
@@ -350,7 +351,7 @@ fn exemplars_alerts_and_dashboard_links_lead_to_the_capture_page() {
         .is_err()
     {
         report_skip(
-            "tests/exemplars.rs",
+            "tests/full/exemplars.rs",
             "no chromium: the page was not rendered",
         );
         return;

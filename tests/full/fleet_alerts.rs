@@ -22,9 +22,10 @@
 //! (deploy/prometheus/latencyd.rules.test.yml). The table of stories
 //! against alerts is printed.
 
+#[path = "../common/mod.rs"]
 mod common;
 
-#[path = "../benches/support/fleet.rs"]
+#[path = "../../benches/support/fleet.rs"]
 mod fleet;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -74,7 +75,7 @@ fn expected(host: &Value) -> BTreeSet<&'static str> {
 }
 
 #[test]
-#[ignore = "full tier: a real Prometheus and 1,000 simulated hosts, about 2 minutes"]
+// Full tier: a real Prometheus and 1,000 simulated hosts, about 2 minutes.
 fn the_alerts_page_exactly_the_hosts_that_spiked_or_regressed() {
     let spec = fleet::Spec {
         hosts: 1000,

@@ -5,6 +5,7 @@
 //! median), for counts that cannot be negative, and for both tools having
 //! sampled about as many periods. No timing is asserted.
 
+#[path = "../common/mod.rs"]
 mod common;
 
 use std::process::Command;
@@ -117,7 +118,7 @@ fn check(stdout: &str, pairs: usize) {
 }
 
 #[test]
-#[ignore = "full tier: root, cyclictest and stress-ng; runs for about 30 s"]
+// Full tier: root, cyclictest and stress-ng; runs for about 30 s.
 fn the_cyclictest_comparison_runs_in_both_modes() {
     if !common::privileged() {
         common::report_skip(
@@ -188,7 +189,7 @@ fn analyse(dir: &std::path::Path, pairs: &str) -> std::process::Output {
 /// on the benchmark machine. Needs no privilege: the runs are
 /// written here.
 #[test]
-#[ignore = "full tier: python3 runs the comparison's analysis"]
+// Full tier: python3 runs the comparison's analysis.
 fn a_pair_ratio_does_not_favour_either_tool() {
     common::require_tool("python3", "--version", "python3");
     let dir = tempfile::tempdir().unwrap();

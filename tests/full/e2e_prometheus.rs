@@ -6,6 +6,7 @@
 //! system, return series. Without Prometheus, the dashboards are checked
 //! for what keeps a spike visible at every zoom.
 
+#[path = "../common/mod.rs"]
 mod common;
 
 use std::time::Duration;
@@ -93,7 +94,7 @@ fn data_root() -> std::path::PathBuf {
 }
 
 #[test]
-#[ignore = "full tier: a real Prometheus and stress-ng"]
+// Full tier: a real Prometheus and stress-ng.
 fn every_dashboard_query_and_rule_works_against_a_real_prometheus() {
     require_tool("prometheus", "--version", "prometheus");
     // A short load window every 20 s, for the "load windows" annotation.
@@ -132,7 +133,7 @@ fn every_dashboard_query_and_rule_works_against_a_real_prometheus() {
     let polling = !busypoll.is_empty();
     if !polling {
         report_skip(
-            "tests/e2e_prometheus.rs",
+            "tests/full/e2e_prometheus.rs",
             "the busy-poll panel only runs: one usable CPU, none left to poll",
         );
     }
@@ -153,7 +154,7 @@ fn every_dashboard_query_and_rule_works_against_a_real_prometheus() {
     let observing = serde_json::from_str::<Value>(&observe).unwrap()["available"] == true;
     if !observing {
         report_skip(
-            "tests/e2e_prometheus.rs",
+            "tests/full/e2e_prometheus.rs",
             &format!("the observe panels only run, the observer is unavailable: {observe}"),
         );
     }
@@ -210,7 +211,7 @@ fn every_dashboard_query_and_rule_works_against_a_real_prometheus() {
             let series = prometheus.query(&expr);
             // Only a comparison with last week may be empty on a live
             // system, and a native-histogram panel on this Prometheus,
-            // which scrapes text (tests/native_histograms.rs runs that
+            // which scrapes text (tests/full/native_histograms.rs runs that
             // panel's query against one that scrapes protobuf).
             let observed = expr.contains("latencyd_task_") || expr.contains("interference");
             // This machine's kernel has no timerlat: tests/timerlat.rs runs
@@ -219,7 +220,7 @@ fn every_dashboard_query_and_rule_works_against_a_real_prometheus() {
             // Nor hwlat: tests/timerlat.rs runs the hwnoise panel on a
             // guest's metrics too.
             let hwnoise = expr.contains("latencyd_hwnoise_");
-            // Captures need forensics (root, tracefs): tests/exemplars.rs
+            // Captures need forensics (root, tracefs): tests/full/exemplars.rs
             // makes one and follows the table's links.
             let captured = expr.contains("latencyd_forensics_latest_capture_info");
             let polled = !expr.contains("latencyd_busypoll_") || polling;
@@ -354,7 +355,7 @@ fn panels(path: &str) -> Vec<(Value, Vec<String>)> {
 }
 
 #[test]
-#[ignore = "full tier: a real Prometheus and stress-ng"]
+// Full tier: a real Prometheus and stress-ng.
 fn dashboards_never_hide_a_spike_and_follow_the_selection() {
     let host = "grafana/dashboards/latencyd-host.json";
     let fleet = "grafana/dashboards/latencyd-fleet.json";

@@ -3,6 +3,7 @@
 //! TLS versions and basic auth, checked with real clients — curl, and
 //! Prometheus scraping with `scheme: https`, `basic_auth` and `tls_config`.
 
+#[path = "../common/mod.rs"]
 mod common;
 
 use std::path::{Path, PathBuf};
@@ -74,7 +75,7 @@ fn curl_found() {
 }
 
 #[test]
-#[ignore = "full tier: openssl, curl and a real Prometheus"]
+// Full tier: openssl, curl and a real Prometheus.
 fn tls_with_basic_auth_right_and_wrong() {
     curl_found();
     let dir = tempfile::tempdir().unwrap();
@@ -156,7 +157,7 @@ fn tls_with_basic_auth_right_and_wrong() {
 }
 
 #[test]
-#[ignore = "full tier: openssl, curl and a real Prometheus"]
+// Full tier: openssl, curl and a real Prometheus.
 fn client_certificates_and_minimum_version_are_enforced() {
     curl_found();
     let dir = tempfile::tempdir().unwrap();
@@ -205,7 +206,7 @@ fn client_certificates_and_minimum_version_are_enforced() {
 }
 
 #[test]
-#[ignore = "full tier: openssl, curl and a real Prometheus"]
+// Full tier: openssl, curl and a real Prometheus.
 fn bad_web_configurations_stop_the_start_with_exit_78() {
     let dir = tempfile::tempdir().unwrap();
     make_pki(dir.path());
@@ -284,7 +285,7 @@ fn bad_web_configurations_stop_the_start_with_exit_78() {
 }
 
 #[test]
-#[ignore = "full tier: openssl, curl and a real Prometheus"]
+// Full tier: openssl, curl and a real Prometheus.
 fn sighup_applies_a_changed_password_to_new_requests() {
     curl_found();
     let dir = tempfile::tempdir().unwrap();
@@ -321,7 +322,7 @@ fn sighup_applies_a_changed_password_to_new_requests() {
 }
 
 #[test]
-#[ignore = "full tier: openssl, curl and a real Prometheus"]
+// Full tier: openssl, curl and a real Prometheus.
 fn prometheus_scrapes_over_tls_with_basic_auth() {
     require_tool("prometheus", "--version", "prometheus");
     let dir = tempfile::tempdir().unwrap();

@@ -9,6 +9,7 @@
 //! enables) makes one wake-up 5 ms late; built without the feature that
 //! test is listed as ignored, with why.
 
+#[path = "../common/mod.rs"]
 mod common;
 
 use std::time::{Duration, Instant};
@@ -202,11 +203,11 @@ fn check_the_spike_everywhere(
 }
 
 #[test]
-#[ignore = "full tier: a real Prometheus evaluates the shipped alert"]
+// Full tier: a real Prometheus evaluates the shipped alert.
 fn a_busy_higher_priority_thread_makes_a_spike_that_reaches_every_layer_and_the_alert() {
     if !privileged() {
         report_skip(
-            "tests/spike.rs",
+            "tests/full/spike.rs",
             "not root: no SCHED_FIFO thread can preempt the samplers; the fault-injection test \
              makes the spike instead",
         );
@@ -241,7 +242,7 @@ fn a_busy_higher_priority_thread_makes_a_spike_that_reaches_every_layer_and_the_
 
 #[cfg(feature = "fault-injection")]
 #[test]
-#[ignore = "full tier: a real Prometheus evaluates the shipped alert"]
+// Full tier: a real Prometheus evaluates the shipped alert.
 fn an_injected_late_wake_up_reaches_every_layer_and_the_alert() {
     let _turn = one_at_a_time();
     let cpu = spike_cpu();

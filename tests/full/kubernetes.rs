@@ -9,6 +9,7 @@
 //! PrometheusRule and the dashboards' ConfigMap are the repository's rules
 //! file and dashboards, not copies that drifted.
 
+#[path = "../common/mod.rs"]
 mod common;
 
 use std::path::{Path, PathBuf};
@@ -97,7 +98,7 @@ fn bytes_of(quantity: &str) -> u64 {
 }
 
 #[test]
-#[ignore = "full tier: kubectl renders the overlays"]
+// Full tier: kubectl renders the overlays.
 fn every_overlay_renders_to_manifests_an_operator_can_apply() {
     for dir in kustomizations() {
         let name = dir
@@ -287,8 +288,8 @@ fn every_overlay_renders_to_manifests_an_operator_can_apply() {
 /// indented under `spec:`, comments and all.
 fn prometheus_rule_of(rules: &str) -> String {
     let mut out = String::from(
-        "# Generated from deploy/prometheus/latencyd.rules.yml by tests/kubernetes.rs\n\
-         # (UPDATE_EXPECT=1 cargo test --test kubernetes); edit that file, not this.\n\
+        "# Generated from deploy/prometheus/latencyd.rules.yml by tests/full/kubernetes.rs\n\
+         # (UPDATE_EXPECT=1 cargo test --features full-tier --test kubernetes); edit that file, not this.\n\
          apiVersion: monitoring.coreos.com/v1\n\
          kind: PrometheusRule\n\
          metadata:\n  name: latencyd\nspec:\n",
@@ -307,7 +308,7 @@ fn prometheus_rule_of(rules: &str) -> String {
 }
 
 #[test]
-#[ignore = "full tier: kubectl renders the overlays"]
+// Full tier: kubectl renders the overlays.
 fn the_rule_and_dashboards_in_the_base_are_generated_from_the_shipped_files() {
     let rules =
         std::fs::read_to_string(root().join("deploy/prometheus/latencyd.rules.yml")).unwrap();
@@ -329,7 +330,7 @@ fn the_rule_and_dashboards_in_the_base_are_generated_from_the_shipped_files() {
         let have = std::fs::read_to_string(&path).unwrap_or_default();
         assert!(
             have == wanted,
-            "{} is not what its source generates: run UPDATE_EXPECT=1 cargo test --test kubernetes",
+            "{} is not what its source generates: run UPDATE_EXPECT=1 cargo test --features full-tier --test kubernetes",
             path.display()
         );
     }

@@ -7,6 +7,7 @@
 //! binary so that no other test's samplers lose their CPU, its tests one
 //! at a time.
 
+#[path = "../common/mod.rs"]
 mod common;
 
 use std::path::PathBuf;
@@ -152,7 +153,7 @@ fn settles(daemon: &Daemon, what: &str) {
 }
 
 #[test]
-#[ignore = "full tier: root takes CPUs offline"]
+// Full tier: root takes CPUs offline.
 fn storms_of_off_on_cycles_end_with_a_sampler_on_every_online_cpu() {
     let _turn = one_at_a_time();
     let test = "storms_of_off_on_cycles_end_with_a_sampler_on_every_online_cpu";
@@ -186,7 +187,7 @@ fn storms_of_off_on_cycles_end_with_a_sampler_on_every_online_cpu() {
 }
 
 #[test]
-#[ignore = "full tier: root takes CPUs offline"]
+// Full tier: root takes CPUs offline.
 fn a_cpu_offline_for_a_while_is_no_change_of_the_hosts_configuration() {
     let _turn = one_at_a_time();
     let test = "a_cpu_offline_for_a_while_is_no_change_of_the_hosts_configuration";
@@ -219,7 +220,7 @@ fn a_cpu_offline_for_a_while_is_no_change_of_the_hosts_configuration() {
 }
 
 #[test]
-#[ignore = "full tier: root takes CPUs offline"]
+// Full tier: root takes CPUs offline.
 fn hotplug_during_start_and_during_a_reload_ends_sampled_too() {
     let _turn = one_at_a_time();
     let test = "hotplug_during_start_and_during_a_reload_ends_sampled_too";
@@ -264,7 +265,7 @@ fn hotplug_during_start_and_during_a_reload_ends_sampled_too() {
 }
 
 #[test]
-#[ignore = "full tier: root takes CPUs offline"]
+// Full tier: root takes CPUs offline.
 fn a_listed_cpu_offline_at_start_is_sampled_once_it_comes_online() {
     let _turn = one_at_a_time();
     let test = "a_listed_cpu_offline_at_start_is_sampled_once_it_comes_online";
@@ -284,7 +285,7 @@ fn a_listed_cpu_offline_at_start_is_sampled_once_it_comes_online() {
 }
 
 #[test]
-#[ignore = "full tier: root takes CPUs offline"]
+// Full tier: root takes CPUs offline.
 fn an_offline_cpu_stops_its_sampler_and_sampling_resumes_when_it_returns() {
     let _turn = one_at_a_time();
     let Some((cpu, switch)) =
@@ -368,7 +369,7 @@ fn an_offline_cpu_stops_its_sampler_and_sampling_resumes_when_it_returns() {
 /// found again after it are gaps that never cover the same time twice.
 #[cfg(feature = "fault-injection")]
 #[test]
-#[ignore = "full tier: root takes CPUs offline"]
+// Full tier: root takes CPUs offline.
 fn gaps_around_an_offline_stretch_do_not_overlap() {
     let _turn = one_at_a_time();
     let test = "gaps_around_an_offline_stretch_do_not_overlap";
@@ -466,7 +467,7 @@ fn short_lived_rt_tasks(at_once: usize, stop: &std::sync::atomic::AtomicBool) ->
 /// by a task that ran elsewhere stayed for ever: 6,600 such tasks took
 /// the daemon from 18 to 72 MB and its SIGTERM past 120 s.)
 #[test]
-#[ignore = "full tier: root takes CPUs offline, tracefs"]
+// Full tier: root takes CPUs offline, tracefs.
 fn unpinned_short_lived_rt_tasks_and_hotplug_leave_the_observer_nothing_waiting() {
     let _turn = one_at_a_time();
     let test = "unpinned_short_lived_rt_tasks_and_hotplug_leave_the_observer_nothing_waiting";

@@ -5,8 +5,9 @@
 //! files, bad environment values and flags. Each one must exit 78 before
 //! any thread exists (checked with `strace -f`: no clone), with a message
 //! naming where the value came from and the key. (A listed CPU that is
-//! only offline is no error: tests/hotplug.rs samples it once it is back.)
+//! only offline is no error: tests/full/hotplug.rs samples it once it is back.)
 
+#[path = "../common/mod.rs"]
 mod common;
 
 use std::ffi::OsString;
@@ -600,7 +601,7 @@ fn source_of(case: &Case, config: &Path) -> String {
 }
 
 #[test]
-#[ignore = "full tier: strace watches every case for a thread start"]
+// Full tier: strace watches every case for a thread start.
 fn every_hostile_value_exits_78_naming_source_and_key_before_any_thread() {
     require_tool("strace", "-V", "strace");
     let dir = tempfile::tempdir().unwrap();

@@ -9,6 +9,7 @@
 //! says why. The real-kernel tests need root (SCHED_FIFO, tracefs); they
 //! say so and skip otherwise.
 
+#[path = "../common/mod.rs"]
 mod common;
 
 use std::sync::Arc;
@@ -154,9 +155,9 @@ fn interference(cpu: &Value, source: &str, name: &str) -> (u64, u64) {
 }
 
 #[test]
-#[ignore = "full tier: root and tracefs"]
+// Full tier: root and tracefs.
 fn a_spinning_thread_shows_in_the_workloads_latency_the_interference_and_the_alert() {
-    let test = "tests/observe.rs (a spinning thread)";
+    let test = "tests/full/observe.rs (a spinning thread)";
     if !can_run(test) {
         return;
     }
@@ -373,9 +374,9 @@ fn a_spinning_thread_shows_in_the_workloads_latency_the_interference_and_the_ale
 }
 
 #[test]
-#[ignore = "full tier: root and tracefs"]
+// Full tier: root and tracefs.
 fn on_a_sampled_cpu_the_counters_account_for_the_samplers_late_wake_up() {
-    let test = "tests/observe.rs (the two views agree)";
+    let test = "tests/full/observe.rs (the two views agree)";
     if !can_run(test) {
         return;
     }
@@ -450,7 +451,7 @@ fn on_a_sampled_cpu_the_counters_account_for_the_samplers_late_wake_up() {
 }
 
 #[test]
-#[ignore = "full tier: root and tracefs"]
+// Full tier: root and tracefs.
 fn without_tracefs_the_daemon_runs_and_says_why() {
     let _turn = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
@@ -465,7 +466,7 @@ fn without_tracefs_the_daemon_runs_and_says_why() {
 }
 
 #[test]
-#[ignore = "full tier: root and tracefs"]
+// Full tier: root and tracefs.
 fn without_permission_the_daemon_runs_and_says_why() {
     let _turn = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();

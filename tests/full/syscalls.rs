@@ -2,12 +2,13 @@
 //! `clock_nanosleep`): checked with strace by `benches/syscalls.sh`,
 //! which this test runs against the binary under test.
 
+#[path = "../common/mod.rs"]
 mod common;
 
 use std::process::Command;
 
 #[test]
-#[ignore = "full tier: strace counts the samplers' system calls"]
+// Full tier: strace counts the samplers' system calls.
 fn each_sample_costs_exactly_one_system_call() {
     let strace = Command::new("strace").arg("-V").output();
     assert!(

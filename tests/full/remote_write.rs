@@ -6,6 +6,7 @@
 //! percentile rules use, `up`, the exemplars); when latencyd stops, the
 //! central side must see the target down and its series end.
 
+#[path = "../common/mod.rs"]
 mod common;
 
 use std::path::Path;
@@ -40,7 +41,7 @@ fn agent_config(daemon: std::net::SocketAddr, central: std::net::SocketAddr) -> 
 }
 
 #[test]
-#[ignore = "full tier: two real Prometheus servers, about 40 s"]
+// Full tier: two real Prometheus servers, about 40 s.
 fn a_spike_behind_nat_arrives_centrally_and_pages() {
     let dir = tempfile::tempdir().unwrap();
     // A budget of 1 us: every wake-up is over it, a spike on every CPU.

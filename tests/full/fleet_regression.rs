@@ -14,12 +14,13 @@
 //! worst of a 60 s window at 1 kHz, drawn from the host's kernel's
 //! distribution) and the host's budget. An upgrade that changes nothing
 //! else (the fingerprint) is a host that runs on here: the regression
-//! rules read no fingerprint; `tests/fleet_alerts.rs` checks what a
+//! rules read no fingerprint; `tests/full/fleet_alerts.rs` checks what a
 //! fingerprint change raises.
 
+#[path = "../common/mod.rs"]
 mod common;
 
-#[path = "../benches/support/fleet.rs"]
+#[path = "../../benches/support/fleet.rs"]
 mod fleet;
 
 use std::collections::BTreeMap;
@@ -182,7 +183,7 @@ fn history(fleet: &fleet::Fleet, rules: &Path) -> (String, Vec<String>) {
 }
 
 #[test]
-#[ignore = "full tier: promtool over 40 hours of 1,000 hosts, about a minute"]
+// Full tier: promtool over 40 hours of 1,000 hosts, about a minute.
 fn the_regression_alert_pages_exactly_the_hosts_that_regressed() {
     require_tool("promtool", "--version", "prometheus");
     let spec = fleet::Spec {

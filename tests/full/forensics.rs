@@ -10,6 +10,7 @@
 //! forensics without permission and without tracefs leaves the daemon
 //! running and says why.
 
+#[path = "../common/mod.rs"]
 mod common;
 
 use std::path::Path;
@@ -98,9 +99,9 @@ fn capture_naming(daemon: &Daemon, cpu: usize, tid: i32) -> Option<Value> {
 }
 
 #[test]
-#[ignore = "full tier: root and tracefs"]
+// Full tier: root and tracefs.
 fn a_new_window_maximum_under_the_threshold_is_captured_as_new_max() {
-    if !real_kernel("tests/forensics.rs (new maxima)") {
+    if !real_kernel("tests/full/forensics.rs (new maxima)") {
         return;
     }
     let _turn = one_at_a_time();
@@ -141,7 +142,7 @@ fn a_new_window_maximum_under_the_threshold_is_captured_as_new_max() {
 }
 
 #[test]
-#[ignore = "full tier: root and tracefs"]
+// Full tier: root and tracefs.
 fn a_busy_real_time_task_is_named_as_the_main_cause() {
     let _turn = one_at_a_time();
     if !real_kernel("a_busy_real_time_task_is_named_as_the_main_cause") {
@@ -223,7 +224,7 @@ fn a_busy_real_time_task_is_named_as_the_main_cause() {
 }
 
 #[test]
-#[ignore = "full tier: root and tracefs"]
+// Full tier: root and tracefs.
 fn measure_breaktrace_stops_at_the_spike_and_names_the_culprit() {
     let _turn = one_at_a_time();
     let test = "measure_breaktrace_stops_at_the_spike_and_names_the_culprit";
@@ -304,7 +305,7 @@ fn measure_breaktrace_stops_at_the_spike_and_names_the_culprit() {
 }
 
 #[test]
-#[ignore = "full tier: root and tracefs"]
+// Full tier: root and tracefs.
 fn measure_forensics_captures_and_goes_on_counting_every_period() {
     let _turn = one_at_a_time();
     if !real_kernel("measure_forensics_captures_and_goes_on_counting_every_period") {
@@ -390,7 +391,7 @@ fn measure_forensics_captures_and_goes_on_counting_every_period() {
 }
 
 #[test]
-#[ignore = "full tier: root and tracefs"]
+// Full tier: root and tracefs.
 fn a_storm_of_spikes_stays_within_the_bounds() {
     let _turn = one_at_a_time();
     if !real_kernel("a_storm_of_spikes_stays_within_the_bounds") {
@@ -467,7 +468,7 @@ fn a_storm_of_spikes_stays_within_the_bounds() {
 }
 
 #[test]
-#[ignore = "full tier: root and tracefs"]
+// Full tier: root and tracefs.
 fn a_leftover_instance_is_removed_and_the_instance_goes_at_exit() {
     let _turn = one_at_a_time();
     if !real_kernel("a_leftover_instance_is_removed_and_the_instance_goes_at_exit") {
@@ -574,7 +575,7 @@ const CULPRIT_SPIN: Duration = Duration::from_millis(30);
 /// tracefs instances, each captures the same culprit, and each removes
 /// only its own at the end — the observer's included.
 #[test]
-#[ignore = "full tier: root and tracefs"]
+// Full tier: root and tracefs.
 fn two_latencyd_processes_with_forensics_and_the_observer_keep_capturing() {
     let _turn = one_at_a_time();
     let test = "two_latencyd_processes_with_forensics_and_the_observer_keep_capturing";
@@ -687,7 +688,7 @@ fn two_latencyd_processes_with_forensics_and_the_observer_keep_capturing() {
 /// its instances: within a tick or two it is found, set back, logged and
 /// counted, and captures go on.
 #[test]
-#[ignore = "full tier: root and tracefs"]
+// Full tier: root and tracefs.
 fn an_instance_changed_behind_its_back_is_set_back_and_said() {
     let _turn = one_at_a_time();
     let test = "an_instance_changed_behind_its_back_is_set_back_and_said";
@@ -793,7 +794,7 @@ fn check_unavailable(daemon: &Daemon, why: &[&str]) {
 }
 
 #[test]
-#[ignore = "full tier: root and tracefs"]
+// Full tier: root and tracefs.
 fn without_tracefs_the_daemon_runs_and_says_why() {
     let _turn = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
@@ -802,7 +803,7 @@ fn without_tracefs_the_daemon_runs_and_says_why() {
 }
 
 #[test]
-#[ignore = "full tier: root and tracefs"]
+// Full tier: root and tracefs.
 fn without_permission_the_daemon_runs_and_says_why() {
     let _turn = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
@@ -845,7 +846,7 @@ fn without_permission_the_daemon_runs_and_says_why() {
 /// ones are counted, never built (a 3 s stall used to build every late
 /// task's capture before the limits threw most away).
 #[test]
-#[ignore = "full tier: root for tracefs"]
+// Full tier: root for tracefs.
 fn offered_captures_are_made_only_when_the_limits_admit_them() {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};

@@ -10,6 +10,7 @@
 //! too; where this sandbox refuses it (root here lacks CAP_SYS_RESOURCE,
 //! which podman needs to set the container's rlimits) the test says so.
 
+#[path = "../common/mod.rs"]
 mod common;
 
 use std::path::{Path, PathBuf};
@@ -83,7 +84,7 @@ impl Drop for Mounted {
 }
 
 #[test]
-#[ignore = "full tier: root, buildah and podman"]
+// Full tier: root, buildah and podman.
 fn the_image_holds_the_binary_and_what_it_needs_and_runs() {
     if !privileged() {
         report_skip(

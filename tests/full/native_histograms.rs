@@ -3,6 +3,7 @@
 //! in the protobuf exposition, and its `histogram_quantile(0.99, …)`
 //! over the native series agrees with `/api/v1/latency`'s p99.
 
+#[path = "../common/mod.rs"]
 mod common;
 
 use std::time::{Duration, Instant};
@@ -12,7 +13,7 @@ use common::{Daemon, daemon_config, latencyd};
 use serde_json::Value;
 
 #[test]
-#[ignore = "full tier: a real Prometheus"]
+// Full tier: a real Prometheus.
 fn prometheus_reads_the_native_histogram_and_agrees_on_the_p99() {
     let dir = tempfile::tempdir().unwrap();
     // 10 samples a second: counts change slowly enough to catch

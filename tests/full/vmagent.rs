@@ -7,6 +7,7 @@
 //! info series, the classic buckets the percentile rules use, `up`); when
 //! latencyd stops, both must see the target down and its series end.
 
+#[path = "../common/mod.rs"]
 mod common;
 
 use std::path::Path;
@@ -91,7 +92,7 @@ fn rules_for_vmalert() -> String {
 }
 
 #[test]
-#[ignore = "full tier: VictoriaMetrics, vmagent, vmalert, Prometheus and Alertmanager, about 40 s"]
+// Full tier: VictoriaMetrics, vmagent, vmalert, Prometheus and Alertmanager, about 40 s.
 fn a_spike_shipped_by_vmagent_arrives_at_both_receivers_and_pages() {
     let dir = tempfile::tempdir().unwrap();
     // A budget of 1 us: every wake-up is over it, a spike on every CPU.

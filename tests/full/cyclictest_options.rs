@@ -10,6 +10,7 @@
 //! comparison is skipped (loudly) and only `measure`'s acceptance of every
 //! line is checked, with `--allow-non-rt`.
 
+#[path = "../common/mod.rs"]
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -251,7 +252,7 @@ fn run(program: &mut Command, line: &str, dir: &Path) -> Output {
 }
 
 #[test]
-#[ignore = "full tier: the real cyclictest beside every option; about 2 minutes"]
+// Full tier: the real cyclictest beside every option; about 2 minutes.
 fn every_option_runs_as_under_cyclictest() {
     if !privileged() {
         report_skip(

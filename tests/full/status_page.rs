@@ -3,6 +3,7 @@
 //! it; the DOM it built must hold a row per sampled CPU and the plot, and
 //! a screenshot must come out.
 
+#[path = "../common/mod.rs"]
 mod common;
 
 use std::time::Duration;
@@ -11,7 +12,7 @@ use common::*;
 use serde_json::Value;
 
 #[test]
-#[ignore = "full tier: headless Chromium renders the page"]
+// Full tier: headless Chromium renders the page.
 fn chromium_renders_a_row_per_cpu_and_the_plot() {
     require_tool("chromium", "--version", "chromium");
     let dir = tempfile::tempdir().unwrap();

@@ -4,6 +4,7 @@
 //! at a time, stops with its request, and leaves no work and no memory
 //! behind (resident memory back within a few MB of where it was).
 
+#[path = "../common/mod.rs"]
 mod common;
 
 use std::collections::HashMap;
@@ -56,7 +57,7 @@ fn status_of_get(addr: SocketAddr, path: &str, extra: &str) -> u16 {
 }
 
 #[test]
-#[ignore = "full tier: floods of connections, about 25 s"]
+// Full tier: floods of connections, about 25 s.
 fn the_liveness_probe_answers_through_a_flood_of_idle_sockets() {
     let dir = tempfile::tempdir().unwrap();
     let daemon = Daemon::start_with_export(dir.path(), "header_timeout = \"30s\"\n");
@@ -208,7 +209,7 @@ fn settles_back(daemon: &Daemon, own_before: u64, rss_before: u64, slack_kib: u6
 }
 
 #[test]
-#[ignore = "full tier: floods of connections, about 25 s"]
+// Full tier: floods of connections, about 25 s.
 fn a_flood_of_range_reads_is_bounded_stopped_and_leaves_nothing_behind() {
     let dir = tempfile::tempdir().unwrap();
     let record = dir.path().join("record");
@@ -352,7 +353,7 @@ fn with_basic_auth(dir: &Path, cost: u32) -> Daemon {
 }
 
 #[test]
-#[ignore = "full tier: floods of connections, about 25 s"]
+// Full tier: floods of connections, about 25 s.
 fn a_flood_of_wrong_passwords_runs_bcrypt_a_few_at_a_time() {
     let dir = tempfile::tempdir().unwrap();
     let daemon = with_basic_auth(dir.path(), 8);
@@ -396,7 +397,7 @@ fn a_flood_of_wrong_passwords_runs_bcrypt_a_few_at_a_time() {
 /// verified is served on each: one bcrypt check answers them all, and its
 /// share of the bcrypt queue (two checks per peer) does not refuse the rest.
 #[test]
-#[ignore = "full tier: floods of connections, about 5 s"]
+// Full tier: floods of connections, about 5 s.
 fn many_first_requests_with_the_right_password_share_one_check() {
     let dir = tempfile::tempdir().unwrap();
     // Cost 10: a check takes long enough that the requests overlap it.
@@ -640,27 +641,27 @@ impl ScrapeWith for Daemon {
 }
 
 #[test]
-#[ignore = "full tier: floods of connections, about 10 s"]
+// Full tier: floods of connections, about 10 s.
 fn pipelined_wrong_passwords_cannot_pin_the_slots() {
     // 64 sockets, each with two wrong-password requests always waiting.
     probes_answer_through(&[Flooder::WrongPassword], 64, false);
 }
 
 #[test]
-#[ignore = "full tier: floods of connections, about 10 s"]
+// Full tier: floods of connections, about 10 s.
 fn pipelined_wrong_passwords_cannot_pin_the_slots_over_tls() {
     probes_answer_through(&[Flooder::WrongPassword], 64, true);
 }
 
 #[test]
-#[ignore = "full tier: floods of connections, about 10 s"]
+// Full tier: floods of connections, about 10 s.
 fn a_mix_of_idle_slow_and_wrong_password_sockets_leaves_the_probes_answered() {
     let mix = [Flooder::Idle, Flooder::Slow, Flooder::WrongPassword];
     probes_answer_through(&mix, 30, false);
 }
 
 #[test]
-#[ignore = "full tier: floods of connections, about 10 s"]
+// Full tier: floods of connections, about 10 s.
 fn a_mix_of_idle_slow_and_wrong_password_sockets_over_tls_leaves_the_probes_answered() {
     let mix = [Flooder::Idle, Flooder::Slow, Flooder::WrongPassword];
     probes_answer_through(&mix, 30, true);
