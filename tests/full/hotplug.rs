@@ -214,9 +214,37 @@ fn a_cpu_offline_for_a_while_is_no_change_of_the_hosts_configuration() {
         );
     }
     let after = host();
-    assert_eq!(after["changes_total"], 0, "{after}");
     let log = daemon.log_text();
-    assert!(!log.contains("the host's configuration changed"), "{log}");
+    // The CPU's own facts and the online list are back as they were. An
+    // IRQ the kernel moved off the CPU may stay where the kernel put it
+    // (it does not move IRQs back): that one, and only that, is a change,
+    // since the host now takes that interrupt elsewhere.
+    let stayed_moved = |after: &Value| -> bool {
+        let Some(facts) = after["changes"][0]["facts"].as_object() else {
+            return false;
+        };
+        let split = |v: &Value| -> Option<(String, String, String)> {
+            let text = v.as_str()?;
+            let (name, rest) = text.rsplit_once(" on ")?;
+            let (on, allowed) = rest.split_once(' ')?;
+            Some((name.to_string(), on.to_string(), allowed.to_string()))
+        };
+        facts.iter().all(|(fact, change)| {
+            let (Some(from), Some(to)) = (split(&change["from"]), split(&change["to"])) else {
+                return false;
+            };
+            fact.starts_with("irq[")
+                && from.0 == to.0
+                && from.2 == to.2
+                && from.1 == cpu.to_string()
+                && to.1 != cpu.to_string()
+        })
+    };
+    match after["changes_total"].as_u64() {
+        Some(0) => assert!(!log.contains("the host's configuration changed"), "{log}"),
+        Some(1) => assert!(stayed_moved(&after), "{after}"),
+        _ => panic!("a CPU offline for a while made more than one change: {after}"),
+    }
 }
 
 #[test]
