@@ -1,77 +1,16 @@
-//! The operations kit checked with the real tools: promtool on the rules,
-//! their unit tests and the scrape configuration; systemd-analyze on the
-//! unit (security exposure at most 2.0, verify clean); every YAML file and
-//! every latencyd configuration under deploy/ with the real parsers; and
-//! the test gate's own summary (scripts/test-summary, with the skips that
-//! scripts/allowed-skips allows under CI=true).
+//! The operations kit checked without outside tools: every alert listed in
+//! docs/operations.md and linked to its runbook section (served by a
+//! running daemon), every configuration key documented with its default,
+//! the man page, the Yocto crate list, and the test gate's own summary
+//! (scripts/test-summary, with the skips that scripts/allowed-skips
+//! allows under CI=true). The real tools' checks are tests/full/deploy_tools.rs.
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use common::*;
-use latencyd::config::{Config, Sources};
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn tool(name: &str, package: &str) {
-    require_tool(name, "--version", package);
-}
-
-fn run_in(dir: &Path, program: &str, args: &[&str]) -> (bool, String) {
-    let output = Command::new(program)
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    let said = format!("{}{}", stdout_of(&output), stderr_of(&output));
-    (output.status.success(), said)
-}
-
-#[test]
-#[ignore = "full tier: promtool"]
-fn rules_rule_tests_and_scrape_config_pass_promtool() {
-    tool("promtool", "prometheus");
-    let dir = root().join("deploy/prometheus");
-    let (ok, said) = run_in(&dir, "promtool", &["check", "rules", "latencyd.rules.yml"]);
-    assert!(ok && said.contains("SUCCESS: 30 rules found"), "{said}");
-    let (ok, said) = run_in(
-        &dir,
-        "promtool",
-        &["test", "rules", "latencyd.rules.test.yml"],
-    );
-    assert!(ok && said.contains("SUCCESS"), "{said}");
-    let (ok, said) = run_in(&dir, "promtool", &["check", "config", "prometheus.yml"]);
-    assert!(ok, "{said}");
-    // Every alert has a firing and a quiet case in the rule tests.
-    let rules = std::fs::read_to_string(dir.join("latencyd.rules.yml")).unwrap();
-    let tests = std::fs::read_to_string(dir.join("latencyd.rules.test.yml")).unwrap();
-    for alert in rules
-        .lines()
-        .filter_map(|l| l.trim().strip_prefix("- alert: "))
-    {
-        let cases: Vec<&str> = tests
-            .split("alertname: ")
-            .skip(1)
-            .filter(|c| c.starts_with(alert))
-            .collect();
-        let quiet = cases.iter().any(|c| {
-            c.lines()
-                .nth(1)
-                .is_some_and(|l| l.contains("exp_alerts: []"))
-        });
-        let firing = cases
-            .iter()
-            .any(|c| c.lines().nth(1).is_some_and(|l| !l.contains("[]")));
-        assert!(
-            quiet && firing,
-            "{alert} needs a firing and a quiet test case"
-        );
-    }
-}
 
 /// The shipped runbook links: the daemon that fired the alert, or the
 /// package's copy for the two alerts that fire when no daemon answers
@@ -101,7 +40,7 @@ fn runbook_links(rules: &str) -> Vec<(String, String)> {
 #[test]
 fn operations_md_lists_every_shipped_alert_in_the_rule_files_order() {
     let rules =
-        std::fs::read_to_string(root().join("deploy/prometheus/latencyd.rules.yml")).unwrap();
+        std::fs::read_to_string(repo_root().join("deploy/prometheus/latencyd.rules.yml")).unwrap();
     let shipped: Vec<String> = runbook_links(&rules).into_iter().map(|(n, _)| n).collect();
     let listed: Vec<String> = doc_table_rows("docs/operations.md", "Operations kit")
         .into_iter()
@@ -117,8 +56,8 @@ fn operations_md_lists_every_shipped_alert_in_the_rule_files_order() {
 #[test]
 fn every_alert_links_to_a_runbook_section_that_says_what_why_and_how() {
     let rules =
-        std::fs::read_to_string(root().join("deploy/prometheus/latencyd.rules.yml")).unwrap();
-    let runbooks = std::fs::read_to_string(root().join("docs/runbooks.md")).unwrap();
+        std::fs::read_to_string(repo_root().join("deploy/prometheus/latencyd.rules.yml")).unwrap();
+    let runbooks = std::fs::read_to_string(repo_root().join("docs/runbooks.md")).unwrap();
     // The sections of the runbook, by anchor, with their text.
     let mut sections = std::collections::HashMap::new();
     for section in runbooks.split("\n## ").skip(1) {
@@ -132,7 +71,8 @@ fn every_alert_links_to_a_runbook_section_that_says_what_why_and_how() {
     assert!(links.len() >= 9, "{} alerts", links.len());
     // The PrometheusRule links exactly as the rule file does.
     let operator_rules =
-        std::fs::read_to_string(root().join("deploy/kubernetes/base/prometheusrule.yaml")).unwrap();
+        std::fs::read_to_string(repo_root().join("deploy/kubernetes/base/prometheusrule.yaml"))
+            .unwrap();
     assert_eq!(runbook_links(&operator_rules), links);
     for (name, url) in &links {
         let base = if NO_DAEMON_ANSWERS.contains(&name.as_str()) {
@@ -156,7 +96,7 @@ fn every_alert_links_to_a_runbook_section_that_says_what_why_and_how() {
         }
     }
     // The fallback is where the package puts its copy.
-    let manifest = std::fs::read_to_string(root().join("Cargo.toml")).unwrap();
+    let manifest = std::fs::read_to_string(repo_root().join("Cargo.toml")).unwrap();
     assert!(
         manifest.contains("[\"docs/runbooks.md\", \"usr/share/doc/latencyd/\", \"644\"]"),
         "the package installs docs/runbooks.md where LatencydTargetDown and LatencydAbsent link"
@@ -166,7 +106,7 @@ fn every_alert_links_to_a_runbook_section_that_says_what_why_and_how() {
 #[test]
 fn every_alert_link_opens_its_heading_on_a_running_daemon() {
     let rules =
-        std::fs::read_to_string(root().join("deploy/prometheus/latencyd.rules.yml")).unwrap();
+        std::fs::read_to_string(repo_root().join("deploy/prometheus/latencyd.rules.yml")).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let daemon = Daemon::start_with_export(dir.path(), "");
     for (name, url) in runbook_links(&rules) {
@@ -190,228 +130,6 @@ fn every_alert_link_opens_its_heading_on_a_running_daemon() {
     }
 }
 
-/// The exposure score systemd-analyze gives a unit file.
-fn exposure(unit: &Path) -> f64 {
-    let (ok, said) = run_in(
-        &root(),
-        "systemd-analyze",
-        &["security", "--offline=true", unit.to_str().unwrap()],
-    );
-    assert!(ok, "{said}");
-    said.lines()
-        .find_map(|l| l.split("exposure level for latencyd.service: ").nth(1))
-        .and_then(|rest| rest.split_whitespace().next())
-        .and_then(|score| score.parse().ok())
-        .unwrap_or_else(|| panic!("no exposure score in: {said}"))
-}
-
-#[test]
-#[ignore = "full tier: systemd-analyze"]
-fn the_unit_is_hardened_and_verifies_clean() {
-    tool("systemd-analyze", "systemd");
-    let unit_path = root().join("systemd/latencyd.service");
-    let unit = std::fs::read_to_string(&unit_path).unwrap();
-    let dir = tempfile::tempdir().unwrap();
-
-    let score = exposure(&unit_path);
-    assert!(score <= 2.0, "exposure {score} > 2.0");
-    // The unit with a drop-in's [Service] settings merged in, rated.
-    let merged_dir = dir.path().join("merged");
-    std::fs::create_dir(&merged_dir).unwrap();
-    let with_drop_in = |name: &str| -> (String, f64) {
-        let drop_in = std::fs::read_to_string(root().join("deploy/systemd").join(name)).unwrap();
-        let extra: String = drop_in
-            .lines()
-            .skip_while(|l| *l != "[Service]")
-            .skip(1)
-            .map(|l| format!("{l}\n"))
-            .collect();
-        let merged = unit.replace("[Install]", &format!("{extra}\n[Install]"));
-        std::fs::write(merged_dir.join("latencyd.service"), merged).unwrap();
-        (drop_in, exposure(&merged_dir.join("latencyd.service")))
-    };
-    // With the PM QoS drop-in, still within bounds.
-    let (_, score) = with_drop_in("latencyd-pmqos.conf");
-    assert!(
-        score <= 2.0,
-        "exposure with the PM QoS drop-in {score} > 2.0"
-    );
-    // With the load drop-in (tasks and stop time only): no wider.
-    let (drop_in, load_score) = with_drop_in("latencyd-load.conf");
-    assert!(drop_in.contains("TasksMax=infinity") && drop_in.contains("TimeoutStopSec=20s"));
-    assert!(
-        load_score <= 2.0,
-        "exposure with the load drop-in {load_score} > 2.0, the base unit's bound"
-    );
-    // With the forensics drop-in (tracefs, capabilities, MSR reads): the
-    // rating its comment states.
-    let (drop_in, score) = with_drop_in("latencyd-forensics.conf");
-    assert!(drop_in.contains("rates the unit with this\n# drop-in 2.1"));
-    assert!(
-        drop_in.contains("StateDirectory=latencyd")
-            && drop_in.contains("ReadWritePaths=/sys/kernel/tracing")
-    );
-    assert!(
-        score <= 2.1,
-        "exposure with the forensics drop-in {score} > 2.1"
-    );
-    // With the observe drop-in (the same, and other users' processes
-    // visible in /proc): the rating its comment states.
-    let (drop_in, score) = with_drop_in("latencyd-observe.conf");
-    assert!(drop_in.contains("rates\n# the unit with this drop-in 2.2"));
-    assert!(
-        drop_in.contains("ProtectProc=default")
-            && drop_in.contains("ReadWritePaths=/sys/kernel/tracing")
-    );
-    assert!(
-        score <= 2.2,
-        "exposure with the observe drop-in {score} > 2.2"
-    );
-
-    // What the unit must say, line by line.
-    for needed in [
-        "Type=notify",
-        "WatchdogSec=",
-        "Restart=on-failure",
-        "RestartPreventExitStatus=77 78",
-        "User=latencyd",
-        "LimitRTPRIO=",
-        "LimitMEMLOCK=infinity",
-    ] {
-        assert!(
-            unit.lines().any(|l| l.starts_with(needed)),
-            "the unit lacks {needed}"
-        );
-    }
-    for forbidden in [
-        "CPUSchedulingPolicy=",
-        "RestrictRealtime=",
-        "AmbientCapabilities=CAP",
-    ] {
-        assert!(
-            !unit.lines().any(|l| l.starts_with(forbidden)),
-            "the unit sets {forbidden}"
-        );
-    }
-
-    // verify wants ExecStart to exist: point a copy at the binary under test.
-    let copy = dir.path().join("latencyd.service");
-    std::fs::write(
-        &copy,
-        unit.replace("/usr/bin/latencyd", env!("CARGO_BIN_EXE_latencyd")),
-    )
-    .unwrap();
-    let (ok, said) = run_in(
-        &root(),
-        "systemd-analyze",
-        &["verify", copy.to_str().unwrap()],
-    );
-    assert!(
-        ok && said.trim().is_empty(),
-        "systemd-analyze verify: {said}"
-    );
-}
-
-#[test]
-#[ignore = "full tier: python3 with PyYAML"]
-fn every_yaml_file_and_latencyd_configuration_under_deploy_parses() {
-    let probe = Command::new("python3").args(["-c", "import yaml"]).output();
-    assert!(
-        probe.is_ok_and(|o| o.status.success()),
-        "python3 with PyYAML is missing (scripts/test installs it as root)"
-    );
-    let mut yaml_files = Vec::new();
-    let mut toml_files = Vec::new();
-    for top in ["deploy", "grafana"] {
-        let mut stack = vec![root().join(top)];
-        while let Some(dir) = stack.pop() {
-            for entry in std::fs::read_dir(dir).unwrap() {
-                let path = entry.unwrap().path();
-                if path.is_dir() {
-                    stack.push(path);
-                } else if path.extension().is_some_and(|e| e == "yml" || e == "yaml") {
-                    yaml_files.push(path);
-                } else if path.extension().is_some_and(|e| e == "toml")
-                    && path.parent().is_some_and(|d| d.ends_with("qualify"))
-                {
-                    // `latencyd qualify`'s ready profiles, read as qualify reads them.
-                    let text = std::fs::read_to_string(&path).unwrap();
-                    if let Err(err) = latencyd::qualify::Profile::parse(&text) {
-                        panic!("{}: {err}", path.display());
-                    }
-                } else if path.extension().is_some_and(|e| e == "toml") {
-                    toml_files.push(path);
-                }
-            }
-        }
-    }
-    assert!(yaml_files.len() >= 6, "{yaml_files:?}");
-    // Each file: every document parses; a ConfigMap's latencyd.toml is
-    // printed so it can be loaded with latencyd's own parser, as are the
-    // .toml files kustomize makes ConfigMaps of.
-    let script = "import sys, yaml\n\
-        for path in sys.argv[1:]:\n\
-        \x20   for doc in yaml.safe_load_all(open(path)):\n\
-        \x20       if isinstance(doc, dict) and doc.get('kind') == 'ConfigMap' \\\n\
-        \x20               and 'latencyd.toml' in doc.get('data', {}):\n\
-        \x20           print('@@@' + doc['data']['latencyd.toml'])\n";
-    let output = Command::new("python3")
-        .arg("-c")
-        .arg(script)
-        .args(&yaml_files)
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "{}", stderr_of(&output));
-    let configs: Vec<String> = stdout_of(&output)
-        .split("@@@")
-        .skip(1)
-        .map(str::to_string)
-        .collect();
-    assert!(
-        !toml_files.is_empty(),
-        "the Kubernetes base's latencyd.toml is under deploy/"
-    );
-
-    let dir = tempfile::tempdir().unwrap();
-    let mut files: Vec<PathBuf> = vec![root().join("config.example.toml")];
-    files.extend(toml_files);
-    for (i, text) in configs.iter().enumerate() {
-        let path = dir.path().join(format!("configmap-{i}.toml"));
-        std::fs::write(&path, text).unwrap();
-        files.push(path);
-    }
-    for file in files {
-        let sources = Sources {
-            file: Some(file.clone()),
-            flags: vec![],
-        };
-        let no_env = config::Environment::with_prefix("LATENCYD").source(Some(Default::default()));
-        if let Err(err) = Config::load_with_env(&sources, no_env) {
-            panic!("{}: {err}", file.display());
-        }
-    }
-}
-
-#[test]
-#[ignore = "full tier: root and systemd-sysusers"]
-fn the_sysusers_entry_is_valid() {
-    if !privileged() {
-        report_skip(
-            "the_sysusers_entry_is_valid",
-            "not root: systemd-sysusers needs to read /etc/shadow",
-        );
-        return;
-    }
-    tool("systemd-sysusers", "systemd");
-    let path = root().join("systemd/latencyd.sysusers");
-    let (ok, said) = run_in(
-        &root(),
-        "systemd-sysusers",
-        &["--dry-run", path.to_str().unwrap()],
-    );
-    assert!(ok, "{said}");
-}
-
 /// `section.key` -> default (as written) of every key in a TOML file laid
 /// out as config.example.toml is: `[section]` headers, `key = value`.
 fn example_keys(toml: &str) -> Vec<(String, String)> {
@@ -432,7 +150,7 @@ fn example_keys(toml: &str) -> Vec<(String, String)> {
 
 #[test]
 fn docs_configuration_md_has_every_key_of_the_example_with_its_default() {
-    let example = std::fs::read_to_string(root().join("config.example.toml")).unwrap();
+    let example = std::fs::read_to_string(repo_root().join("config.example.toml")).unwrap();
     let keys = example_keys(&example);
     assert!(
         keys.len() >= 30,
@@ -498,7 +216,7 @@ fn docs_configuration_md_has_every_key_of_the_example_with_its_default() {
         );
     }
     // The overview names every section check-config prints.
-    let doc = std::fs::read_to_string(root().join("docs/configuration.md")).unwrap();
+    let doc = std::fs::read_to_string(repo_root().join("docs/configuration.md")).unwrap();
     let overview = doc.split("| exit status |").next().unwrap();
     for section in stdout_of(&out).lines().filter(|l| l.starts_with('[')) {
         assert!(
@@ -568,7 +286,7 @@ fn the_man_page_is_listed_in_help_and_names_only_pages_that_exist() {
 /// for a skip that no entry allows where it happened.
 #[test]
 fn the_gate_fails_under_ci_for_a_skip_no_entry_allows() {
-    let list = std::fs::read_to_string(root().join("scripts/allowed-skips")).unwrap();
+    let list = std::fs::read_to_string(repo_root().join("scripts/allowed-skips")).unwrap();
     let mut said_why = false;
     for line in list.lines() {
         if line.starts_with('#') {
@@ -603,7 +321,7 @@ fn the_gate_fails_under_ci_for_a_skip_no_entry_allows() {
     let no_font = skip("p", "no TrueType font (install fonts-dejavu-core)");
     let ok = "test result: ok. 7 passed; 0 failed; 0 ignored";
     let summary = |root_log: &Path, unprivileged_log: &Path, ci: bool| {
-        let mut cmd = Command::new(root().join("scripts/test-summary"));
+        let mut cmd = Command::new(repo_root().join("scripts/test-summary"));
         cmd.arg(root_log).arg(unprivileged_log).env_remove("CI");
         if ci {
             cmd.env("CI", "true");
@@ -646,16 +364,16 @@ fn the_gate_fails_under_ci_for_a_skip_no_entry_allows() {
 #[test]
 fn the_yocto_crate_list_matches_cargo_lock() {
     let (ok, output) = run_in(
-        &root(),
+        &repo_root(),
         "python3",
         &["deploy/yocto/update-crates", "--check"],
     );
     assert!(ok, "{output}");
     let inc = std::fs::read_to_string(
-        root().join("deploy/yocto/meta-latencyd/recipes-support/latencyd/latencyd-crates.inc"),
+        repo_root().join("deploy/yocto/meta-latencyd/recipes-support/latencyd/latencyd-crates.inc"),
     )
     .unwrap();
-    let lock = std::fs::read_to_string(root().join("Cargo.lock")).unwrap();
+    let lock = std::fs::read_to_string(repo_root().join("Cargo.lock")).unwrap();
     let registry = lock
         .matches("source = \"registry+https://github.com/rust-lang/crates.io-index\"")
         .count();

@@ -10,9 +10,33 @@ use std::path::PathBuf;
 use std::process::{Command, Output};
 
 pub mod cyclictest;
+pub mod daemon;
+pub mod measure;
+pub mod oslat;
+pub mod plot;
 pub mod prometheus;
 pub mod protobuf;
+pub mod qualify;
+pub mod record;
+pub mod stall;
 pub mod victoria;
+
+/// The checkout's root (where Cargo.toml is).
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Runs `program` with `args` in `dir`: whether it succeeded, and what it
+/// printed (stdout, then stderr).
+pub fn run_in(dir: &std::path::Path, program: &str, args: &[&str]) -> (bool, String) {
+    let output = Command::new(program)
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    let said = format!("{}{}", stdout_of(&output), stderr_of(&output));
+    (output.status.success(), said)
+}
 
 /// The binary under test.
 pub fn latencyd() -> Command {
