@@ -39,6 +39,16 @@ const STALE_WAIT_NS: u64 = 1_000_000_000;
 /// found within one.
 const CHECK_TICKS: u64 = 2;
 
+/// What one tick's reads of the ring buffers came to.
+#[derive(Debug, Default)]
+struct RingRead {
+    pages: u64,
+    events: u64,
+    /// CPUs whose read failed in part, and the last failure said.
+    failed: u64,
+    error: Option<String>,
+}
+
 pub(super) fn lock(status: &Mutex<Status>) -> MutexGuard<'_, Status> {
     status.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -110,43 +120,14 @@ impl Worker {
     }
 
     fn tick(&mut self, page: &mut [u8]) {
-        let mut interval = Interval::default();
-        let (mut pages, mut events, mut failed) = (0, 0, 0);
-        let mut error = None;
-        for (idx, (cpu, file)) in self.tracer.readers.iter_mut().enumerate() {
-            let account = &mut self.accounts[idx];
-            let decoder = &self.tracer.decoder;
-            let layout = self.tracer.layout;
-            let tasks = &mut self.tasks;
-            let mut cpu_error = None;
-            let read = Tracer::drain(file, page, |bytes| {
-                let info = layout.records(bytes, |ts, record| {
-                    if let Some(event) = decoder.decode(record) {
-                        account.feed(ts, common_pid(record), &event, tasks);
-                    }
-                });
-                match info {
-                    Ok(info) => events += info.records,
-                    Err(err) => cpu_error = Some(format!("CPU {cpu}: a ring-buffer page: {err}")),
-                }
-            });
-            match read {
-                Ok(n) => pages += n,
-                Err(err) => cpu_error = Some(format!("CPU {cpu}: reading trace_pipe_raw: {err}")),
-            }
-            // Some of this CPU's events of the tick are missing: one
-            // failed read, whatever failed in it.
-            if cpu_error.is_some() {
-                failed += 1;
-                error = cpu_error;
-            }
-        }
+        let read = self.read_rings(page);
         self.let_go_of_migrated();
         self.ticks += 1;
         if self.ticks.is_multiple_of(CHECK_TICKS) {
             self.check_instance();
         }
         let housekeeping = self.ticks.is_multiple_of(HOUSEKEEPING_TICKS);
+        let mut interval = Interval::default();
         for idx in 0..self.accounts.len() {
             let cpu = self.tracer.readers[idx].0;
             let (tally, samples) = self.accounts[idx].take();
@@ -171,31 +152,77 @@ impl Worker {
             self.add_tally(&mut interval, cpu, tally);
         }
         if housekeeping {
-            for (cpu, ns) in self.noise.steal_deltas() {
-                let tally = interval.cpus.entry(cpu).or_default();
-                tally.add(
-                    Source::Steal,
-                    "steal",
-                    ns,
-                    crate::rt::sys::monotonic_now_ns(),
-                );
+            self.add_noise(&mut interval);
+        }
+        self.note_health(read, housekeeping);
+        self.send(interval);
+    }
+
+    /// Reads every observed CPU's new ring-buffer pages into its account.
+    fn read_rings(&mut self, page: &mut [u8]) -> RingRead {
+        let mut read = RingRead::default();
+        for (idx, (cpu, file)) in self.tracer.readers.iter_mut().enumerate() {
+            let account = &mut self.accounts[idx];
+            let decoder = &self.tracer.decoder;
+            let layout = self.tracer.layout;
+            let tasks = &mut self.tasks;
+            let mut cpu_error = None;
+            let drained = Tracer::drain(file, page, |bytes| {
+                let info = layout.records(bytes, |ts, record| {
+                    if let Some(event) = decoder.decode(record) {
+                        account.feed(ts, common_pid(record), &event, tasks);
+                    }
+                });
+                match info {
+                    Ok(info) => read.events += info.records,
+                    Err(err) => cpu_error = Some(format!("CPU {cpu}: a ring-buffer page: {err}")),
+                }
+            });
+            match drained {
+                Ok(n) => read.pages += n,
+                Err(err) => cpu_error = Some(format!("CPU {cpu}: reading trace_pipe_raw: {err}")),
             }
-            for (cpu, n) in self.noise.smi_deltas() {
-                let tally = interval.cpus.entry(cpu).or_default();
-                let entry = tally
-                    .by_name
-                    .entry((Source::Smi, "smi".to_string()))
-                    .or_default();
-                entry.count += n;
+            // Some of this CPU's events of the tick are missing: one
+            // failed read, whatever failed in it.
+            if cpu_error.is_some() {
+                read.failed += 1;
+                read.error = cpu_error;
             }
         }
+        read
+    }
+
+    /// Once a second: steal time and SMIs since the last reading, per CPU.
+    fn add_noise(&mut self, interval: &mut Interval) {
+        for (cpu, ns) in self.noise.steal_deltas() {
+            let tally = interval.cpus.entry(cpu).or_default();
+            tally.add(
+                Source::Steal,
+                "steal",
+                ns,
+                crate::rt::sys::monotonic_now_ns(),
+            );
+        }
+        for (cpu, n) in self.noise.smi_deltas() {
+            let tally = interval.cpus.entry(cpu).or_default();
+            let entry = tally
+                .by_name
+                .entry((Source::Smi, "smi".to_string()))
+                .or_default();
+            entry.count += n;
+        }
+    }
+
+    /// The tick's reads into the status (with the thread's CPU time once a
+    /// second), and a log line when reads start or stop failing.
+    fn note_health(&mut self, read: RingRead, housekeeping: bool) {
         let health = {
             let mut status = lock(&self.status);
             if housekeeping {
                 status.thread_cpu_ns =
                     crate::rt::sys::thread_cpu_ns().unwrap_or(status.thread_cpu_ns);
             }
-            status.note_tick(pages, events, failed, error)
+            status.note_tick(read.pages, read.events, read.failed, read.error)
         };
         match health {
             ReadHealth::Unchanged => {}
@@ -207,7 +234,6 @@ impl Worker {
                 info!("observe: the ring buffers are read again, after {failed} failed reads")
             }
         }
-        self.send(interval);
     }
 
     /// Reads the instance back: a change behind latencyd's back is set

@@ -361,6 +361,14 @@ pub fn compare_text(a: &Part, b: &Part, labels: [&str; 2]) -> String {
         sb.max_ns as f64 / 1e3,
         "us",
     );
+    bands_text(&mut out, &sa, &sb);
+    facts_text(&mut out, a, b);
+    out
+}
+
+/// The share of each range's samples in each band of `TABLE_EDGES_US`,
+/// bands that neither has left out.
+fn bands_text(out: &mut String, sa: &LatencyStats, sb: &LatencyStats) {
     out.push_str("# share of samples by latency (us)\n");
     let bands = |s: &LatencyStats| {
         let mut counts = vec![0u64; TABLE_EDGES_US.len() + 1];
@@ -373,7 +381,7 @@ pub fn compare_text(a: &Part, b: &Part, labels: [&str; 2]) -> String {
         });
         counts
     };
-    let (ba, bb) = (bands(&sa), bands(&sb));
+    let (ba, bb) = (bands(sa), bands(sb));
     let share = |n: u64, total: u64| {
         if total == 0 {
             0.0
@@ -399,6 +407,11 @@ pub fn compare_text(a: &Part, b: &Part, labels: [&str; 2]) -> String {
         );
         low = TABLE_EDGES_US.get(i).copied().unwrap_or(low);
     }
+}
+
+/// The host's facts that differ from A to B, or that the record cannot
+/// tell.
+fn facts_text(out: &mut String, a: &Part, b: &Part) {
     match changed(a, b) {
         Some(changes) if changes.is_empty() => {
             out.push_str("# the host's facts are the same in A and B\n");
@@ -413,7 +426,6 @@ pub fn compare_text(a: &Part, b: &Part, labels: [&str; 2]) -> String {
             out.push_str("# the record has no host facts for A or B: what differs is unknown\n")
         }
     }
-    out
 }
 
 #[derive(Serialize)]

@@ -119,6 +119,15 @@ pub fn capture_page(nodename: &str, capture: &Capture) -> String {
         "<div class=\"picture\" id=\"timeline\">{}</div>",
         capture::render_untitled(capture)
     );
+    causes_table(&mut html, s);
+    facts_list(&mut html, capture);
+    foot(&mut html);
+    html
+}
+
+/// The capture's causes, largest first, each with its share of the
+/// latency.
+fn causes_table(html: &mut String, s: &Summary) {
     html.push_str(
         "<h2>Causes</h2>\n<table id=\"causes\"><thead><tr><th class=\"l\">Kind</th>\
          <th class=\"l\">Name</th><th>PID</th><th class=\"l\">Scheduling</th>\
@@ -137,7 +146,14 @@ pub fn capture_page(nodename: &str, capture: &Capture) -> String {
             c.duration_ns as f64 * 100.0 / s.latency_ns.max(1) as f64,
         );
     }
-    html.push_str("</tbody></table>\n<h2>Facts</h2>\n<ul id=\"facts\">\n");
+    html.push_str("</tbody></table>\n");
+}
+
+/// What else the capture knows: its trigger, timerlat's split, the timer
+/// interrupt, steal, SMIs, and how complete its trace is.
+fn facts_list(html: &mut String, capture: &Capture) {
+    let s = &capture.summary;
+    html.push_str("<h2>Facts</h2>\n<ul id=\"facts\">\n");
     let mut fact = |name: &str, value: String| {
         let _ = writeln!(html, "<li>{}: {}</li>", escape(name), escape(&value));
     };
@@ -190,8 +206,6 @@ pub fn capture_page(nodename: &str, capture: &Capture) -> String {
         format!("{} ({} omitted)", capture.events.len(), s.events_omitted),
     );
     html.push_str("</ul>\n");
-    foot(&mut html);
-    html
 }
 
 /// An error as a page: what was wrong and what is accepted.
