@@ -749,16 +749,19 @@ fn an_instance_changed_behind_its_back_is_set_back_and_said() {
     let status = json_of(&daemon, "/api/v1/status");
     assert_eq!(status["forensics"]["available"], true);
     assert_eq!(status["forensics"]["instance_repairs"], 1);
+    // Captures go on: a culprit is named. With a 1 ms threshold this
+    // VM's own late wake-ups are captured too, and a capture pauses its
+    // CPU's buffer while it reads it, so one culprit may fall in such a
+    // pause; a repair that stopped capturing fails all three.
     let cpu = spike_cpu();
-    let tid = busy_named_thread(
-        cpu,
-        CULPRIT_PRIORITY,
-        Duration::from_millis(3),
-        "lat-culprit",
-    );
+    let named = (0..3).any(|_| {
+        let tid = busy_named_thread(cpu, CULPRIT_PRIORITY, CULPRIT_SPIN, "lat-culprit");
+        capture_naming(&daemon, cpu, tid).is_some()
+    });
     assert!(
-        capture_naming(&daemon, cpu, tid).is_some(),
-        "no capture after the repair: {}",
+        named,
+        "no capture named any of three culprits after the repair: {}\n{}",
+        capture_report(&daemon),
         daemon.log_text()
     );
 }
