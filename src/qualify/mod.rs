@@ -20,6 +20,7 @@
 //! what. A stop signal ends the phase running with its figures and runs
 //! no other (`crate::signals`: a second exits at once with 130).
 
+mod child;
 mod facts;
 mod html;
 mod json;

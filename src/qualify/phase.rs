@@ -1,19 +1,19 @@
 //! Running one phase: latencyd's own one-shot tools, each in a child
 //! process exactly as a script would run it (`measure` for the wake-up
 //! phases, hwlat and timerlat; `oslat` for busy-poll), their `--json`
-//! read back into the statistics per CPU. A child that fails is the
-//! phase that could not measure, with the child's own words.
+//! read back into the statistics per CPU. A child that fails, or
+//! overruns its duration ([`super::child`]), is the phase that could not
+//! measure, with the child's own words.
 
 use std::collections::BTreeMap;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
 use serde_json::Value;
 
+use super::child::{self, Ended};
 use super::plan::{Kind, PhasePlan};
 use super::profile::RunWhen;
 use super::stats::Stats;
@@ -22,9 +22,6 @@ use crate::forensics::Capture;
 
 /// The 1-µs histogram's reach for the wake-up phases: 10 ms.
 const HISTOGRAM_US: u64 = 10_000;
-/// How often a running child is looked at.
-const WAIT_STEP: std::time::Duration = std::time::Duration::from_millis(50);
-
 /// oslat's largest bucket count.
 const OSLAT_BUCKETS: u64 = 1_024;
 
@@ -119,8 +116,23 @@ impl Runner {
             }
         }
         let log = self.dir.join(format!("{}.log", phase.name));
-        let status = match self.child(&args, &log) {
-            Ok(status) => status,
+        let allowance = child::allowance(phase.runtime_s);
+        let status = match child::run(
+            &self.exe,
+            &args,
+            &log,
+            (allowance, child::KILL_AFTER),
+            &self.stop,
+        ) {
+            Ok(Ended::Exited(status)) => status,
+            Ok(Ended::Overran { killed }) => {
+                let what = format!("latencyd {}", args.join(" "));
+                return Outcome::Failed(format!(
+                    "{} ({})",
+                    child::overran(&what, allowance, killed),
+                    log.display()
+                ));
+            }
             Err(e) => return Outcome::Failed(format!("cannot run {}: {e}", self.exe.display())),
         };
         let words = std::fs::read_to_string(&log).unwrap_or_default();
@@ -152,33 +164,6 @@ impl Runner {
             return Outcome::Failed(format!("{}: no CPU's figures in it", json.display()));
         }
         Outcome::Measured(measured)
-    }
-
-    /// Runs latencyd with `args`, its output into `log`, to its end. It
-    /// has a process group of its own, so that a terminal's Ctrl-C reaches
-    /// qualify alone; qualify's first stop signal is passed on to it once
-    /// (it ends with what it measured).
-    fn child(&self, args: &[String], log: &Path) -> std::io::Result<std::process::ExitStatus> {
-        let out = std::fs::File::create(log)?;
-        let mut child = Command::new(&self.exe)
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(out.try_clone()?)
-            .stderr(out)
-            .process_group(0)
-            .spawn()?;
-        let mut passed_on = false;
-        loop {
-            if let Some(status) = child.try_wait()? {
-                return Ok(status);
-            }
-            if !passed_on && self.stop.load(Ordering::Relaxed) {
-                passed_on = true;
-                let pid = i32::try_from(child.id()).unwrap_or(i32::MAX);
-                crate::load::signal_process(pid, signal_hook::consts::SIGINT)?;
-            }
-            std::thread::sleep(WAIT_STEP);
-        }
     }
 
     /// Whether the kernel has `tracer`, or why it cannot be used.
