@@ -3,9 +3,10 @@
 //! IRQ, the thread and its return to user space, waits a moment for the
 //! sampler's capture of the same wake-up (the sampler's interval reaches
 //! the recorder up to a tick later), then joins it. When no capture of
-//! that CPU covers the period (the samplers were on time, or the CPU has
-//! no sampler), it gets a capture of its own, triggered by timerlat and
-//! attributed to what ran instead of timerlat's thread.
+//! that CPU covers the period (the samplers were on time, their capture
+//! was over the rate limits, or the CPU has no sampler), it gets a capture
+//! of its own, triggered by timerlat and attributed to what ran instead of
+//! timerlat's thread.
 
 use std::path::Path;
 

@@ -161,10 +161,10 @@ fn facts_list(html: &mut String, capture: &Capture) {
         "Trigger",
         match s.trigger.as_str() {
             "new_max" => "a new maximum of its CPU's window".to_string(),
-            "timerlat" => {
-                "timerlat's thread at least the forensics threshold late (the samplers were not)"
-                    .to_string()
-            }
+            "timerlat" => "timerlat's thread at least the forensics threshold late, and no \
+                           sampler's capture of the same wake-up (the samplers were on time, \
+                           their capture was over the rate limits, or no sampler runs here)"
+                .to_string(),
             _ => "at least the forensics threshold late".to_string(),
         },
     );
