@@ -106,9 +106,11 @@ fn exemplars_alerts_and_dashboard_links_lead_to_the_capture_page() {
         &format!("interval = \"1ms\"\npriority = {PRIORITY}\nspike_threshold = \"1ms\""),
         "",
         &format!(
-            // No rate limit a noisy VM's own stalls could use up before
-            // the culprit's spike comes.
-            "[forensics]\nenabled = true\nthreshold = \"1ms\"\nper_cpu_interval = \"0s\"\n\
+            // A noisy VM's own stalls get at most one capture a second
+            // per CPU, so they cannot use up the minute's 600 before the
+            // culprit comes; the culprit's 30 ms escalates past the
+            // per-CPU limit over any millisecond stall before it.
+            "[forensics]\nenabled = true\nthreshold = \"1ms\"\nper_cpu_interval = \"1s\"\n\
              max_per_minute = 600\ndir = \"{}\"\n",
             dir.path().join("spikes").display()
         ),
