@@ -144,12 +144,22 @@ impl Collector {
         }
         // The observer's intervals: plain memory work under the lock; its
         // workload spikes go to the forensics recorder (never waiting).
+        // Where it watches a sampled CPU it sees the samplers as tasks too:
+        // their late wake-ups are the recorder's own spikes, captured with
+        // pids, policies and the timer's split, so the observer's view of
+        // them is not offered (it would take the CPU's rate-limit slot).
         let recorder = &self.recorder;
         let now = (crate::rt::sys::monotonic_now_ns(), (self.unix_ns)());
         self.observer.drain(|mut interval| {
             let spikes = std::mem::take(&mut interval.spikes);
-            lock(state).observe.absorb(interval);
+            let mut s = lock(state);
+            let samplers: Vec<i32> = s.cpus.iter().map(|c| c.sampler.tid).collect();
+            s.observe.absorb(interval);
+            drop(s);
             for (key, spike) in spikes {
+                if samplers.contains(&spike.pid) {
+                    continue;
+                }
                 recorder.offer(crate::forensics::Offer {
                     cpu: key.cpu,
                     wakeup_mono_ns: spike.ran_ns,

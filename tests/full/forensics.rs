@@ -698,7 +698,12 @@ fn an_instance_changed_behind_its_back_is_set_back_and_said() {
     let dir = tempfile::tempdir().unwrap();
     let daemon = forensics_daemon(
         dir.path(),
-        "threshold = \"1ms\"\nper_cpu_interval = \"0s\"\nmax_per_minute = 600\n\
+        // The VM's own 1 ms stalls get one capture a second per CPU and
+        // cannot use up the minute's 600; a 30 ms culprit escalates. The
+        // observer on every CPU sees the samplers as tasks: its view of
+        // their wake-ups must not take the slot the sampler's own capture
+        // (the one with pids) needs.
+        "threshold = \"1ms\"\nper_cpu_interval = \"1s\"\nmax_per_minute = 600\n\
          [observe]\nenabled = true\ncpus = \"all\"",
     );
     let forensics = instance_of(&daemon);
