@@ -356,6 +356,28 @@ fn the_gate_fails_under_ci_for_a_skip_no_entry_allows() {
         !passed && said.contains("failed tests:\n  test x ... FAILED"),
         "{said}"
     );
+    // The kernel matrix's failures are named (CI shows the summary's
+    // tail), and so is a check that needed its second boot.
+    let matrix = log(
+        "matrix",
+        &[
+            "kernel-matrix: 6.1-rt-amd64 attempt 1: ✗ observer decodes: lost 7; booting it again",
+            "✗ 6.12-rt-arm64 observer decodes: lost 9",
+            "kernel-matrix: 231 passed, 1 failed",
+            ok,
+        ],
+    );
+    let (passed, said) = summary(&matrix, Path::new("/dev/null"), false);
+    assert!(!passed, "{said}");
+    assert!(
+        said.contains("failed tests:\n  ✗ 6.12-rt-arm64 observer decodes: lost 9"),
+        "{said}"
+    );
+    assert!(
+        said.contains("before the last:\n  6.1-rt-amd64 attempt 1: ✗ observer decodes"),
+        "{said}"
+    );
+    assert!(said.ends_with("total: 238 passed, 1 failed\n"), "{said}");
 }
 
 /// The Yocto recipe's crate list is Cargo.lock's, with its checksums:
