@@ -1812,7 +1812,7 @@ async fn every_route_answers_as_the_openapi_document_says() {
 
 #[test]
 fn docs_api_md_lists_every_route_of_the_openapi_document_with_its_statuses() {
-    let doc: Value = serde_json::from_str(latencyd::daemon::http::OPENAPI).unwrap();
+    let doc: Value = serde_json::from_str(latencyd::daemon::http::openapi::document()).unwrap();
     let documented: Vec<(String, String)> = common::doc_table_rows("docs/api.md", "Every route")
         .into_iter()
         .map(|cells| (cells[0].clone(), cells[1].clone()))
@@ -1846,7 +1846,8 @@ fn docs_api_md_lists_every_route_of_the_openapi_document_with_its_statuses() {
 }
 
 /// The documents and pages a refactoring must leave alone, byte for byte,
-/// on the synthetic state: every JSON route and every page (the metrics
+/// on the synthetic state: every JSON route, the OpenAPI document and
+/// every page (the metrics
 /// are checked by `metrics_match_the_expected_exposition` and its
 /// OpenMetrics twin). The build's revision and version are placeholders.
 #[tokio::test]
@@ -1859,6 +1860,7 @@ async fn every_document_and_page_is_byte_for_byte_as_expected() {
         ("/", "status-page.html"),
         ("/spikes", "spikes-page.html"),
         ("/plot.svg?source=timerlat", "plot-timerlat.svg"),
+        ("/api/v1/openapi.json", "openapi.json"),
     ];
     for (state, suffix) in [(state(true), ""), (hwnoise_stopped(), "-hwnoise-stopped")] {
         let app = app(state);

@@ -59,6 +59,7 @@
 //! static TICKS: Entry = Entry {
 //!     name: "ticks",
 //!     families: FAMILIES,
+//!     schema: r#"{ "Ticks": { "type": "object", "properties": { "total": { "type": "integer" } } } }"#,
 //!     idle: |_| Box::new(Ticks::default()),
 //!     start: |_| Started { part: Box::new(Ticks::default()), run: Some(Box::new(Counting)) },
 //! };
@@ -231,6 +232,10 @@ pub struct Entry {
     pub name: &'static str,
     /// Its metric families, in the order `/metrics` serves them.
     pub families: &'static [Family<PartBuild>],
+    /// Its object in `/api/v1/status` as OpenAPI 3.1 schemas (its folder's
+    /// `schema.json`): a JSON object whose first schema is the object's,
+    /// the others any it refers to.
+    pub schema: &'static str,
     /// Its part of a state it does not run in (synthetic states of tests
     /// and benches): as configured, nothing measured.
     pub idle: fn(&Config) -> Box<dyn Part>,

@@ -11,7 +11,7 @@ use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
 use hdrhistogram::serialization::{Serializer, V2DeflateSerializer};
 
-use super::{ApiError, AppState, OPENAPI, ROUTES, encoding, parse_range};
+use super::{ApiError, AppState, ROUTES, encoding, parse_range};
 
 use crate::cpulist::format_cpu_list;
 use crate::daemon::render::exposition::{self, Exposition};
@@ -57,7 +57,8 @@ fn html_error(status: StatusCode, message: &str) -> Response {
 }
 
 pub(super) async fn openapi() -> Response {
-    ([(header::CONTENT_TYPE, "application/json")], OPENAPI).into_response()
+    let document = super::openapi::document();
+    ([(header::CONTENT_TYPE, "application/json")], document).into_response()
 }
 
 pub(super) type QueryPairs = Result<Query<Vec<(String, String)>>, QueryRejection>;

@@ -13,13 +13,15 @@
 //!   close for a newcomer); `busy`: expensive work,
 //!   bounded and cancelled with its request; `webconfig`: TLS and basic
 //!   auth; `query`: query-string parsing; `error`: `ApiError`;
-//!   `handlers`: the API's routes; `pages`: the status page and the plot.
+//!   `handlers`: the API's routes; `pages`: the status page and the plot;
+//!   `openapi`: the routes' document, with each instrument's schema.
 
 mod busy;
 mod connections;
 pub mod encoding;
 mod error;
 mod handlers;
+pub mod openapi;
 mod pages;
 mod query;
 pub mod server;
@@ -188,9 +190,6 @@ pub const ROUTES: &[&str] = &[
     "/spikes",
     "/spikes/{id}",
 ];
-
-/// The OpenAPI 3.1 description of the routes.
-pub const OPENAPI: &str = include_str!("openapi.json");
 
 /// The routes; the metrics are served at `export.telemetry_path`
 /// (`/metrics` unless configured).

@@ -22,6 +22,7 @@ pub use part::{BusypollPart, CpuGaps, LastWindow, WindowCpu};
 /// The registry's entry.
 pub static ENTRY: Entry = Entry {
     name: "busypoll",
+    schema: include_str!("schema.json"),
     families: render::FAMILIES,
     idle: |config| Box::new(BusypollPart::new(config)),
     start: |start: &Start<'_>| run::start(start),

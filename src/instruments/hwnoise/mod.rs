@@ -21,6 +21,7 @@ pub use windows::*;
 /// The registry's entry.
 pub static ENTRY: Entry = Entry {
     name: "hwnoise",
+    schema: include_str!("schema.json"),
     families: render::FAMILIES,
     idle: |_| Box::new(HwnoisePart::off()),
     start: |start: &Start<'_>| run::start(start.config, start.host),

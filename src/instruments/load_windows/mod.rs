@@ -18,6 +18,7 @@ pub use part::LoadPart;
 /// The registry's entry.
 pub static ENTRY: Entry = Entry {
     name: "load",
+    schema: include_str!("schema.json"),
     families: render::FAMILIES,
     idle: |config| Box::new(LoadPart::new(config)),
     start: |start: &Start<'_>| Started {

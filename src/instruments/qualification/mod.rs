@@ -15,6 +15,7 @@ pub use part::QualificationPart;
 /// The registry's entry.
 pub static ENTRY: Entry = Entry {
     name: "qualification",
+    schema: include_str!("schema.json"),
     families: part::FAMILIES,
     // Read as the daemon starts, not before: the idle part does no I/O.
     idle: |_| Box::new(QualificationPart::not_read()),
