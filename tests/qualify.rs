@@ -240,13 +240,17 @@ fn cnf_tests_variables_set_the_plan_as_cnf_tests_reads_them() {
     assert!(plan.contains("(LATENCY_TEST_CPUS)"), "{plan}");
 }
 
+/// Written into the record while the daemon runs (as `qualify --record`
+/// writes it: a whole file renamed into place), the qualification is
+/// served within the daemon's next look (every 5 s), without a restart.
 #[test]
 fn the_daemon_serves_the_qualification_written_into_its_record() {
     let _turn = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
-    let record = dir.path().join("record");
+    let (staged, record) = (dir.path().join("staged"), dir.path().join("record"));
+    std::fs::create_dir_all(&record).unwrap();
     let mut args = smoke(dir.path());
-    args.extend(["--record".into(), record.display().to_string()]);
+    args.extend(["--record".into(), staged.display().to_string()]);
     let output = latencyd().args(&args).output().unwrap();
     let doc = check_passed(&output, dir.path());
     let sections = format!(
@@ -258,7 +262,26 @@ fn the_daemon_serves_the_qualification_written_into_its_record() {
             .args(["run", "--config"])
             .arg(common::daemon_config(dir.path(), "", "", &sections)),
     );
-    let (_, scrape) = daemon.get("/metrics");
+    let status: Value = serde_json::from_str(&daemon.get("/api/v1/status").1).unwrap();
+    let none = status["qualification"]["none"].as_str().unwrap_or_default();
+    assert!(
+        none.contains("latencyd qualify --record writes it"),
+        "{status:#}"
+    );
+    std::fs::copy(staged.join("qualification.json"), dir.path().join("q.tmp")).unwrap();
+    std::fs::rename(dir.path().join("q.tmp"), record.join("qualification.json")).unwrap();
+    let started = std::time::Instant::now();
+    let scrape = loop {
+        let (_, scrape) = daemon.get("/metrics");
+        if scrape.contains("latencyd_qualification_info{") {
+            break scrape;
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "not served 60 s after it was written: {scrape}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
     for cpu in phase(&doc, "idle")["cpus"].as_array().unwrap() {
         let series = format!(
             "latencyd_qualified_max_seconds{{cpu=\"{}\",phase=\"idle\"}}",
