@@ -76,6 +76,7 @@ fn with_captures(state: &MonitorState) {
             smi_count: None,
             events_omitted: 0,
             timerlat: None,
+            no_sampler_capture: None,
         });
     }
 }

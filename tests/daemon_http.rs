@@ -365,6 +365,7 @@ fn journal() -> Arc<Journal> {
             user_ns: Some(2_998_000),
             thread_mono_ns: NOW_NS - 5 * S + 2_995_000,
         }),
+        no_sampler_capture: None,
     };
     let capture = Capture {
         summary: summary.clone(),

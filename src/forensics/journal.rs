@@ -234,6 +234,7 @@ mod tests {
             smi_count: None,
             events_omitted: 0,
             timerlat: None,
+            no_sampler_capture: None,
         }
     }
 

@@ -111,6 +111,7 @@ impl Recorder {
             journal: Arc::clone(&journal),
             splits: Vec::new(),
             last_kept: BTreeMap::new(),
+            refused: BTreeMap::new(),
         };
         let thread = std::thread::Builder::new()
             .name("latencyd-forensics".to_string())

@@ -77,6 +77,53 @@ pub struct Summary {
     /// thread and its return to user space.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timerlat: Option<TimerlatSplit>,
+    /// A capture timerlat triggered: why no sampler's capture covers its
+    /// wake-up ([`NoSamplerCapture`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub no_sampler_capture: Option<NoSamplerCapture>,
+}
+
+/// Why a wake-up timerlat found late has no sampler's capture.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NoSamplerCapture {
+    /// No sampler measures the CPU.
+    NoSampler,
+    /// The sampler's capture of a wake-up in the same period was refused
+    /// by the rate limits.
+    RateLimited,
+    /// No wake-up of the sampler in that period was at least the
+    /// threshold late.
+    OnTime,
+}
+
+impl NoSamplerCapture {
+    /// Why the wake-up timerlat found late in `period` (its thread's
+    /// missed deadline and wake-up) has no sampler's capture: no sampler
+    /// on the CPU (`sampled` false), a sampler's wake-up in that period
+    /// `refused` by the rate limits, or none late enough.
+    pub(super) fn of(sampled: bool, refused: Option<(u64, u64)>, period: (u64, u64)) -> Self {
+        if !sampled {
+            return NoSamplerCapture::NoSampler;
+        }
+        match refused {
+            Some((deadline, wakeup)) if deadline < period.1 && period.0 < wakeup => {
+                NoSamplerCapture::RateLimited
+            }
+            _ => NoSamplerCapture::OnTime,
+        }
+    }
+
+    /// As the capture page says it.
+    pub fn says(self) -> &'static str {
+        match self {
+            NoSamplerCapture::NoSampler => "no sampler runs on this CPU",
+            NoSamplerCapture::RateLimited => {
+                "the sampler's capture of the same period was over the rate limits"
+            }
+            NoSamplerCapture::OnTime => "the sampler woke on time: under the forensics threshold",
+        }
+    }
 }
 
 /// One timerlat period split into its parts, ns: what made a wake-up late
@@ -352,6 +399,31 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_split_without_a_samplers_capture_says_which_reason_held() {
+        let period = (1_000, 2_000);
+        assert_eq!(
+            NoSamplerCapture::of(false, Some((1_500, 1_900)), period),
+            NoSamplerCapture::NoSampler
+        );
+        // A refused wake-up that overlaps the period, at either end.
+        for refused in [(1_500, 1_900), (500, 1_001), (1_999, 3_000)] {
+            assert_eq!(
+                NoSamplerCapture::of(true, Some(refused), period),
+                NoSamplerCapture::RateLimited,
+                "{refused:?}"
+            );
+        }
+        // None, or one outside it.
+        for refused in [None, Some((100, 1_000)), Some((2_000, 2_500))] {
+            assert_eq!(
+                NoSamplerCapture::of(true, refused, period),
+                NoSamplerCapture::OnTime,
+                "{refused:?}"
+            );
+        }
+    }
+
+    #[test]
     fn the_next_id_is_one_millisecond_later_of_the_same_cpu_and_kind() {
         assert_eq!(
             next_id("1795315538123-cpu1").as_deref(),
@@ -386,6 +458,7 @@ mod tests {
                 smi_count: None,
                 events_omitted: 0,
                 timerlat: None,
+                no_sampler_capture: None,
             },
             events: (0..events)
                 .map(|i| Event {

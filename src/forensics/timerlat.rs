@@ -6,7 +6,7 @@
 //! that CPU covers the period (the samplers were on time, their capture
 //! was over the rate limits, or the CPU has no sampler), it gets a capture
 //! of its own, triggered by timerlat and attributed to what ran instead of
-//! timerlat's thread.
+//! timerlat's thread, which names the reason that held.
 
 use std::path::Path;
 

@@ -74,6 +74,10 @@ pub(super) struct Worker {
     pub(super) splits: Vec<(u64, usize, TimerlatSplit)>,
     /// Each CPU's last capture kept, which a split may join.
     pub(super) last_kept: BTreeMap<usize, Capture>,
+    /// Each CPU's last sampler wake-up the rate limits refused: (missed
+    /// deadline, wake-up), `CLOCK_MONOTONIC`, which a split's own capture
+    /// names as the reason it has no sampler's.
+    pub(super) refused: BTreeMap<usize, (u64, u64)>,
 }
 
 impl Worker {
@@ -203,11 +207,27 @@ impl Worker {
             return;
         }
         if !self.within_limits(spike.cpu, spike.wakeup_ns, spike.latency_ns, spike.trigger) {
+            if spike.trigger != Trigger::Timerlat {
+                let deadline = spike.wakeup_ns.saturating_sub(spike.latency_ns);
+                self.refused.insert(spike.cpu, (deadline, spike.wakeup_ns));
+            }
             return;
         }
+        let uncovered = (spike.trigger == Trigger::Timerlat).then(|| {
+            let period = (
+                spike.wakeup_ns.saturating_sub(spike.latency_ns),
+                spike.wakeup_ns,
+            );
+            super::store::NoSamplerCapture::of(
+                self.cpus.contains(&spike.cpu),
+                self.refused.get(&spike.cpu).copied(),
+                period,
+            )
+        });
         match self.capture(spike) {
             Ok(mut capture) => {
                 capture.summary.timerlat = timerlat;
+                capture.summary.no_sampler_capture = uncovered;
                 self.keep(capture);
             }
             Err(reason) => {
@@ -264,6 +284,7 @@ impl Worker {
             smi_count,
             events_omitted: found.events_omitted,
             timerlat: None,
+            no_sampler_capture: None,
         };
         Ok(Capture {
             summary,

@@ -95,6 +95,7 @@ pub fn capture(key: &TaskKey, spike: &WorkloadSpike, now: (u64, u64)) -> Capture
             smi_count: None,
             events_omitted: spike.events_omitted,
             timerlat: None,
+            no_sampler_capture: None,
         },
         events: spike
             .events

@@ -161,10 +161,16 @@ fn facts_list(html: &mut String, capture: &Capture) {
         "Trigger",
         match s.trigger.as_str() {
             "new_max" => "a new maximum of its CPU's window".to_string(),
-            "timerlat" => "timerlat's thread at least the forensics threshold late, and no \
-                           sampler's capture of the same wake-up (the samplers were on time, \
-                           their capture was over the rate limits, or no sampler runs here)"
-                .to_string(),
+            "timerlat" => format!(
+                "timerlat's thread at least the forensics threshold late, and no sampler's \
+                 capture of the same wake-up ({})",
+                // Captures written before the reason was kept say all three.
+                s.no_sampler_capture.map_or(
+                    "the samplers were on time, their capture was over the rate limits, \
+                     or no sampler runs here",
+                    |why| why.says()
+                )
+            ),
             _ => "at least the forensics threshold late".to_string(),
         },
     );
@@ -260,6 +266,7 @@ mod tests {
                 smi_count: None,
                 events_omitted: 0,
                 timerlat: None,
+                no_sampler_capture: None,
             },
             events: vec![crate::forensics::events::Event {
                 ts_ns: 900_000,
@@ -315,6 +322,27 @@ mod tests {
             ),
             "{html}"
         );
+    }
+
+    #[test]
+    fn timerlats_own_capture_says_why_no_samplers_covers_it() {
+        let mut capture = hostile_capture();
+        capture.summary.trigger = "timerlat".to_string();
+        // Written before the reason was kept: all three.
+        let html = capture_page("h", &capture);
+        assert!(
+            html.contains("the samplers were on time, their capture"),
+            "{html}"
+        );
+        capture.summary.no_sampler_capture = Some(crate::forensics::NoSamplerCapture::RateLimited);
+        let html = capture_page("h", &capture);
+        assert!(
+            html.contains(
+                "(the sampler&#39;s capture of the same period was over the rate limits)"
+            ),
+            "{html}"
+        );
+        assert!(!html.contains("were on time"), "{html}");
     }
 
     #[test]
