@@ -28,13 +28,19 @@ enum Ordered {
 }
 
 impl Ordered {
-    fn object(&mut self, key: &str) -> Result<&mut IndexMap<String, Ordered>, String> {
-        match self {
-            Ordered::Object(map) => match map.get_mut(key) {
-                Some(Ordered::Object(inner)) => Ok(inner),
-                _ => Err(format!("no object {key}")),
-            },
-            _ => Err(format!("no object around {key}")),
+    /// The object at `path` (keys from this one down).
+    fn object_at(&mut self, path: &[&str]) -> Result<&mut IndexMap<String, Ordered>, String> {
+        let mut here = self;
+        for key in path {
+            here = match here {
+                Ordered::Object(map) => map.get_mut(*key),
+                _ => None,
+            }
+            .ok_or_else(|| format!("no {}", path.join(".")))?;
+        }
+        match here {
+            Ordered::Object(map) => Ok(map),
+            _ => Err(format!("{} is not an object", path.join("."))),
         }
     }
 }
@@ -53,16 +59,13 @@ pub fn document() -> &'static str {
 /// (still the daemon's own) at [`TIMERLAT_AT`] among them.
 fn compose(base: &str, entries: &[&Entry]) -> Result<String, String> {
     let mut doc: Ordered = serde_json::from_str(base).map_err(|e| format!("the base: {e}"))?;
+    let all = doc.object_at(&["components", "schemas"])?;
     let mut status_properties = Vec::new();
     for entry in entries {
         let schemas: IndexMap<String, Ordered> = serde_json::from_str(entry.schema)
             .map_err(|e| format!("{}'s schema.json: {e}", entry.name))?;
         let Some(object) = schemas.keys().next().cloned() else {
             return Err(format!("{}'s schema.json names no schema", entry.name));
-        };
-        let components = doc.object("components")?;
-        let Some(Ordered::Object(all)) = components.get_mut("schemas") else {
-            return Err("no components.schemas".to_string());
         };
         for (name, schema) in schemas {
             if all.insert(name.clone(), schema).is_some() {
@@ -75,22 +78,11 @@ fn compose(base: &str, entries: &[&Entry]) -> Result<String, String> {
         )]));
         status_properties.push((entry.name.to_string(), reference));
     }
-    let components = doc.object("components")?;
-    let Some(Ordered::Object(schemas)) = components.get_mut("schemas") else {
-        return Err("no components.schemas".to_string());
-    };
-    let Some(Ordered::Object(status)) = schemas.get_mut("Status") else {
-        return Err("no Status schema".to_string());
-    };
-    let Some(Ordered::Object(properties)) = status.get_mut("properties") else {
-        return Err("no Status.properties".to_string());
-    };
-    let Some(at) = properties.get_index_of("timerlat") else {
+    let status = all.get_mut("Status").ok_or("no Status schema")?;
+    let properties = status.object_at(&["properties"])?;
+    let Some((at, _, timerlat)) = properties.shift_remove_full("timerlat") else {
         return Err("no Status.properties.timerlat".to_string());
     };
-    let (_, timerlat) = properties
-        .shift_remove_index(at)
-        .ok_or("no Status.properties.timerlat")?;
     status_properties.insert(
         TIMERLAT_AT.min(status_properties.len()),
         ("timerlat".to_string(), timerlat),
@@ -103,7 +95,7 @@ fn compose(base: &str, entries: &[&Entry]) -> Result<String, String> {
             return Err(format!("Status.properties.{name} is defined twice"));
         }
     }
-    let Some(Ordered::Array(required)) = status.get_mut("required") else {
+    let Some(Ordered::Array(required)) = status.object_at(&[])?.get_mut("required") else {
         return Err("no Status.required".to_string());
     };
     let timerlat = Ordered::Scalar(Value::String("timerlat".to_string()));
