@@ -28,12 +28,14 @@
 //! ```
 
 mod buckets;
+mod copy;
 pub mod native;
 mod window_count;
 mod window_histogram;
 mod window_max;
 
 pub use buckets::BucketCounts;
+pub use copy::{Key, Natives, SeriesCopy};
 pub use native::NativeCounts;
 pub use window_count::WindowCount;
 pub use window_histogram::{MAX_HISTOGRAM_SLOTS, WindowHistogram};

@@ -1,30 +1,10 @@
-//! The latency histograms' series as the protobuf exposition needs them,
-//! copied out of the state under its lock to be built and encoded after
-//! it is released; and the keys (label pairs) that name a series in the
-//! native buckets and exemplars.
+//! The samplers' and the observed tasks' latency histograms as the
+//! protobuf exposition needs them, copied out of the state under its lock
+//! to be built and encoded after it is released (`crate::series`'s
+//! `SeriesCopy`).
 
-use std::collections::BTreeMap;
-
-use crate::daemon::state::{BucketCounts, MonitorState, NativeCounts};
-
-/// A series' labels (name, value), as the metric has them.
-pub type Key = Vec<(String, String)>;
-
-/// A histogram family's native buckets, by series.
-pub type Natives = BTreeMap<Key, NativeCounts>;
-
-/// One histogram series' numbers, copied out of the state to be built
-/// and encoded after the lock is released (the native counts are shared,
-/// not copied).
-#[derive(Debug, Clone)]
-pub struct SeriesCopy {
-    /// The series' labels; CPUs of one key are added up.
-    pub key: Key,
-    pub buckets: BucketCounts,
-    pub count: u64,
-    pub sum_ns: u128,
-    pub native: NativeCounts,
-}
+use crate::daemon::state::MonitorState;
+pub use crate::series::{Key, Natives, SeriesCopy};
 
 /// The series of `latency_histograms` as copies: per CPU, keyed by
 /// `cpu`, or with no label for the sum over CPUs.
