@@ -1,8 +1,11 @@
 //! A spike in words: its main cause as one line for logs, the status page
-//! and `measure`'s break report, and durations as people read them.
+//! and `measure`'s break report, why a capture was made and timerlat's
+//! split of its period as its page says them, and durations as people
+//! read them.
 
 use super::attribution::Cause;
 pub use super::scheduling::scheduling;
+use super::store::Summary;
 
 /// A duration for people: microseconds below a millisecond, else
 /// milliseconds with two decimals.
@@ -50,4 +53,38 @@ pub fn verdict_of(who: &str, waiter: &str, latency_ns: u64, causes: &[Cause]) ->
         ),
         _ => format!("{late}: {took} no event accounts for: {}", main.name),
     }
+}
+
+/// Why the capture was made, as its page says it.
+pub fn trigger(summary: &Summary) -> String {
+    match summary.trigger.as_str() {
+        "new_max" => "a new maximum of its CPU's window".to_string(),
+        "timerlat" => format!(
+            "timerlat's thread at least the forensics threshold late, and no sampler's \
+             capture of the same wake-up ({})",
+            // Captures written before the reason was kept say all three.
+            summary.no_sampler_capture.map_or(
+                "the samplers were on time, their capture was over the rate limits, \
+                 or no sampler runs here",
+                |why| why.says()
+            )
+        ),
+        _ => "at least the forensics threshold late".to_string(),
+    }
+}
+
+/// timerlat's split of the capture's period as a fact of its page (its
+/// name, and the split), when the capture has one.
+pub fn split(summary: &Summary) -> Option<(&'static str, String)> {
+    let t = summary.timerlat.as_ref()?;
+    let or_unread = |ns: Option<u64>| ns.map_or("not read".to_string(), human);
+    Some((
+        "timerlat's split of its period",
+        format!(
+            "IRQ {}, thread {}, return to user {}",
+            or_unread(t.irq_ns),
+            human(t.thread_ns),
+            or_unread(t.user_ns)
+        ),
+    ))
 }

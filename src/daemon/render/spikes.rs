@@ -157,34 +157,9 @@ fn facts_list(html: &mut String, capture: &Capture) {
     let mut fact = |name: &str, value: String| {
         let _ = writeln!(html, "<li>{}: {}</li>", escape(name), escape(&value));
     };
-    fact(
-        "Trigger",
-        match s.trigger.as_str() {
-            "new_max" => "a new maximum of its CPU's window".to_string(),
-            "timerlat" => format!(
-                "timerlat's thread at least the forensics threshold late, and no sampler's \
-                 capture of the same wake-up ({})",
-                // Captures written before the reason was kept say all three.
-                s.no_sampler_capture.map_or(
-                    "the samplers were on time, their capture was over the rate limits, \
-                     or no sampler runs here",
-                    |why| why.says()
-                )
-            ),
-            _ => "at least the forensics threshold late".to_string(),
-        },
-    );
-    if let Some(t) = &s.timerlat {
-        let or_unread = |ns: Option<u64>| ns.map_or("not read".to_string(), human);
-        fact(
-            "timerlat's split of its period",
-            format!(
-                "IRQ {}, thread {}, return to user {}",
-                or_unread(t.irq_ns),
-                human(t.thread_ns),
-                or_unread(t.user_ns)
-            ),
-        );
+    fact("Trigger", crate::forensics::verdict::trigger(s));
+    if let Some((name, split)) = crate::forensics::verdict::split(s) {
+        fact(name, split);
     }
     fact(
         "Timer interrupt late by",
