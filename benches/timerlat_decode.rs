@@ -11,7 +11,7 @@
 use std::time::Instant;
 
 use latencyd::instruments::event::TimerlatLayout;
-use latencyd::instruments::tally::Tally;
+use latencyd::instruments::timerlat::tally::Tally;
 use latencyd::tracefs::ring::PageLayout;
 
 const PASSES: u32 = 20_000;

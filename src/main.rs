@@ -38,7 +38,7 @@ fn main() -> ExitCode {
             priority,
             tracefs,
         }) => match latencyd::cpulist::parse_cpu_list(&cpus) {
-            Ok(cpus) => latencyd::instruments::workload::main(&cpus, priority, &tracefs),
+            Ok(cpus) => latencyd::instruments::timerlat::workload::main(&cpus, priority, &tracefs),
             Err(err) => {
                 println!("error: --cpus {cpus:?}: {err}");
                 ExitCode::from(2)

@@ -20,6 +20,7 @@ use latencyd::daemon::state::{
 use latencyd::forensics::events::Event;
 use latencyd::forensics::{Capability, Capture, Cause, Journal, Summary};
 use latencyd::instruments::hwnoise::HwnoisePart;
+use latencyd::instruments::timerlat::TimerlatPart;
 use latencyd::rt::sys::Policy;
 use latencyd::stats::LatencyStats;
 use serde_json::Value;
@@ -111,9 +112,11 @@ fn state(per_cpu_histograms: bool) -> MonitorState {
         pm_qos_held_us: Some(0),
         fingerprint: common::synthetic_fingerprint(NOW_UNIX_NS - 900 * S),
         observe: observed(&config),
-        timerlat: timerlat_measured(&config),
         parts: {
             let mut parts = latencyd::daemon::state::Parts::new(&config);
+            *parts
+                .of_mut::<TimerlatPart>()
+                .expect("timerlat is registered") = timerlat_measured(&config);
             *parts
                 .of_mut::<HwnoisePart>()
                 .expect("hwnoise is registered") = hwnoise_windows();
@@ -221,10 +224,10 @@ async fn hwnoise_windows_that_cannot_run_say_why() {
 
 /// The kernel's timerlat on CPUs 0 and 2, with latencyd's threads, and
 /// rtla's timerlat beside it: CPU 0's thread context 30 µs once.
-fn timerlat_measured(config: &Config) -> latencyd::daemon::state::TimerlatState {
+fn timerlat_measured(config: &Config) -> TimerlatPart {
     use latencyd::instruments::event::{Context, TimerlatSample};
-    use latencyd::instruments::source::Status;
-    use latencyd::instruments::tally::Tally;
+    use latencyd::instruments::timerlat::source::Status;
+    use latencyd::instruments::timerlat::tally::Tally;
     let status = Status {
         enabled: true,
         available: true,
@@ -237,10 +240,7 @@ fn timerlat_measured(config: &Config) -> latencyd::daemon::state::TimerlatState 
         changed: vec!["osnoise/cpus: 0-3 -> 0,2".to_string()],
         ..Status::default()
     };
-    let mut state = latencyd::daemon::state::TimerlatState::new(
-        std::sync::Arc::new(std::sync::Mutex::new(status)),
-        config,
-    );
+    let mut state = TimerlatPart::new(std::sync::Arc::new(std::sync::Mutex::new(status)), config);
     let mut tally = Tally::new(&[0, 2], 0, config.measure.spike_threshold_ns);
     for seqnum in 1..=20u32 {
         let at = NOW_NS - 1_000_000 + u64::from(seqnum) * 1000;
@@ -1010,13 +1010,14 @@ async fn plot_svg_draws_timerlat_by_cpu_and_context() {
     }
     // Off, or unavailable: a 404 that says why.
     let mut off = state(true);
-    off.timerlat = latencyd::daemon::state::TimerlatState::off(&off.config);
+    *off.parts.of_mut::<TimerlatPart>().unwrap() = TimerlatPart::off(&off.config);
     let (status, _, body) = get(&app_with(off), "/plot.svg?source=timerlat").await;
     assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
     assert!(body.contains("set [timerlat] enabled = true"), "{body}");
     let unavailable = state(true);
     {
-        let mut status = unavailable.timerlat.status.lock().unwrap();
+        let timerlat = unavailable.parts.of::<TimerlatPart>().unwrap();
+        let mut status = timerlat.status.lock().unwrap();
         status.available = false;
         status.reason = Some("the kernel has no timerlat tracer".to_string());
     }
@@ -1182,7 +1183,7 @@ async fn status_page_shows_host_samplers_table_and_plot() {
         );
         // Without timerlat, its plot is not drawn.
         let mut off = state(true);
-        off.timerlat = latencyd::daemon::state::TimerlatState::off(&off.config);
+        *off.parts.of_mut::<TimerlatPart>().unwrap() = TimerlatPart::off(&off.config);
         let (_, _, page) = get(&app_with(off), "/").await;
         assert_eq!(page.matches("<svg").count(), 1);
         assert!(!page.contains("timerlat-plot"));
@@ -1664,7 +1665,7 @@ async fn a_range_of_the_record_is_summed_per_cpu() {
     assert!(body.contains("not both"), "{body}");
     // timerlat's entries plot from the record even with timerlat off now.
     let mut off = state_with_record(dir.path());
-    off.timerlat = latencyd::daemon::state::TimerlatState::off(&off.config);
+    *off.parts.of_mut::<TimerlatPart>().unwrap() = TimerlatPart::off(&off.config);
     if common::font_or_skip("a_range_of_the_record_is_summed_per_cpu (timerlat's plot)") {
         let (status, _, svg) = get(&app_with(off), "/plot.svg?source=timerlat&from=-1h").await;
         assert_eq!(status, StatusCode::OK, "{svg}");
@@ -1694,8 +1695,10 @@ async fn every_route_answers_as_the_openapi_document_says() {
         .keys()
         .map(String::as_str)
         .collect();
-    let served: std::collections::BTreeSet<&str> =
-        latencyd::daemon::http::ROUTES.iter().copied().collect();
+    let served: std::collections::BTreeSet<&str> = latencyd::daemon::http::routes()
+        .iter()
+        .map(String::as_str)
+        .collect();
     assert_eq!(
         documented, served,
         "the document lists exactly the served routes"
@@ -1722,7 +1725,7 @@ async fn every_route_answers_as_the_openapi_document_says() {
     };
     let timerlat_off = {
         let mut s = state(true);
-        s.timerlat = latencyd::daemon::state::TimerlatState::off(&s.config);
+        *s.parts.of_mut::<TimerlatPart>().unwrap() = TimerlatPart::off(&s.config);
         app_with(s)
     };
     let hwnoise_stopped = app_with(hwnoise_stopped());
@@ -1841,7 +1844,7 @@ fn docs_api_md_lists_every_route_of_the_openapi_document_with_its_statuses() {
     );
     assert_eq!(
         documented.len(),
-        latencyd::daemon::http::ROUTES.len(),
+        latencyd::daemon::http::routes().len(),
         "every route is described"
     );
 }

@@ -161,7 +161,6 @@ fn router() -> axum::Router {
         pm_qos_held_us: None,
         fingerprint: common::synthetic_fingerprint(0),
         observe: latencyd::daemon::state::ObserveState::off(&config),
-        timerlat: latencyd::daemon::state::TimerlatState::off(&config),
         parts: latencyd::daemon::state::Parts::new(&config),
         gaps: Default::default(),
         config,

@@ -113,7 +113,7 @@ fn fake_timerlat_fd(
 /// for ends the child cleanly.
 #[test]
 fn the_workload_process_takes_the_kernels_kill_and_stops_when_asked() {
-    use latencyd::instruments::workload::Workload;
+    use latencyd::instruments::timerlat::workload::Workload;
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, Ordering};
     let bin = std::path::Path::new(env!("CARGO_BIN_EXE_latencyd"));

@@ -57,7 +57,6 @@ pub fn state(
     MonitorState {
         host,
         observe: ObserveState::off(&config),
-        timerlat: latencyd::daemon::state::TimerlatState::off(&config),
         parts: Parts::new(&config),
         gaps: Default::default(),
         started_ns: now_ns,

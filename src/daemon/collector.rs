@@ -8,7 +8,6 @@
 //! the blocking pool; the tick only looks at the result when it is ready,
 //! and the engine checks the new sampler without waiting for it.
 
-use std::collections::BTreeSet;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -71,8 +70,6 @@ pub(super) struct Collector {
     /// The registered instruments' runs (those their sections turn on),
     /// by name, in registry order.
     pub(super) runs: Runs,
-    /// The kernel's timerlat (`[timerlat]`), whose intervals join the state.
-    pub(super) timerlat: crate::instruments::source::Source,
     /// The host's CPUs as sysfs and the cpuset say, read once a second.
     cpus: CpuWatch,
     /// Stalls and offline stretches going on.
@@ -97,7 +94,6 @@ impl Collector {
             observer,
             record,
             runs: Vec::new(),
-            timerlat: crate::instruments::source::Source::disabled(),
             cpus,
             gaps: GapWatch::default(),
             scheduling: SchedulingWatch::default(),
@@ -168,7 +164,12 @@ impl Collector {
                 });
             }
         });
-        self.absorb_timerlat(state, &claims);
+        let tick = runs::Tick {
+            at: (now.0, (self.unix_ns)()),
+            claims: &claims,
+            forensics: &self.recorder,
+        };
+        runs::take_in(&mut self.runs, state, &mut self.record, &tick);
         if let Some((accumulator, keeper)) = &mut self.record {
             // Filed under the host's facts in force as the interval ended,
             // not as the tick after it finds them (up to a period later).
@@ -181,8 +182,7 @@ impl Collector {
                 keeper.submit(batch);
             }
         }
-        let at = (now.0, (self.unix_ns)());
-        runs::step(&mut self.runs, state, &mut self.record, at).await;
+        runs::step(&mut self.runs, state, &mut self.record, &tick).await;
         if self.cpus.step(now.0).await {
             self.add_new_cpus(engine, state, &mut found);
         }
@@ -210,45 +210,6 @@ impl Collector {
             }
         }
         Ok(found)
-    }
-
-    /// timerlat's intervals: into the state (a spun CPU's kept apart) and
-    /// the record's interval in progress.
-    fn absorb_timerlat(&mut self, state: &Mutex<MonitorState>, claims: &Claims) {
-        let spun: BTreeSet<usize> = claims.keys().copied().collect();
-        for interval in self.timerlat.drain() {
-            if let Some((accumulator, _)) = &mut self.record {
-                for cpu in &interval.cpus {
-                    for context in crate::instruments::event::Context::ALL {
-                        let stats = cpu.stats(context);
-                        if stats.count > 0 {
-                            accumulator.add_timerlat(cpu.cpu, context.name(), stats);
-                        }
-                    }
-                }
-            }
-            // A period over the forensics threshold: its split to the
-            // recorder (never for a CPU latencyd's own hwlat spins).
-            if let Some(threshold) = self.recorder.threshold_ns() {
-                for cpu in interval.cpus.iter().filter(|c| !spun.contains(&c.cpu)) {
-                    if let Some(w) = cpu.worst.filter(|w| w.thread_ns >= threshold) {
-                        let split = crate::forensics::TimerlatSplit {
-                            irq_ns: w.irq_ns,
-                            thread_ns: w.thread_ns,
-                            user_ns: w.user_ns,
-                            thread_mono_ns: w.thread_at_ns,
-                        };
-                        self.recorder.notice_timerlat(cpu.cpu, split);
-                    }
-                }
-            }
-            let mut s = lock(state);
-            for (cpu, periods) in s.timerlat.absorb(&interval, &spun) {
-                if let Some(part) = claims.get(&cpu).and_then(|name| s.parts.get_mut(name)) {
-                    part.keep_apart(cpu, "timerlat", periods, None);
-                }
-            }
-        }
     }
 
     /// The CPUs each instrument claims now (`runs::claims`).

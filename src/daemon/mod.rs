@@ -23,7 +23,6 @@
 //! - `scheduling`: each sampler's policy, priority and CPUs read again
 //!   every tick; a change behind latencyd's back said and set back.
 //! - `observe`: starting the observer of CPUs without a sampler.
-//! - `timerlat`: starting the kernel's timerlat beside the samplers.
 //! - the registered instruments (`instruments::registry`): started
 //!   (`parts`), their runs' claims, steps and stops (`runs`), shown
 //!   through their parts.
@@ -48,7 +47,6 @@ mod runs;
 mod scheduling;
 mod shutdown;
 mod startup;
-mod timerlat;
 
 pub mod http;
 pub mod render;

@@ -14,7 +14,7 @@ use super::error::StartupError;
 use super::http::server;
 use super::http::webconfig::Security;
 use super::state::{
-    CpuView, HostTrack, MonitorState, ObserveState, Parts, ReloadRecord, SamplerView, TimerlatState,
+    CpuView, HostTrack, MonitorState, ObserveState, Parts, ReloadRecord, SamplerView,
 };
 use crate::config::Config;
 use crate::cpulist::format_cpu_list;
@@ -171,7 +171,6 @@ pub(super) struct First<'a> {
     pub listen: Vec<SocketAddr>,
     pub recorder: &'a Recorder,
     pub observer: &'a Observer,
-    pub timerlat: &'a crate::instruments::source::Source,
     /// The registered instruments' first parts.
     pub instruments: Parts,
     pub record: Option<&'a Keeper>,
@@ -217,7 +216,6 @@ impl First<'_> {
                 .record
                 .map_or_else(|| Keeper::disabled().status(), Keeper::status),
             observe: ObserveState::new(self.observer.status(), &config),
-            timerlat: TimerlatState::new(self.timerlat.status(), &config),
             parts: self.instruments,
             gaps: Default::default(),
             host,

@@ -252,7 +252,9 @@ impl Reload {
                     view.over_budget = view.over_budget.resized(new.export.max_window_ns, now);
                     view.recent = view.recent.resized(new.export.max_window_ns, now);
                 }
-                s.timerlat.resize_windows(new.export.max_window_ns, now);
+                for (_, part) in s.parts.iter_mut() {
+                    part.resize_window(new.export.max_window_ns, now);
+                }
                 true
             }
             "measure.stall_threshold" => {

@@ -1,34 +1,41 @@
 //! The registered instruments' runs as the daemon drives them, none by
-//! name: each may claim CPUs at the start of a collector tick, is stepped
-//! once the samplers' intervals are in, and is stopped at shutdown, each
+//! name: each may claim CPUs at the start of a collector tick, takes in
+//! what it measured once the samplers' intervals are in, is stepped once
+//! the record's interval is cut, and is stopped at shutdown, each
 //! reaching its own part under the state's lock and the record's
 //! interval in progress.
 
 use std::sync::Mutex;
 
 use super::state::{MonitorState, lock};
+use crate::forensics::Recorder;
+pub(super) use crate::instruments::shape::Claims;
 use crate::instruments::shape::{Run, Step, Visit};
 use crate::record::{Accumulator, Keeper};
 
 /// The registered instruments' runs, by name.
 pub(super) type Runs = Vec<(&'static str, Box<dyn Run>)>;
 
-/// The CPUs claimed by an instrument, with its name.
-pub(super) type Claims = std::collections::BTreeMap<usize, &'static str>;
-
 /// The record's interval in progress and its writer, when recording.
 type Record = Option<(Accumulator, Keeper)>;
 
-/// Runs `f` on the part of the instrument `name`, under the state's lock.
-pub(super) fn part_access<'a>(
-    state: &'a Mutex<MonitorState>,
-    name: &'a str,
-) -> impl Fn(&mut Visit<'_>) + Sync + 'a {
-    move |f: &mut Visit<'_>| {
+/// Runs `f` on the part of the instrument named, under the state's lock.
+fn parts_access(state: &Mutex<MonitorState>) -> impl Fn(&str, &mut Visit<'_>) + Sync + '_ {
+    move |name: &str, f: &mut Visit<'_>| {
         if let Some(part) = lock(state).parts.get_mut(name) {
             f(part);
         }
     }
+}
+
+/// What a tick's steps are given besides the state and the record.
+pub(super) struct Tick<'a> {
+    /// `CLOCK_MONOTONIC` and wall time, ns.
+    pub at: (u64, u64),
+    /// The CPUs claimed at the start of the tick.
+    pub claims: &'a Claims,
+    /// Spike forensics (a disabled recorder when it does not run).
+    pub forensics: &'a Recorder,
 }
 
 /// The CPUs each instrument claims now ([`Run::claim`]): their intervals
@@ -41,9 +48,9 @@ pub(super) fn claims(
     (mono_ns, unix_ns): (u64, u64),
 ) -> Claims {
     let mut claims = Claims::new();
+    let access = parts_access(state);
     for (name, run) in runs.iter_mut() {
-        let access = part_access(state, name);
-        let step = Step::new(mono_ns, unix_ns, &access, record.as_mut());
+        let step = Step::new(name, (mono_ns, unix_ns), &access, record.as_mut());
         for cpu in run.claim(step) {
             claims.entry(cpu).or_insert(*name);
         }
@@ -56,16 +63,37 @@ pub(super) fn claims(
     claims
 }
 
+/// What every run measured since the last tick, taken in, in registry
+/// order ([`Run::take_in`]).
+pub(super) fn take_in(
+    runs: &mut Runs,
+    state: &Mutex<MonitorState>,
+    record: &mut Record,
+    tick: &Tick<'_>,
+) {
+    let access = parts_access(state);
+    for (name, run) in runs.iter_mut() {
+        let mut step = Step::new(name, tick.at, &access, record.as_mut()).with_claims(tick.claims);
+        if tick.forensics.threshold_ns().is_some() {
+            step = step.with_forensics(tick.forensics);
+        }
+        run.take_in(step);
+    }
+}
+
 /// Every run's step of this tick, in registry order.
 pub(super) async fn step(
     runs: &mut Runs,
     state: &Mutex<MonitorState>,
     record: &mut Record,
-    (mono_ns, unix_ns): (u64, u64),
+    tick: &Tick<'_>,
 ) {
+    let access = parts_access(state);
     for (name, run) in runs.iter_mut() {
-        let access = part_access(state, name);
-        let step = Step::new(mono_ns, unix_ns, &access, record.as_mut());
+        let mut step = Step::new(name, tick.at, &access, record.as_mut()).with_claims(tick.claims);
+        if tick.forensics.threshold_ns().is_some() {
+            step = step.with_forensics(tick.forensics);
+        }
         run.step(step).await;
     }
 }
@@ -79,9 +107,9 @@ pub(super) async fn stop(
     record: &mut Record,
     (mono_ns, unix_ns): (u64, u64),
 ) {
+    let access = parts_access(state);
     for (name, mut run) in runs {
-        let access = part_access(state, name);
-        let step = Step::new(mono_ns, unix_ns, &access, record.as_mut());
+        let step = Step::new(name, (mono_ns, unix_ns), &access, record.as_mut());
         run.stop(step).await;
     }
 }

@@ -1,6 +1,6 @@
 //! The orderly stop, once the event loop has ended and the samplers and
-//! the server have been told: a restart under way settled, the forensics,
-//! observer and timerlat threads told to stop, the registered
+//! the server have been told: a restart under way settled, the forensics
+//! and observer threads told to stop, the registered
 //! instruments' runs stopped before the samplers (a load window's
 //! generators among them), the samplers joined with their last
 //! intervals (the record's interval in progress written with its true
@@ -38,13 +38,8 @@ pub(super) async fn stop(
     let stopped_recorder = tokio::task::spawn_blocking(move || recorder.stop());
     let mut observer = collector.take_observer();
     let stopped_observer = tokio::task::spawn_blocking(move || observer.stop());
-    // Stopping timerlat joins its threads and sets osnoise/ back.
-    let mut timerlat = std::mem::replace(
-        &mut collector.timerlat,
-        crate::instruments::source::Source::disabled(),
-    );
-    let stopped_timerlat = tokio::task::spawn_blocking(move || timerlat.stop());
-    // The instruments' runs stop before the samplers do.
+    // The instruments' runs stop before the samplers do (timerlat's joins
+    // its threads and sets osnoise/ back).
     let runs = std::mem::take(&mut collector.runs);
     let at = (crate::rt::sys::monotonic_now_ns(), unix_now_ns());
     super::runs::stop(runs, state, &mut collector.record, at).await;
@@ -52,9 +47,6 @@ pub(super) async fn stop(
     join_samplers(engine, collector.record.take(), state, interval_ns).await;
     if stopped_recorder.await.is_err() {
         error!("the forensics thread could not be stopped cleanly");
-    }
-    if stopped_timerlat.await.is_err() {
-        error!("the timerlat thread could not be stopped cleanly");
     }
 
     if !matches!(stopped_observer.await, Ok(true)) {

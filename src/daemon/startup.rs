@@ -140,7 +140,6 @@ async fn serve(
     // where the exporter does.
     let recorder = parts::start_forensics(&config, &engine);
     let observer = super::observe::start(&config, &host, &cpus);
-    let timerlat = super::timerlat::start(&config, &cpus);
     let (instruments, runs) = parts::start_instruments(&config, &host, &cpus);
     let record = parts::start_record(&config, &host);
     let record_dir = record.as_ref().map(|_| config.record.dir.clone());
@@ -153,7 +152,6 @@ async fn serve(
         listen,
         recorder: &recorder,
         observer: &observer,
-        timerlat: &timerlat,
         instruments,
         record: record.as_ref().map(|(_, keeper)| keeper),
         fingerprint: first_facts.track(),
@@ -188,7 +186,6 @@ async fn serve(
         let mut collector =
             super::collector::Collector::new(recorder, observer, record, cpu_watch, unix_now_ns);
         collector.runs = runs;
-        collector.timerlat = timerlat;
         collector
     };
     let reload = super::reload::Reload {

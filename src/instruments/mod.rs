@@ -8,8 +8,8 @@
 //! set back, and never taken from another user.
 //!
 //! It is also the room of the daemon's instruments in their one shape
-//! (`shape`): one folder each (`load_windows`, `hwnoise`, `busypoll`,
-//! `qualification`), listed in `registry`.
+//! (`shape`): one folder each (`load_windows`, `timerlat`, `hwnoise`,
+//! `busypoll`, `qualification`), listed in `registry`.
 
 pub mod busypoll;
 pub mod event;
@@ -20,7 +20,4 @@ pub mod osnoise;
 pub mod qualification;
 pub mod registry;
 pub mod shape;
-pub mod source;
-pub mod tally;
 pub mod timerlat;
-pub mod workload;

@@ -7,6 +7,7 @@ use super::shape::Entry;
 /// Every registered instrument.
 pub static INSTRUMENTS: &[&Entry] = &[
     &super::load_windows::ENTRY,
+    &super::timerlat::ENTRY,
     &super::hwnoise::ENTRY,
     &super::busypoll::ENTRY,
     &super::qualification::ENTRY,

@@ -1,11 +1,14 @@
 //! The one shape of an instrument of the daemon: what it keeps in the
 //! state (a [`Part`]), what runs it (a [`Run`]), and the [`Entry`] that
-//! the registry lists, with its metric families. The daemon holds the
-//! parts and the runs in registry order and walks them: the collector's
-//! tick steps each run, shutdown stops each, `/metrics` builds each
-//! family from its part, `/api/v1/status` and the status page show each
-//! part, and a reload offers each part the keys of its section. None of
-//! them names an instrument.
+//! the registry lists, with its metric families, its histogram with
+//! native buckets ([`Native`]) and its own route ([`Api`]). The daemon
+//! holds the parts and the runs in registry order and walks them: the
+//! collector's tick steps each run (with the CPUs claimed and forensics
+//! at hand), shutdown stops each, `/metrics` builds each family from its
+//! part, `/api/v1/status`, `/api/v1/NAME`, the status page and
+//! `/plot.svg?source=NAME` show each part, and a reload offers each part
+//! the keys of its section and the new `export.max_window`. None of them
+//! names an instrument.
 //!
 //! Choose a part for what is read (by renderers, under the state's one
 //! lock, so that one answer's numbers come from one moment) and a run for
@@ -43,7 +46,7 @@
 //!     }
 //! }
 //!
-//! fn ticks_total(part: &dyn Part) -> Vec<Metric> {
+//! fn ticks_total(part: &dyn Part, _now_ns: u64) -> Vec<Metric> {
 //!     let ticks = part.as_any().downcast_ref::<Ticks>().map_or(0, |t| t.total);
 //!     vec![metric::counter(vec![], ticks as f64)]
 //! }
@@ -59,6 +62,8 @@
 //! static TICKS: Entry = Entry {
 //!     name: "ticks",
 //!     families: FAMILIES,
+//!     native: None,
+//!     api: None,
 //!     schema: r#"{ "Ticks": { "type": "object", "properties": { "total": { "type": "integer" } } } }"#,
 //!     idle: |_| Box::new(Ticks::default()),
 //!     start: |_| Started { part: Box::new(Ticks::default()), run: Some(Box::new(Counting)) },
@@ -69,16 +74,16 @@
 //! let host = latencyd::host::HostInfo::detect();
 //! let started = (TICKS.start)(&Start { config: &config, host: &host, measured: &[0] });
 //! let (part, mut run) = (std::sync::Mutex::new(started.part), started.run.unwrap());
-//! let access = |f: &mut Visit<'_>| f(part.lock().unwrap().as_mut());
+//! let access = |_: &str, f: &mut Visit<'_>| f(part.lock().unwrap().as_mut());
 //! let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
-//! runtime.block_on(run.step(Step::new(0, 0, &access, None)));
+//! runtime.block_on(run.step(Step::new("ticks", (0, 0), &access, None)));
 //! let part = part.into_inner().unwrap();
 //! assert_eq!(part.as_any().downcast_ref::<Ticks>().unwrap().total, 1);
-//! assert_eq!((TICKS.families[0].build)(part.as_ref()).len(), 1);
+//! assert_eq!((TICKS.families[0].build)(part.as_ref(), 0).len(), 1);
 //! ```
 
 use std::any::Any;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::pin::Pin;
 
@@ -87,14 +92,18 @@ use serde_json::value::RawValue;
 
 use crate::config::Config;
 use crate::exposition::Family;
+use crate::forensics::Recorder;
 use crate::host::HostInfo;
 use crate::record::{Accumulator, Keeper};
+use crate::series::{SeriesCopy, WindowHistogram, WindowMax};
+use crate::stats::LatencyStats;
 
 /// A future a run returns, borrowing what it was given.
 pub type Boxed<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
-/// A family built from the instrument's part.
-pub type PartBuild = fn(&dyn Part) -> Vec<Metric>;
+/// A family built from the instrument's part at a scrape (`CLOCK_MONOTONIC`
+/// now, ns, for what a trailing window holds).
+pub type PartBuild = fn(&dyn Part, u64) -> Vec<Metric>;
 
 /// A part as the concrete type its instrument's code downcasts it to;
 /// every `'static` type has it.
@@ -124,11 +133,29 @@ pub trait Part: AsAny + Send {
     fn page_line(&self) -> Option<PageLine> {
         None
     }
+    /// Its list on the status page, a line per item, at `now_ns` (empty:
+    /// none).
+    fn page_list(&self, _now_ns: u64) -> Vec<String> {
+        Vec::new()
+    }
     /// A key of its section changed on reload (`load.cpus`): true when
     /// applied, false when it waits for a restart (the default).
     fn apply(&mut self, _key: &str, _new: &Config) -> bool {
         false
     }
+    /// Its latency series for a live plot (`/plot.svg?source=NAME` and
+    /// the status page), in the order they are drawn: none by default.
+    fn plot_lines(&self) -> Vec<PlotLine<'_>> {
+        Vec::new()
+    }
+    /// Why nothing of it can be plotted live (off, or not running here),
+    /// said to whoever asks for its plot.
+    fn unplotted(&self) -> Option<String> {
+        None
+    }
+    /// `export.max_window` changed on reload: its trailing windows, if it
+    /// keeps any, now span `window_ns`, keeping what they hold.
+    fn resize_window(&mut self, _window_ns: u64, _now_ns: u64) {}
     /// What another source (`sampler`, `timerlat`) measured on a CPU this
     /// instrument claimed ([`Run::claim`]): `count` samples, the largest
     /// `max_ns` when it has one, kept out of that source's figures.
@@ -140,6 +167,17 @@ pub trait Part: AsAny + Send {
         _max_ns: Option<u64>,
     ) {
     }
+}
+
+/// One line of an instrument's live plot: a CPU's series of one kind
+/// (`line`: timerlat's context), its lifetime statistics and its
+/// trailing window's histogram and maximum.
+pub struct PlotLine<'a> {
+    pub cpu: usize,
+    pub line: &'static str,
+    pub lifetime: &'a LatencyStats,
+    pub recent: &'a WindowHistogram,
+    pub window: &'a WindowMax,
 }
 
 /// A line at the top of the status page.
@@ -169,31 +207,62 @@ pub struct Started {
 /// What is done to a part under the state's lock.
 pub type Visit<'a> = dyn FnMut(&mut dyn Part) + 'a;
 
-/// Runs a visit on the instrument's part under the state's lock.
-pub type PartAccess<'a> = dyn Fn(&mut Visit<'_>) + Sync + 'a;
+/// Runs a visit on the part of the instrument named, under the state's
+/// lock.
+pub type PartsAccess<'a> = dyn Fn(&str, &mut Visit<'_>) + Sync + 'a;
+
+/// The CPUs claimed this tick ([`Run::claim`]), each with the name of the
+/// instrument that claimed it.
+pub type Claims = BTreeMap<usize, &'static str>;
+
+/// No CPU claimed.
+static NO_CLAIMS: Claims = BTreeMap::new();
 
 /// What a run is given at a collector tick and at shutdown.
 pub struct Step<'a> {
     /// `CLOCK_MONOTONIC` and wall time at the tick, ns.
     pub mono_ns: u64,
     pub unix_ns: u64,
-    part: &'a PartAccess<'a>,
+    /// The instrument's name, whose part [`Step::update`] reaches.
+    name: &'a str,
+    parts: &'a PartsAccess<'a>,
     /// The record's interval in progress and its writer, when recording.
     pub record: Option<&'a mut (Accumulator, Keeper)>,
+    claims: &'a Claims,
+    /// Spike forensics, when it runs: what an instrument measured over
+    /// its threshold is offered to it (never waiting).
+    pub forensics: Option<&'a Recorder>,
 }
 
 impl<'a> Step<'a> {
+    /// A step of the instrument `name`, no CPU claimed, no forensics.
     pub fn new(
-        mono_ns: u64,
-        unix_ns: u64,
-        part: &'a PartAccess<'a>,
+        name: &'a str,
+        (mono_ns, unix_ns): (u64, u64),
+        parts: &'a PartsAccess<'a>,
         record: Option<&'a mut (Accumulator, Keeper)>,
     ) -> Step<'a> {
         Step {
             mono_ns,
             unix_ns,
-            part,
+            name,
+            parts,
             record,
+            claims: &NO_CLAIMS,
+            forensics: None,
+        }
+    }
+
+    /// The CPUs instruments claimed this tick.
+    pub fn with_claims(self, claims: &'a Claims) -> Step<'a> {
+        Step { claims, ..self }
+    }
+
+    /// Spike forensics, which hears of what this instrument measured.
+    pub fn with_forensics(self, forensics: &'a Recorder) -> Step<'a> {
+        Step {
+            forensics: Some(forensics),
+            ..self
         }
     }
 
@@ -201,11 +270,27 @@ impl<'a> Step<'a> {
     /// (held only for `f`: plain memory work).
     pub fn update<P: Part>(&self, f: impl FnOnce(&mut P)) {
         let mut f = Some(f);
-        (self.part)(&mut |part: &mut dyn Part| {
+        (self.parts)(self.name, &mut |part: &mut dyn Part| {
             if let (Some(part), Some(f)) = (part.as_any_mut().downcast_mut::<P>(), f.take()) {
                 f(part);
             }
         });
+    }
+
+    /// The CPUs instruments claimed this tick: what else measured them
+    /// then is disturbed by those instruments, and is kept apart.
+    pub fn claimed_cpus(&self) -> BTreeSet<usize> {
+        self.claims.keys().copied().collect()
+    }
+
+    /// Files what this instrument (`source`) measured on a claimed CPU to
+    /// the instrument that claimed it ([`Part::keep_apart`]).
+    pub fn keep_apart(&self, cpu: usize, source: &'static str, count: u64, max_ns: Option<u64>) {
+        if let Some(name) = self.claims.get(&cpu) {
+            (self.parts)(name, &mut |part: &mut dyn Part| {
+                part.keep_apart(cpu, source, count, max_ns)
+            });
+        }
     }
 }
 
@@ -218,6 +303,12 @@ pub trait Run: Send {
     fn claim(&mut self, _step: Step<'_>) -> BTreeSet<usize> {
         BTreeSet::new()
     }
+    /// Once the samplers' intervals are in, before the record's interval
+    /// is cut and before any run's step: what it measured since the last
+    /// tick, taken in (so that it is filed with the samplers' of the same
+    /// time, before a window starting in a step cuts the record). Plain
+    /// memory work; nothing by default.
+    fn take_in(&mut self, _step: Step<'_>) {}
     /// One collector tick. Slow work (starting processes, joining
     /// threads) goes to the blocking pool; the step only looks at it.
     fn step<'a>(&'a mut self, step: Step<'a>) -> Boxed<'a, ()>;
@@ -232,6 +323,11 @@ pub struct Entry {
     pub name: &'static str,
     /// Its metric families, in the order `/metrics` serves them.
     pub families: &'static [Family<PartBuild>],
+    /// Its latency histogram with native buckets in the protobuf
+    /// exposition (one of its families, by name), and its series.
+    pub native: Option<Native>,
+    /// Its own route, `/api/v1/NAME`, when it has one.
+    pub api: Option<Api>,
     /// Its object in `/api/v1/status` as OpenAPI 3.1 schemas (its folder's
     /// `schema.json`): a JSON object whose first schema is the object's,
     /// the others any it refers to.
@@ -241,4 +337,23 @@ pub struct Entry {
     pub idle: fn(&Config) -> Box<dyn Part>,
     /// Starts it as its section says.
     pub start: fn(&Start<'_>) -> Started,
+}
+
+/// An instrument's own route, `/api/v1/NAME`: its JSON, built from its
+/// part under the state's lock, and its description (its folder's
+/// `api.json`: the OpenAPI 3.1 path item as `path`, the schemas it refers
+/// to as `schemas`).
+#[derive(Clone, Copy)]
+pub struct Api {
+    pub json: fn(&dyn Part, u64) -> Box<RawValue>,
+    pub openapi: &'static str,
+}
+
+/// An instrument's histogram family with native buckets: its name (one
+/// of the entry's families) and its series, copied under the state's lock
+/// to be encoded after it.
+#[derive(Clone, Copy)]
+pub struct Native {
+    pub name: &'static str,
+    pub series: fn(&dyn Part) -> Vec<SeriesCopy>,
 }

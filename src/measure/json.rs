@@ -106,7 +106,7 @@ struct JsonTimerlatContext {
     histogram_us: Option<BTreeMap<usize, u64>>,
 }
 
-fn timerlat_json(report: &crate::instruments::tally::TimerlatReport) -> JsonTimerlat<'_> {
+fn timerlat_json(report: &crate::instruments::timerlat::tally::TimerlatReport) -> JsonTimerlat<'_> {
     let cpus = (report.tally.cpus.iter())
         .map(|cpu| {
             let contexts = (report.contexts().into_iter())

@@ -54,7 +54,7 @@ pub struct RunReport {
     /// `-b`, `--forensics`: the captures whole, oldest first.
     pub captures: Vec<crate::forensics::Capture>,
     /// `--timerlat`: what the kernel's timerlat measured meanwhile.
-    pub timerlat: Option<crate::instruments::tally::TimerlatReport>,
+    pub timerlat: Option<crate::instruments::timerlat::tally::TimerlatReport>,
 }
 
 impl RunReport {

@@ -142,7 +142,7 @@ struct Ended {
     smi_counts: Vec<(usize, u64)>,
     load: Option<LoadReport>,
     captures: Vec<crate::forensics::Capture>,
-    timerlat: Option<crate::instruments::tally::TimerlatReport>,
+    timerlat: Option<crate::instruments::timerlat::tally::TimerlatReport>,
     start_time: SystemTime,
     cmdline: String,
 }

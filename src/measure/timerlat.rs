@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use super::options::{MeasureOptions, TimerlatOption};
 use crate::instruments::event::Context;
-use crate::instruments::tally::{Tally, TimerlatReport};
+use crate::instruments::timerlat::tally::{Tally, TimerlatReport};
 use crate::instruments::timerlat::{Session, Spec, describe_users};
 use crate::stats::LatencyStats;
 use crate::tracefs::DEFAULT_TRACEFS;

@@ -67,6 +67,26 @@ impl Source {
         }
     }
 
+    /// Its name as `source=` takes it, and the daemon's instrument that
+    /// measures it (`timerlat`; `samplers` for the samplers).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Source::Samplers => "samplers",
+            Source::Timerlat(_) => "timerlat",
+        }
+    }
+
+    /// A plot's caption on the status page, its `scope` ("since start")
+    /// said.
+    pub fn caption(&self, scope: &str) -> String {
+        match self {
+            Source::Samplers => format!("Histogram {scope}"),
+            Source::Timerlat(_) => {
+                format!("The kernel's timerlat {scope}, a line per CPU and context")
+            }
+        }
+    }
+
     /// The first words of the title: `Wake-up latency`, `timerlat
     /// latency (irq, thread, user)`.
     pub fn title(&self) -> String {

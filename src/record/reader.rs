@@ -70,6 +70,17 @@ pub struct ReadReport {
 pub const MAX_GAPS: usize = 1_000;
 
 impl ReadReport {
+    /// What the daemon's instrument `name` measured in the range, by CPU
+    /// and line (timerlat's context), as its entries hold it.
+    pub fn lines_of(&self, name: &str) -> Vec<(usize, &str, &LatencyStats)> {
+        match name {
+            "timerlat" => (self.timerlat.iter())
+                .map(|((cpu, context), stats)| (*cpu, context.as_str(), stats))
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+
     /// The facts a record identifier stands for, if the record has them.
     pub fn host(&self, id: &str) -> Option<&HostFacts> {
         self.hosts.iter().rev().find(|h| h.id == id)

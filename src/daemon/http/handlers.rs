@@ -11,19 +11,20 @@ use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
 use hdrhistogram::serialization::{Serializer, V2DeflateSerializer};
 
-use super::{ApiError, AppState, ROUTES, encoding, parse_range};
+use super::{ApiError, AppState, encoding, parse_range, routes};
 
 use crate::cpulist::format_cpu_list;
 use crate::daemon::render::exposition::{self, Exposition};
 use crate::daemon::render::{self, json, metrics, openmetrics, protobuf, status};
 use crate::forensics::{self, Lookup};
+use crate::instruments::shape::Api;
 use crate::record;
 
 pub(super) async fn not_found(uri: axum::http::Uri) -> Response {
     let message = format!(
         "no such path: {}; the routes are {} (described in /api/v1/openapi.json)",
         uri.path(),
-        ROUTES.join(", ")
+        routes().join(", ")
     );
     // Under the captures' pages, the answer is a page too.
     if uri.path().starts_with("/spikes/") {
@@ -208,12 +209,15 @@ pub(super) async fn observe(State(app): State<AppState>) -> Response {
     axum::Json(body).into_response()
 }
 
-/// What the kernel's timerlat measured. Encoded after the lock is
-/// released.
-pub(super) async fn timerlat(State(app): State<AppState>) -> Response {
+/// A registered instrument's own route (`/api/v1/NAME`): its JSON, built
+/// from its part under the state's lock.
+pub(super) async fn instrument_api(app: AppState, name: &'static str, api: Api) -> Response {
     let now = app.now_ns();
-    let body = render::timerlat::timerlat_json(&app.lock(), now);
-    axum::Json(body).into_response()
+    let body = (app.lock().parts.get(name)).map(|part| (api.json)(part, now));
+    match body {
+        Some(body) => axum::Json(body).into_response(),
+        None => ApiError::NotFound(format!("{name} is not in this state")).into_response(),
+    }
 }
 
 /// Recent spike captures, newest first, with their verdicts.

@@ -46,6 +46,7 @@ use webconfig::{Lead, Security, Turn};
 
 use super::render::metrics;
 use super::state::MonitorState;
+use crate::instruments::registry::INSTRUMENTS;
 
 /// The web configuration in force (TLS, basic auth); replaced whole on
 /// reload, read by every request and every new connection.
@@ -169,9 +170,9 @@ impl AppState {
     }
 }
 
-/// Every route `router` serves, as written in the OpenAPI document
-/// (`/api/v1/openapi.json`, checked against both by `tests/daemon_http.rs`).
-pub const ROUTES: &[&str] = &[
+/// The daemon's own routes (the registered instruments' follow
+/// [`INSTRUMENT_ROUTES_AFTER`] in [`routes`]).
+const OWN_ROUTES: &[&str] = &[
     "/",
     "/plot.svg",
     "/metrics",
@@ -180,7 +181,6 @@ pub const ROUTES: &[&str] = &[
     "/api/v1/status",
     "/api/v1/host",
     "/api/v1/observe",
-    "/api/v1/timerlat",
     "/api/v1/latency",
     "/api/v1/latency/{cpu}",
     "/api/v1/spikes",
@@ -191,11 +191,43 @@ pub const ROUTES: &[&str] = &[
     "/spikes/{id}",
 ];
 
+/// The route the registered instruments' own routes (`/api/v1/NAME`)
+/// follow, in the list and in the OpenAPI document.
+pub const INSTRUMENT_ROUTES_AFTER: &str = "/api/v1/observe";
+
+/// Every route `router` serves, as written in the OpenAPI document
+/// (`/api/v1/openapi.json`, checked against both by `tests/daemon_http.rs`):
+/// the daemon's own, and each registered instrument's that has one.
+pub fn routes() -> &'static [String] {
+    static ROUTES: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    ROUTES.get_or_init(|| {
+        let mut routes: Vec<String> = OWN_ROUTES.iter().map(|r| r.to_string()).collect();
+        let at = (routes.iter().position(|r| r == INSTRUMENT_ROUTES_AFTER)).map_or(0, |at| at + 1);
+        let instruments = INSTRUMENTS.iter().filter(|entry| entry.api.is_some());
+        let own: Vec<String> = instruments
+            .map(|entry| format!("/api/v1/{}", entry.name))
+            .collect();
+        routes.splice(at..at, own);
+        routes
+    })
+}
+
 /// The routes; the metrics are served at `export.telemetry_path`
 /// (`/metrics` unless configured).
 pub fn router(app: AppState) -> Router {
     let telemetry_path = app.lock().config.export.telemetry_path.clone();
-    Router::new()
+    let mut router = Router::new();
+    for entry in INSTRUMENTS {
+        if let Some(api) = entry.api {
+            let route = format!("/api/v1/{}", entry.name);
+            let name = entry.name;
+            router = router.route(
+                &route,
+                get(move |State(app): State<AppState>| instrument_api(app, name, api)),
+            );
+        }
+    }
+    router
         .route("/", get(status_page))
         .route("/plot.svg", get(plot_svg))
         .route(&telemetry_path, get(metrics_handler))
@@ -204,7 +236,6 @@ pub fn router(app: AppState) -> Router {
         .route("/api/v1/status", get(status))
         .route("/api/v1/host", get(host))
         .route("/api/v1/observe", get(observe))
-        .route("/api/v1/timerlat", get(timerlat))
         .route("/api/v1/latency", get(latency_all))
         .route("/api/v1/latency/{cpu}", get(latency_one))
         .route("/api/v1/spikes", get(spikes))
@@ -226,7 +257,7 @@ pub fn check_routes(telemetry_path: &str) -> Result<(), String> {
     let built = std::panic::catch_unwind(|| {
         let mut router = Router::<()>::new().route(telemetry_path, get(|| async {}));
         // The metrics' own route is where the configuration puts it.
-        for route in ROUTES.iter().filter(|r| **r != "/metrics") {
+        for route in routes().iter().filter(|r| *r != "/metrics") {
             router = router.route(route, get(|| async {}));
         }
         drop(router);

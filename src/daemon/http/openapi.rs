@@ -1,9 +1,10 @@
 //! The OpenAPI 3.1 document served at `/api/v1/openapi.json`: the
 //! daemon's own routes and objects (`openapi.json` beside this file), and
 //! each registered instrument's object in `/api/v1/status` from the
-//! `schema.json` in its own folder ([`Entry::schema`]). The document is
-//! put together once, in the order the status object is served, so that
-//! adding an instrument adds its schema without naming it here.
+//! `schema.json` in its own folder ([`Entry::schema`]) and its own route
+//! from its `api.json` ([`Api::openapi`]). The document is put together
+//! once, in the order the status object and the routes are served, so
+//! that adding an instrument adds its schemas without naming it here.
 
 use std::sync::OnceLock;
 
@@ -11,12 +12,16 @@ use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::daemon::render::TIMERLAT_AT;
+use super::INSTRUMENT_ROUTES_AFTER;
 use crate::instruments::registry::INSTRUMENTS;
-use crate::instruments::shape::Entry;
+use crate::instruments::shape::{Api, Entry};
 
 /// The daemon's part of the document.
 const BASE: &str = include_str!("openapi.json");
+
+/// The status object's property the registered instruments' objects
+/// follow, as `/api/v1/status` serves them.
+const INSTRUMENTS_AFTER: &str = "record";
 
 /// JSON whose objects keep the order they were written in.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -55,8 +60,8 @@ pub fn document() -> &'static str {
 
 /// `base` with each entry's schemas under `components.schemas` and its
 /// object among the status object's properties and required names, where
-/// `/api/v1/status` serves it: in registry order, timerlat's object
-/// (still the daemon's own) at [`TIMERLAT_AT`] among them.
+/// `/api/v1/status` serves it: in registry order, after
+/// [`INSTRUMENTS_AFTER`].
 fn compose(base: &str, entries: &[&Entry]) -> Result<String, String> {
     let mut doc: Ordered = serde_json::from_str(base).map_err(|e| format!("the base: {e}"))?;
     let all = doc.object_at(&["components", "schemas"])?;
@@ -80,13 +85,9 @@ fn compose(base: &str, entries: &[&Entry]) -> Result<String, String> {
     }
     let status = all.get_mut("Status").ok_or("no Status schema")?;
     let properties = status.object_at(&["properties"])?;
-    let Some((at, _, timerlat)) = properties.shift_remove_full("timerlat") else {
-        return Err("no Status.properties.timerlat".to_string());
+    let Some(at) = properties.get_index_of(INSTRUMENTS_AFTER).map(|at| at + 1) else {
+        return Err(format!("no Status.properties.{INSTRUMENTS_AFTER}"));
     };
-    status_properties.insert(
-        TIMERLAT_AT.min(status_properties.len()),
-        ("timerlat".to_string(), timerlat),
-    );
     for (i, (name, schema)) in status_properties.iter().enumerate() {
         if properties
             .shift_insert(at + i, name.clone(), schema.clone())
@@ -98,17 +99,55 @@ fn compose(base: &str, entries: &[&Entry]) -> Result<String, String> {
     let Some(Ordered::Array(required)) = status.object_at(&[])?.get_mut("required") else {
         return Err("no Status.required".to_string());
     };
-    let timerlat = Ordered::Scalar(Value::String("timerlat".to_string()));
-    let Some(at) = required.iter().position(|r| *r == timerlat) else {
-        return Err("timerlat is not in Status.required".to_string());
+    let after = Ordered::Scalar(Value::String(INSTRUMENTS_AFTER.to_string()));
+    let Some(at) = required.iter().position(|r| *r == after).map(|at| at + 1) else {
+        return Err(format!("{INSTRUMENTS_AFTER} is not in Status.required"));
     };
-    required.remove(at);
     for (i, (name, _)) in status_properties.iter().enumerate() {
         required.insert(at + i, Ordered::Scalar(Value::String(name.clone())));
     }
+    add_routes(&mut doc, entries)?;
     let mut text = serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?;
     text.push('\n');
     Ok(text)
+}
+
+/// An instrument's `api.json`.
+#[derive(Deserialize)]
+struct ApiDocument {
+    path: Ordered,
+    schemas: IndexMap<String, Ordered>,
+}
+
+/// Each entry's own route (`/api/v1/NAME`) among the paths, after
+/// [`INSTRUMENT_ROUTES_AFTER`] in registry order, and the schemas it
+/// refers to.
+fn add_routes(doc: &mut Ordered, entries: &[&Entry]) -> Result<(), String> {
+    let mut paths = Vec::new();
+    for entry in entries {
+        let Some(Api { openapi, .. }) = entry.api else {
+            continue;
+        };
+        let api: ApiDocument =
+            serde_json::from_str(openapi).map_err(|e| format!("{}'s api.json: {e}", entry.name))?;
+        let all = doc.object_at(&["components", "schemas"])?;
+        for (name, schema) in api.schemas {
+            if all.insert(name.clone(), schema).is_some() {
+                return Err(format!("{}'s schema {name} is defined twice", entry.name));
+            }
+        }
+        paths.push((format!("/api/v1/{}", entry.name), api.path));
+    }
+    let all = doc.object_at(&["paths"])?;
+    let Some(at) = all.get_index_of(INSTRUMENT_ROUTES_AFTER).map(|at| at + 1) else {
+        return Err(format!("no paths.{INSTRUMENT_ROUTES_AFTER}"));
+    };
+    for (i, (route, path)) in paths.into_iter().enumerate() {
+        if all.shift_insert(at + i, route.clone(), path).is_some() {
+            return Err(format!("paths.{route} is defined twice"));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -125,8 +164,7 @@ mod tests {
             .iter()
             .map(|r| r.as_str().unwrap())
             .collect();
-        let mut served: Vec<&str> = INSTRUMENTS.iter().map(|e| e.name).collect();
-        served.insert(TIMERLAT_AT.min(served.len()), "timerlat");
+        let served: Vec<&str> = INSTRUMENTS.iter().map(|e| e.name).collect();
         let at = required.iter().position(|r| *r == served[0]).unwrap();
         assert_eq!(required[at..at + served.len()], served[..]);
         for entry in INSTRUMENTS {

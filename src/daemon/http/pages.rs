@@ -37,8 +37,10 @@ pub(super) async fn plot_svg(
             let s = app.lock();
             let window = parse_window(&pairs, s.config.export.max_window_ns)
                 .map_err(ApiError::BadRequest)?;
-            if source != plot::Source::Samplers {
-                timerlat_runs(&s.timerlat.status())?;
+            // An instrument's plot when it is off or cannot run here is a
+            // 404 that says why.
+            if let Some(why) = (s.parts.get(source.name())).and_then(|part| part.unplotted()) {
+                return Err(ApiError::NotFound(why));
             }
             plots::live(&s, now.monotonic_ns, window, &source).0
         }
@@ -90,26 +92,6 @@ fn plot_source(pairs: &mut Vec<(String, String)>) -> Result<plot::Source, ApiErr
     Ok(source)
 }
 
-/// A live plot of timerlat when it is off or cannot run here is a 404
-/// that says why (the record's timerlat entries stay readable).
-fn timerlat_runs(status: &crate::instruments::source::Status) -> Result<(), ApiError> {
-    if !status.enabled {
-        return Err(ApiError::NotFound(
-            "timerlat is off, so there is nothing of it to plot: set [timerlat] enabled = true \
-             on a kernel with the timerlat tracer (docs/timerlat.md), or plot the record's \
-             with from="
-                .to_string(),
-        ));
-    }
-    if !status.available {
-        return Err(ApiError::NotFound(format!(
-            "timerlat does not run here: {} (/api/v1/timerlat)",
-            status.reason.as_deref().unwrap_or("unknown reason")
-        )));
-    }
-    Ok(())
-}
-
 /// The status page. A plot that cannot be drawn (no font) leaves the
 /// rest of the page standing, with the reason in its place.
 pub(super) async fn status_page(
@@ -121,15 +103,13 @@ pub(super) async fn status_page(
         .work
         .heavy("the status page", move |_| {
             let svg = plot::render_svg(&snap.plot).map_err(|e| e.to_string());
-            let timerlat = (snap.timerlat_plot.as_ref())
-                .map(|data| plot::render_svg(data).map_err(|e| e.to_string()));
-            page::render_page(
-                &snap,
-                svg.as_deref().map_err(String::as_str),
-                timerlat
-                    .as_ref()
-                    .map(|t| t.as_deref().map_err(String::as_str)),
-            )
+            let instruments: Vec<_> = (snap.instrument_plots.iter())
+                .map(|(_, data)| plot::render_svg(data).map_err(|e| e.to_string()))
+                .collect();
+            let instruments: Vec<_> = (instruments.iter())
+                .map(|svg| svg.as_deref().map_err(String::as_str))
+                .collect();
+            page::render_page(&snap, svg.as_deref().map_err(String::as_str), &instruments)
         })
         .await?;
     Ok((

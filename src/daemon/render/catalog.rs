@@ -1,8 +1,8 @@
 //! The catalogue of `/metrics`: every family latencyd exports, with its
 //! help text, type, label names and the function that builds it
-//! (`families.rs`, `observe.rs`), in the order they are served (the
-//! kernel's instruments' in `catalog_instruments.rs`);
-//! docs/metrics.md is checked against what a running daemon serves.
+//! (`families.rs`, `observe.rs`, and each registered instrument's own),
+//! in the order they are served; docs/metrics.md is checked against what
+//! a running daemon serves.
 
 use prometheus::proto::MetricType;
 
@@ -14,8 +14,8 @@ use crate::instruments::registry::INSTRUMENTS;
 
 /// Every family latencyd exports, in the order they are served: the
 /// samplers' and the daemon's, the registered instruments' (each built
-/// from its part) with the host's and timerlat's among them, where they
-/// have always been served (`super::TIMERLAT_AT`).
+/// from its part) with the host's among them, where they have always been
+/// served (`super::HOST_AT`).
 pub fn families() -> impl Iterator<Item = Family> {
     let registered = |range: std::ops::Range<usize>| {
         let entries = INSTRUMENTS.get(range).unwrap_or_default();
@@ -23,15 +23,10 @@ pub fn families() -> impl Iterator<Item = Family> {
             (entry.families.iter()).map(move |f| f.with_build(Build::Part(entry.name, f.build)))
         })
     };
-    let at = super::TIMERLAT_AT.min(INSTRUMENTS.len());
+    let at = super::HOST_AT.min(INSTRUMENTS.len());
     (FAMILIES.iter().copied())
         .chain(registered(0..at))
         .chain(HOST_FAMILIES.iter().copied())
-        .chain(
-            super::catalog_instruments::INSTRUMENT_FAMILIES
-                .iter()
-                .copied(),
-        )
         .chain(registered(at..INSTRUMENTS.len()))
 }
 

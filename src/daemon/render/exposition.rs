@@ -21,9 +21,9 @@ use super::metric::{histogram, label};
 use super::metrics::{self, Clocks, LATENCY_HISTOGRAM, Now};
 use super::observe::TASK_HISTOGRAM;
 use super::series::{self, Key, Natives, SeriesCopy};
-use super::timerlat::TIMERLAT_HISTOGRAM;
 use super::{openmetrics, protobuf};
 use crate::daemon::state::{self, MonitorState, NativeCounts};
+use crate::instruments::registry::INSTRUMENTS;
 
 /// The three expositions of `/metrics`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -148,34 +148,31 @@ fn family(name: &str, metrics: Vec<Metric>) -> Option<MetricFamily> {
 /// The protobuf exposition: native buckets and exemplars.
 pub fn protobuf(others: &Registry, state: &Mutex<MonitorState>, clocks: Clocks) -> Vec<u8> {
     let now = clocks.read();
-    let mut families = all_families(
-        others,
-        state,
-        now,
-        &[LATENCY_HISTOGRAM, TASK_HISTOGRAM, TIMERLAT_HISTOGRAM],
-    );
-    let (latency, tasks, timerlat, examples) = {
+    let instruments: Vec<_> = (INSTRUMENTS.iter())
+        .filter_map(|entry| Some((entry.name, entry.native?)))
+        .collect();
+    let mut skip = vec![LATENCY_HISTOGRAM, TASK_HISTOGRAM];
+    skip.extend(instruments.iter().map(|(_, native)| native.name));
+    let mut families = all_families(others, state, now, &skip);
+    // The samplers', the observed tasks' and each instrument's series.
+    let (copies, examples) = {
         let s = state::lock(state);
-        (
-            series::latency_series(&s),
-            series::task_series(&s),
-            super::timerlat::timerlat_series(&s),
-            exemplars_of(&s, now),
-        )
+        let mut copies = vec![
+            (LATENCY_HISTOGRAM, series::latency_series(&s)),
+            (TASK_HISTOGRAM, series::task_series(&s)),
+        ];
+        for (name, native) in &instruments {
+            let part = s.parts.get(name);
+            copies.push((native.name, part.map_or_else(Vec::new, native.series)));
+        }
+        (copies, exemplars_of(&s, now))
     };
-    let (histograms, latency_natives) = built(latency);
-    let (task_histograms, task_natives) = built(tasks);
-    let (timerlat_histograms, timerlat_natives) = built(timerlat);
-    families.extend(family(LATENCY_HISTOGRAM, histograms));
-    families.extend(family(TASK_HISTOGRAM, task_histograms));
-    families.extend(family(TIMERLAT_HISTOGRAM, timerlat_histograms));
-    let natives = [
-        (LATENCY_HISTOGRAM, latency_natives),
-        (TASK_HISTOGRAM, task_natives),
-        (TIMERLAT_HISTOGRAM, timerlat_natives),
-    ]
-    .into_iter()
-    .collect();
+    let mut natives = BTreeMap::new();
+    for (name, copies) in copies {
+        let (histograms, native) = built(copies);
+        families.extend(family(name, histograms));
+        natives.insert(name, native);
+    }
     protobuf::encode(&families, &natives, &examples)
 }
 

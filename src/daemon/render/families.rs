@@ -73,7 +73,7 @@ pub enum Build {
 }
 
 /// A family latencyd exports: its description and its builder (listed in
-/// `catalog.rs`, `catalog_instruments.rs` and the registry's entries).
+/// `catalog.rs` and the registry's entries).
 pub type Family = crate::exposition::Family<Build>;
 
 fn cpu_label(cpu: usize) -> Vec<LabelPair> {

@@ -81,7 +81,8 @@ pub fn families_but(state: &MonitorState, now: Now, skip: &[&str]) -> Vec<Metric
     for family in catalog::families().filter(|f| !skip.contains(&f.name)) {
         let metrics = match family.build {
             Build::State(build) => build(&scrape),
-            Build::Part(name, build) => (scrape.state.parts.get(name)).map_or_else(Vec::new, build),
+            Build::Part(name, build) => (scrape.state.parts.get(name))
+                .map_or_else(Vec::new, |part| build(part, scrape.now.monotonic_ns)),
         };
         if metrics.is_empty() {
             continue;

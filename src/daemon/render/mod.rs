@@ -21,7 +21,6 @@
 //! - `clock`: the monotonic and wall clocks every answer reads, injected.
 
 pub mod catalog;
-mod catalog_instruments;
 pub mod clock;
 pub mod exemplars;
 pub mod exposition;
@@ -43,11 +42,9 @@ pub mod spikes;
 pub mod status;
 mod status_line;
 mod style;
-pub mod timerlat;
 
 pub use status_line::status_line;
 
-/// Where timerlat's families and status object stand among the
-/// registered instruments' (after the load windows', before hwnoise's),
-/// as they always have, until it joins the registry.
-pub const TIMERLAT_AT: usize = 1;
+/// Where the host's families stand among the registered instruments'
+/// (after the first's, the load windows'), as they always have.
+pub const HOST_AT: usize = 1;

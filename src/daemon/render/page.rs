@@ -41,8 +41,9 @@ pub struct Snapshot {
     /// What the observer says of the CPUs it watches, one line each (or
     /// why it does not run), as text.
     pub observed: Vec<String>,
-    /// The kernel's timerlat on the measured CPUs (`[timerlat]`).
-    pub timerlat: Vec<String>,
+    /// The registered instruments' lists (timerlat's, per CPU), by
+    /// instrument, those with none left out.
+    pub lists: Vec<(&'static str, Vec<String>)>,
     pub interval_ns: u64,
     pub max_window_ns: u64,
     /// The latency budget (`measure.spike_threshold`).
@@ -51,8 +52,9 @@ pub struct Snapshot {
     pub plot_window_ns: Option<u64>,
     pub rows: Vec<CpuRow>,
     pub plot: PlotData,
-    /// timerlat's plot (every CPU and context), when it has periods.
-    pub timerlat_plot: Option<PlotData>,
+    /// The registered instruments' plots (timerlat's: every CPU and
+    /// context), those with series, each with its source.
+    pub instrument_plots: Vec<(Source, PlotData)>,
     /// Forensics: whether it runs (or why not) and its newest captures.
     pub forensics_enabled: bool,
     /// Forensics runs and captures (it may have stopped since the
@@ -86,9 +88,14 @@ impl Snapshot {
         let health = s.health(now_ns);
         let forensics = s.forensics.lock();
         let (plot, plot_window_ns) = plots::live(s, now_ns, window_ns, &Source::Samplers);
-        let timerlat = Source::Timerlat(crate::instruments::event::Context::ALL.to_vec());
-        let timerlat_plot =
-            (!s.timerlat.series.is_empty()).then(|| plots::live(s, now_ns, window_ns, &timerlat).0);
+        let instrument_plots = (s.parts.iter())
+            .filter(|(_, part)| !part.plot_lines().is_empty())
+            .filter_map(|(name, _)| Source::parse(Some(name), None).ok())
+            .map(|source| {
+                let data = plots::live(s, now_ns, window_ns, &source).0;
+                (source, data)
+            })
+            .collect();
         Snapshot {
             nodename: s.host.uname.nodename.clone(),
             kernel: s.host.uname.release.clone(),
@@ -99,7 +106,10 @@ impl Snapshot {
             non_rt_reasons: s.non_rt_reasons.clone(),
             unmeasured: s.unmeasured.clone(),
             observed: super::observe::page_lines(s, now_ns),
-            timerlat: super::timerlat::page_lines(s, now_ns),
+            lists: (s.parts.iter())
+                .map(|(name, part)| (name, part.page_list(now_ns)))
+                .filter(|(_, list)| !list.is_empty())
+                .collect(),
             interval_ns: s.config.measure.interval_ns,
             max_window_ns: s.config.export.max_window_ns,
             budget_ns: s.config.measure.spike_threshold_ns,
@@ -144,7 +154,7 @@ impl Snapshot {
                 })
                 .collect(),
             plot,
-            timerlat_plot,
+            instrument_plots,
         }
     }
 }
@@ -203,17 +213,18 @@ fn render_head(html: &mut String, snap: &Snapshot) {
 }
 
 /// The status page; `plot_svg` is the rendered plot, or why it could not
-/// be drawn, and `timerlat_svg` timerlat's (when it has periods).
+/// be drawn, and `instrument_svgs` the instruments' plots', in the order
+/// of `snap.instrument_plots`.
 pub fn render_page(
     snap: &Snapshot,
     plot_svg: Result<&str, &str>,
-    timerlat_svg: Option<Result<&str, &str>>,
+    instrument_svgs: &[Result<&str, &str>],
 ) -> String {
     let mut html = String::with_capacity(16 * 1024);
     render_head(&mut html, snap);
     render_cpus(&mut html, &snap.rows);
     render_unmeasured(&mut html, snap);
-    render_timerlat(&mut html, snap);
+    render_lists(&mut html, snap);
     render_gaps(&mut html, &snap.gaps);
     render_spikes(&mut html, snap);
     render_record(&mut html, &snap.record);
@@ -229,13 +240,15 @@ pub fn render_page(
         w = format_duration_ns(snap.max_window_ns),
     );
     push_plot(&mut html, plot_svg);
-    if let Some(svg) = timerlat_svg {
+    for ((source, _), svg) in snap.instrument_plots.iter().zip(instrument_svgs) {
         let _ = writeln!(
             html,
-            "</div>\n<div class=\"plot\" id=\"timerlat-plot\"><p>The kernel's timerlat {scope}, \
-             a line per CPU and context (<a href=\"/plot.svg?source=timerlat\">alone</a>)</p>",
+            "</div>\n<div class=\"plot\" id=\"{name}-plot\"><p>{} (<a \
+             href=\"/plot.svg?source={name}\">alone</a>)</p>",
+            source.caption(&scope),
+            name = source.name(),
         );
-        push_plot(&mut html, svg);
+        push_plot(&mut html, *svg);
     }
     let _ = write!(
         html,
@@ -258,17 +271,16 @@ fn push_plot(html: &mut String, svg: Result<&str, &str>) {
     }
 }
 
-/// What the kernel's timerlat saw on the measured CPUs, or why it does
-/// not run.
-fn render_timerlat(html: &mut String, snap: &Snapshot) {
-    if snap.timerlat.is_empty() {
-        return;
+/// The registered instruments' lists (what timerlat saw on the measured
+/// CPUs, or why it does not run), each under its instrument's name.
+fn render_lists(html: &mut String, snap: &Snapshot) {
+    for (name, list) in &snap.lists {
+        let _ = writeln!(html, "<ul id=\"{name}\" class=\"sub\">");
+        for line in list {
+            let _ = writeln!(html, "<li>{}</li>", escape(line));
+        }
+        html.push_str("</ul>\n");
     }
-    let _ = writeln!(html, "<ul id=\"timerlat\" class=\"sub\">");
-    for line in &snap.timerlat {
-        let _ = writeln!(html, "<li>{}</li>", escape(line));
-    }
-    html.push_str("</ul>\n");
 }
 
 /// Online CPUs without a sampler, grouped by reason, so that a CPU left

@@ -35,11 +35,14 @@ pub fn live(
         Source::Samplers => (s.cpus.iter())
             .map(|v| series_of(format!("CPU {}", v.cpu), &v.lifetime, &v.recent, &v.window))
             .collect(),
-        Source::Timerlat(_) => (s.timerlat.series.iter())
-            .filter(|((_, context), _)| source.wants(context.name()))
-            .map(|((cpu, context), v)| {
-                let label = plot::source::label(*cpu, context.name());
-                series_of(label, &v.lifetime, &v.recent, &v.window)
+        // A registered instrument's: the source's name is its name.
+        _ => (s.parts.get(source.name()).map(|part| part.plot_lines()))
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|line| source.wants(line.line))
+            .map(|line| {
+                let label = plot::source::label(line.cpu, line.line);
+                series_of(label, line.lifetime, line.recent, line.window)
             })
             .collect(),
     };
@@ -67,9 +70,7 @@ pub fn from_record(
         Source::Samplers => (summary.cpus.iter())
             .map(|(cpu, stats)| plot::series_from_stats(format!("CPU {cpu}"), stats))
             .collect(),
-        Source::Timerlat(_) => source.timerlat_series(
-            (report.timerlat.iter()).map(|((cpu, context), stats)| (*cpu, context.as_str(), stats)),
-        ),
+        _ => source.timerlat_series(report.lines_of(source.name())),
     };
     PlotData {
         title: format!(

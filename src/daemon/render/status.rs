@@ -33,8 +33,6 @@ pub struct StatusBody {
     record: RecordBody,
     /// The registered instruments' objects, each under its name.
     #[serde(flatten)]
-    /// ... and the kernel's timerlat among them (`[timerlat]`;
-    /// `/api/v1/timerlat` has it all).
     parts: crate::daemon::state::Statuses,
     /// The identifier of the host's facts (`/api/v1/host` has them all).
     fingerprint: String,
@@ -49,33 +47,6 @@ fn join_addrs(addrs: &[std::net::SocketAddr]) -> String {
         .map(std::net::SocketAddr::to_string)
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-/// Whether timerlat runs, why not, and who shares it.
-#[derive(Serialize)]
-pub struct TimerlatBody {
-    enabled: bool,
-    available: bool,
-    reason: Option<String>,
-    /// Others running timerlat or osnoise now, by name:
-    /// "instance timerlat_hist (timerlat)".
-    neighbours: Vec<String>,
-}
-
-impl TimerlatBody {
-    fn of(s: &MonitorState) -> TimerlatBody {
-        let status = s.timerlat.status();
-        TimerlatBody {
-            enabled: status.enabled,
-            available: status.available,
-            reason: status.reason,
-            neighbours: (status.neighbours.iter())
-                .map(|user| {
-                    crate::instruments::timerlat::describe_users(std::slice::from_ref(user))
-                })
-                .collect(),
-        }
-    }
 }
 
 /// Whether the on-disk record is written, where, and how it goes.
@@ -245,15 +216,6 @@ pub struct RunningBody {
 }
 
 /// `/api/v1/status` of a state at `now_ns`.
-/// The registered instruments' objects, timerlat's among them.
-fn instrument_statuses(s: &MonitorState) -> crate::daemon::state::Statuses {
-    let mut parts = s.parts.statuses();
-    let timerlat = serde_json::value::to_raw_value(&TimerlatBody::of(s))
-        .expect("timerlat's status serializes");
-    parts.insert(super::TIMERLAT_AT, "timerlat", timerlat);
-    parts
-}
-
 pub fn status(s: &MonitorState, clock: super::clock::Now) -> StatusBody {
     let (now, now_unix_ns) = (clock.monotonic_ns, clock.unix_ns);
     let c = &s.config;
@@ -323,7 +285,7 @@ pub fn status(s: &MonitorState, clock: super::clock::Now) -> StatusBody {
             .collect(),
         forensics: ForensicsBody::of(s),
         record: RecordBody::of(s),
-        parts: instrument_statuses(s),
+        parts: s.parts.statuses(),
         fingerprint: s.fingerprint.id.clone(),
         topology: super::host::topology(&s.fingerprint.topology),
         samplers: s

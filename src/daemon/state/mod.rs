@@ -11,7 +11,6 @@ mod gaps;
 mod host;
 mod observe;
 mod parts;
-mod timerlat;
 
 pub use crate::series::native;
 pub use crate::series::{
@@ -21,7 +20,6 @@ pub use gaps::{GapLog, GapSeen, MAX_GAPS_SEEN};
 pub use host::{ChangeSeen, HostChange, HostTrack, MAX_HISTORY, ONLINE_SETTLE_NS, OnlineSettling};
 pub use observe::{ObserveState, ObservedCpu, TaskView};
 pub use parts::{Parts, Statuses};
-pub use timerlat::{ContextView, TimerlatState};
 
 use std::sync::{Mutex, MutexGuard};
 
@@ -193,8 +191,6 @@ pub struct MonitorState {
     pub fingerprint: HostTrack,
     /// What the observer found on the CPUs it watches (`[observe]`).
     pub observe: ObserveState,
-    /// What the kernel's timerlat measured (`[timerlat]`).
-    pub timerlat: TimerlatState,
     /// The registered instruments' parts (`instruments::registry`).
     pub parts: Parts,
     /// The latest stretches without samples: stalls and offline CPUs.

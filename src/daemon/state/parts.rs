@@ -49,6 +49,12 @@ impl Parts {
             .is_some_and(|part| part.apply(key, new))
     }
 
+    /// The part of type `P`: what a route or plot of that instrument's
+    /// own reads.
+    pub fn of<P: Part>(&self) -> Option<&P> {
+        (self.0.iter()).find_map(|(_, part)| (**part).as_any().downcast_ref::<P>())
+    }
+
     /// The part of type `P` (tests and benches set it up this way).
     pub fn of_mut<P: Part>(&mut self) -> Option<&mut P> {
         (self.0.iter_mut()).find_map(|(_, part)| (**part).as_any_mut().downcast_mut::<P>())
@@ -66,19 +72,6 @@ impl Parts {
                 .map(|(name, part)| (name, part.status()))
                 .collect(),
         )
-    }
-}
-
-impl Statuses {
-    /// Another object among them, at `index` (at the end past their
-    /// number).
-    pub fn insert(
-        &mut self,
-        index: usize,
-        name: &'static str,
-        status: Box<serde_json::value::RawValue>,
-    ) {
-        self.0.insert(index.min(self.0.len()), (name, status));
     }
 }
 

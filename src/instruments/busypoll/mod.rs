@@ -24,6 +24,8 @@ pub static ENTRY: Entry = Entry {
     name: "busypoll",
     schema: include_str!("schema.json"),
     families: render::FAMILIES,
+    native: None,
+    api: None,
     idle: |config| Box::new(BusypollPart::new(config)),
     start: |start: &Start<'_>| run::start(start),
 };

@@ -31,7 +31,7 @@ fn cpu(cpu: usize) -> Vec<LabelPair> {
     vec![label("cpu", &cpu.to_string())]
 }
 
-fn gap_seconds(p: &dyn Part) -> Vec<Metric> {
+fn gap_seconds(p: &dyn Part, _now_ns: u64) -> Vec<Metric> {
     let Some(b) = on(p) else {
         return vec![];
     };
@@ -46,7 +46,7 @@ fn gap_seconds(p: &dyn Part) -> Vec<Metric> {
         .collect()
 }
 
-fn gap_max_seconds(p: &dyn Part) -> Vec<Metric> {
+fn gap_max_seconds(p: &dyn Part, _now_ns: u64) -> Vec<Metric> {
     let Some(last) = on(p).and_then(|b| b.last_window.as_ref()) else {
         return vec![];
     };
@@ -55,7 +55,7 @@ fn gap_max_seconds(p: &dyn Part) -> Vec<Metric> {
         .collect()
 }
 
-fn gaps_over_threshold_total(p: &dyn Part) -> Vec<Metric> {
+fn gaps_over_threshold_total(p: &dyn Part, _now_ns: u64) -> Vec<Metric> {
     let Some(b) = on(p) else {
         return vec![];
     };
@@ -64,21 +64,21 @@ fn gaps_over_threshold_total(p: &dyn Part) -> Vec<Metric> {
         .collect()
 }
 
-fn threshold_seconds(p: &dyn Part) -> Vec<Metric> {
+fn threshold_seconds(p: &dyn Part, _now_ns: u64) -> Vec<Metric> {
     on(p)
         .map(|b| gauge(vec![], b.config.threshold_ns as f64 / NS))
         .into_iter()
         .collect()
 }
 
-fn active(p: &dyn Part) -> Vec<Metric> {
+fn active(p: &dyn Part, _now_ns: u64) -> Vec<Metric> {
     on(p)
         .map(|b| gauge(vec![], f64::from(u8::from(b.active.is_some()))))
         .into_iter()
         .collect()
 }
 
-fn windows_total(p: &dyn Part) -> Vec<Metric> {
+fn windows_total(p: &dyn Part, _now_ns: u64) -> Vec<Metric> {
     on(p)
         .map(|b| counter(vec![], b.windows_total as f64))
         .into_iter()
@@ -86,7 +86,7 @@ fn windows_total(p: &dyn Part) -> Vec<Metric> {
 }
 
 /// Every reason, 0 until it happens, so that `increase()` sees the first.
-fn windows_skipped_total(p: &dyn Part) -> Vec<Metric> {
+fn windows_skipped_total(p: &dyn Part, _now_ns: u64) -> Vec<Metric> {
     let Some(b) = on(p) else {
         return vec![];
     };
@@ -94,7 +94,7 @@ fn windows_skipped_total(p: &dyn Part) -> Vec<Metric> {
     vec![counter(vec![label("reason", "failed")], n as f64)]
 }
 
-fn next_window_start_timestamp_seconds(p: &dyn Part) -> Vec<Metric> {
+fn next_window_start_timestamp_seconds(p: &dyn Part, _now_ns: u64) -> Vec<Metric> {
     (on(p).and_then(|b| b.next))
         .map(|w| gauge(vec![], unix_ns(w.start) as f64 / NS))
         .into_iter()

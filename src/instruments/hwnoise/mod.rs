@@ -23,6 +23,8 @@ pub static ENTRY: Entry = Entry {
     name: "hwnoise",
     schema: include_str!("schema.json"),
     families: render::FAMILIES,
+    native: None,
+    api: None,
     idle: |_| Box::new(HwnoisePart::off()),
     start: |start: &Start<'_>| run::start(start.config, start.host),
 };

@@ -20,6 +20,8 @@ pub static ENTRY: Entry = Entry {
     name: "load",
     schema: include_str!("schema.json"),
     families: render::FAMILIES,
+    native: None,
+    api: None,
     idle: |config| Box::new(LoadPart::new(config)),
     start: |start: &Start<'_>| Started {
         part: Box::new(LoadPart::new(start.config)),

@@ -111,7 +111,7 @@ fn part(part: &dyn Part) -> Option<&LoadPart> {
     part.as_any().downcast_ref()
 }
 
-fn load_active(p: &dyn Part) -> Vec<Metric> {
+fn load_active(p: &dyn Part, _now_ns: u64) -> Vec<Metric> {
     let Some(l) = part(p) else {
         return vec![];
     };
@@ -126,7 +126,7 @@ fn load_active(p: &dyn Part) -> Vec<Metric> {
         .collect()
 }
 
-fn load_window_end_timestamp_seconds(p: &dyn Part) -> Vec<Metric> {
+fn load_window_end_timestamp_seconds(p: &dyn Part, _now_ns: u64) -> Vec<Metric> {
     let Some(l) = part(p) else {
         return vec![];
     };
@@ -137,7 +137,7 @@ fn load_window_end_timestamp_seconds(p: &dyn Part) -> Vec<Metric> {
         .collect()
 }
 
-fn load_next_window_start_timestamp_seconds(p: &dyn Part) -> Vec<Metric> {
+fn load_next_window_start_timestamp_seconds(p: &dyn Part, _now_ns: u64) -> Vec<Metric> {
     let Some(l) = part(p) else {
         return vec![];
     };
@@ -148,7 +148,7 @@ fn load_next_window_start_timestamp_seconds(p: &dyn Part) -> Vec<Metric> {
         .collect()
 }
 
-fn load_windows_total(p: &dyn Part) -> Vec<Metric> {
+fn load_windows_total(p: &dyn Part, _now_ns: u64) -> Vec<Metric> {
     let Some(l) = part(p) else {
         return vec![];
     };
@@ -158,7 +158,7 @@ fn load_windows_total(p: &dyn Part) -> Vec<Metric> {
         .collect()
 }
 
-fn load_throughput(p: &dyn Part) -> Vec<Metric> {
+fn load_throughput(p: &dyn Part, _now_ns: u64) -> Vec<Metric> {
     let Some(l) = part(p) else {
         return vec![];
     };
@@ -182,7 +182,7 @@ fn load_throughput(p: &dyn Part) -> Vec<Metric> {
         .collect()
 }
 
-fn load_failures_total(p: &dyn Part) -> Vec<Metric> {
+fn load_failures_total(p: &dyn Part, _now_ns: u64) -> Vec<Metric> {
     let Some(l) = part(p) else {
         return vec![];
     };

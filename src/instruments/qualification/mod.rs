@@ -19,6 +19,8 @@ pub static ENTRY: Entry = Entry {
     name: "qualification",
     schema: include_str!("schema.json"),
     families: part::FAMILIES,
+    native: None,
+    api: None,
     // Read as the daemon starts, not before: the idle part does no I/O.
     idle: |_| Box::new(QualificationPart::not_read()),
     start: |start| {

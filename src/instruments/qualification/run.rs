@@ -125,11 +125,13 @@ mod tests {
 
     /// Steps `run` at `now_ns` until its look has ended and been taken in.
     async fn settle(run: &mut Rescan, part: &Mutex<Box<dyn Part>>, now_ns: u64) {
-        let access = |f: &mut Visit<'_>| f(part.lock().unwrap().as_mut());
-        run.step(Step::new(now_ns, 0, &access, None)).await;
+        let access = |_: &str, f: &mut Visit<'_>| f(part.lock().unwrap().as_mut());
+        run.step(Step::new("qualification", (now_ns, 0), &access, None))
+            .await;
         while run.job.is_some() {
             tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-            run.step(Step::new(now_ns, 0, &access, None)).await;
+            run.step(Step::new("qualification", (now_ns, 0), &access, None))
+                .await;
         }
     }
 

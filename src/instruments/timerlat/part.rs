@@ -1,5 +1,5 @@
-//! `TimerlatState`: what the kernel's timerlat measured (`[timerlat]`),
-//! as the collector took it in — per CPU and context (`irq`, `thread`,
+//! `TimerlatPart`: what the kernel's timerlat measured (`[timerlat]`),
+//! as its run took it in — per CPU and context (`irq`, `thread`,
 //! `user`) the lifetime statistics, the window maximum by sample time, the
 //! window's histograms for `/plot.svg?source=timerlat&window=`, the
 //! Prometheus buckets and the native ones, exactly as for a sampler's CPU.
@@ -7,11 +7,14 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
-use super::{BucketCounts, NativeCounts, WindowHistogram, WindowMax};
+use serde_json::value::RawValue;
+
+use super::source::{Source, Status};
+use super::tally::{Tally, restarted, span};
 use crate::config::Config;
 use crate::instruments::event::Context;
-use crate::instruments::source::{Source, Status};
-use crate::instruments::tally::{Tally, restarted, span};
+use crate::instruments::shape::{Part, PlotLine};
+use crate::series::{BucketCounts, NativeCounts, WindowHistogram, WindowMax};
 use crate::stats::LatencyStats;
 
 /// One CPU's one context.
@@ -25,7 +28,7 @@ pub struct ContextView {
 }
 
 #[derive(Debug, Clone)]
-pub struct TimerlatState {
+pub struct TimerlatPart {
     /// The source's own status (locked on its own, briefly).
     pub status: Arc<Mutex<Status>>,
     /// By (CPU, context).
@@ -36,19 +39,19 @@ pub struct TimerlatState {
     pub seqnums: BTreeMap<usize, (u32, u32, u64)>,
     /// By CPU: periods while a hwnoise window spun it, not counted.
     pub kept_apart: BTreeMap<usize, u64>,
-    window_ns: u64,
+    pub(super) window_ns: u64,
     spike_threshold_ns: u64,
     buckets_ns: Vec<u64>,
 }
 
-impl TimerlatState {
+impl TimerlatPart {
     /// `timerlat.enabled = false`, as the status says.
-    pub fn off(config: &Config) -> TimerlatState {
-        TimerlatState::new(Source::disabled().status(), config)
+    pub fn off(config: &Config) -> TimerlatPart {
+        TimerlatPart::new(Source::disabled().status(), config)
     }
 
-    pub fn new(status: Arc<Mutex<Status>>, config: &Config) -> TimerlatState {
-        TimerlatState {
+    pub fn new(status: Arc<Mutex<Status>>, config: &Config) -> TimerlatPart {
+        TimerlatPart {
             status,
             series: BTreeMap::new(),
             seqnums: BTreeMap::new(),
@@ -65,16 +68,6 @@ impl TimerlatState {
             .get(&cpu)
             .map_or(0, |&(first, last, earlier)| earlier + span(first, last))
             .saturating_sub(self.kept_apart.get(&cpu).copied().unwrap_or(0))
-    }
-
-    /// The windows at a new `export.max_window` (a live reload), keeping
-    /// what they hold.
-    pub fn resize_windows(&mut self, window_ns: u64, now_ns: u64) {
-        self.window_ns = window_ns;
-        for view in self.series.values_mut() {
-            view.window = view.window.resized(window_ns, now_ns);
-            view.recent = view.recent.resized(window_ns, now_ns);
-        }
     }
 
     /// A copy of the source's status.
@@ -138,6 +131,42 @@ impl TimerlatState {
     }
 }
 
+impl Part for TimerlatPart {
+    fn status(&self) -> Box<RawValue> {
+        super::render::status(self)
+    }
+
+    fn page_list(&self, now_ns: u64) -> Vec<String> {
+        super::render::page_lines(self, now_ns)
+    }
+
+    fn plot_lines(&self) -> Vec<PlotLine<'_>> {
+        (self.series.iter())
+            .map(|(&(cpu, context), v)| PlotLine {
+                cpu,
+                line: context.name(),
+                lifetime: &v.lifetime,
+                recent: &v.recent,
+                window: &v.window,
+            })
+            .collect()
+    }
+
+    fn unplotted(&self) -> Option<String> {
+        super::render::unplotted(self)
+    }
+
+    /// The windows at a new `export.max_window` (a live reload), keeping
+    /// what they hold.
+    fn resize_window(&mut self, window_ns: u64, now_ns: u64) {
+        self.window_ns = window_ns;
+        for view in self.series.values_mut() {
+            view.window = view.window.resized(window_ns, now_ns);
+            view.recent = view.recent.resized(window_ns, now_ns);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -146,7 +175,7 @@ mod tests {
     #[test]
     fn intervals_add_up_by_cpu_and_context() {
         let config = Config::builtin();
-        let mut state = TimerlatState::off(&config);
+        let mut state = TimerlatPart::off(&config);
         for round in 1..=3u32 {
             let mut interval = Tally::new(&[0, 1], 0, config.measure.spike_threshold_ns);
             let sample = |context, latency_ns| TimerlatSample {
@@ -203,7 +232,7 @@ mod tests {
         assert_eq!(state.series[&(0, Context::Irq)].lifetime.count, 5);
         assert_eq!(state.series[&(0, Context::Irq)].lifetime.max_ns, 6_000);
         // A reload to a 10 s window keeps what the windows hold.
-        state.resize_windows(10_000_000_000, 20);
+        state.resize_window(10_000_000_000, 20);
         let irq = &state.series[&(0, Context::Irq)];
         assert_eq!(irq.window.max(20), Some(6_000));
         let bins = irq.recent.bins_within(20, 10_000_000_000).0;

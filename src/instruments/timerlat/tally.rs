@@ -2,7 +2,7 @@
 //! maximum and sum, the HDR histogram every latency figure of latencyd
 //! keeps, and 1 µs bins as `rtla timerlat hist` prints them.
 
-use super::event::{Context, TimerlatSample};
+use crate::instruments::event::{Context, TimerlatSample};
 use crate::stats::LatencyStats;
 use crate::stats::LinearHistogram;
 

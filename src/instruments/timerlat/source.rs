@@ -13,7 +13,7 @@ use std::time::Duration;
 use tracing::{info, warn};
 
 use super::tally::Tally;
-use super::timerlat::{Session, Spec, capabilities, describe_users};
+use super::tracer::{Session, Spec, capabilities, describe_users};
 use crate::tracefs::Capability;
 
 const TICK: Duration = Duration::from_millis(100);

@@ -22,9 +22,9 @@ use std::io::{ErrorKind, Read};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use super::event::{TimerlatLayout, TimerlatSample};
-use super::osnoise::{self, Guard};
 use super::workload::Workload;
+use crate::instruments::event::{TimerlatLayout, TimerlatSample};
+use crate::instruments::osnoise::{self, Guard};
 use crate::tracefs::ring::PageLayout;
 use crate::tracefs::{self, Capability, Check, Instance, Role, read_text};
 
