@@ -38,6 +38,23 @@ pub(super) struct Tick<'a> {
     pub forensics: &'a Recorder,
 }
 
+impl<'a> Tick<'a> {
+    /// The step of the instrument `name` in this tick: the claims, and
+    /// forensics while it runs.
+    fn step<'s>(
+        &'s self,
+        name: &'s str,
+        access: &'s (dyn Fn(&str, &mut Visit<'_>) + Sync),
+        record: &'s mut Record,
+    ) -> Step<'s> {
+        let step = Step::new(name, self.at, access, record.as_mut()).with_claims(self.claims);
+        match self.forensics.threshold_ns() {
+            Some(_) => step.with_forensics(self.forensics),
+            None => step,
+        }
+    }
+}
+
 /// The CPUs each instrument claims now ([`Run::claim`]): their intervals
 /// from here on are filed apart (the record's interval cut where that
 /// changes).
@@ -73,11 +90,7 @@ pub(super) fn take_in(
 ) {
     let access = parts_access(state);
     for (name, run) in runs.iter_mut() {
-        let mut step = Step::new(name, tick.at, &access, record.as_mut()).with_claims(tick.claims);
-        if tick.forensics.threshold_ns().is_some() {
-            step = step.with_forensics(tick.forensics);
-        }
-        run.take_in(step);
+        run.take_in(tick.step(name, &access, record));
     }
 }
 
@@ -90,11 +103,7 @@ pub(super) async fn step(
 ) {
     let access = parts_access(state);
     for (name, run) in runs.iter_mut() {
-        let mut step = Step::new(name, tick.at, &access, record.as_mut()).with_claims(tick.claims);
-        if tick.forensics.threshold_ns().is_some() {
-            step = step.with_forensics(tick.forensics);
-        }
-        run.step(step).await;
+        run.step(tick.step(name, &access, record)).await;
     }
 }
 
