@@ -138,32 +138,8 @@ impl Collector {
         for notice in self.recorder.take_notices() {
             tracing::warn!("forensics: {notice}");
         }
-        // The observer's intervals: plain memory work under the lock; its
-        // workload spikes go to the forensics recorder (never waiting).
-        // Where it watches a sampled CPU it sees the samplers as tasks too:
-        // their late wake-ups are the recorder's own spikes, captured with
-        // pids, policies and the timer's split, so the observer's view of
-        // them is not offered (it would take the CPU's rate-limit slot).
-        let recorder = &self.recorder;
         let now = (crate::rt::sys::monotonic_now_ns(), (self.unix_ns)());
-        self.observer.drain(|mut interval| {
-            let spikes = std::mem::take(&mut interval.spikes);
-            let mut s = lock(state);
-            let samplers: Vec<i32> = s.cpus.iter().map(|c| c.sampler.tid).collect();
-            s.observe.absorb(interval);
-            drop(s);
-            for (key, spike) in spikes {
-                if samplers.contains(&spike.pid) {
-                    continue;
-                }
-                recorder.offer(crate::forensics::Offer {
-                    cpu: key.cpu,
-                    wakeup_mono_ns: spike.ran_ns,
-                    latency_ns: spike.latency_ns,
-                    build: Box::new(move || crate::observe::spike::capture(&key, &spike, now)),
-                });
-            }
-        });
+        self.take_observed(state, now);
         let tick = runs::Tick {
             at: (now.0, (self.unix_ns)()),
             claims: &claims,
@@ -210,6 +186,36 @@ impl Collector {
             }
         }
         Ok(found)
+    }
+
+    /// The observer's intervals: plain memory work under the lock; its
+    /// workload spikes go to the forensics recorder (never waiting).
+    /// Where it watches a CPU latencyd measures it sees latencyd's own
+    /// threads too: it leaves out those of latencyd's processes (samplers,
+    /// pollers, timerlat's workload), and an instrument says which of the
+    /// kernel's threads work for it (timerlat's). Their late wake-ups are
+    /// their instruments' to capture; offered here, one would take the
+    /// CPU's rate-limit slot.
+    fn take_observed(&mut self, state: &Mutex<MonitorState>, now: (u64, u64)) {
+        let recorder = &self.recorder;
+        self.observer.drain(|mut interval| {
+            let mut spikes = std::mem::take(&mut interval.spikes);
+            let mut s = lock(state);
+            spikes.retain(|(_, spike)| {
+                let comm = spike.comm.as_bytes();
+                !(s.parts.iter()).any(|(_, part)| part.owns_kernel_thread(comm))
+            });
+            s.observe.absorb(interval);
+            drop(s);
+            for (key, spike) in spikes {
+                recorder.offer(crate::forensics::Offer {
+                    cpu: key.cpu,
+                    wakeup_mono_ns: spike.ran_ns,
+                    latency_ns: spike.latency_ns,
+                    build: Box::new(move || crate::observe::spike::capture(&key, &spike, now)),
+                });
+            }
+        });
     }
 
     /// The CPUs each instrument claims now (`runs::claims`).

@@ -153,6 +153,13 @@ pub trait Part: AsAny + Send {
     fn unplotted(&self) -> Option<String> {
         None
     }
+    /// Whether the kernel's thread named `comm` works for this instrument
+    /// (timerlat's `timerlat/N` while it runs them): its late wake-ups
+    /// are this instrument's measurement, never offered as the observer's
+    /// captures of a workload task.
+    fn owns_kernel_thread(&self, _comm: &[u8]) -> bool {
+        false
+    }
     /// `export.max_window` changed on reload: its trailing windows, if it
     /// keeps any, now span `window_ns`, keeping what they hold.
     fn resize_window(&mut self, _window_ns: u64, _now_ns: u64) {}

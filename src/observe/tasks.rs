@@ -106,6 +106,8 @@ struct Known {
     comm: Comm,
     kernel_thread: bool,
     container: String,
+    /// A thread of latencyd's own process or of a child it started.
+    own: bool,
 }
 
 /// The tasks seen, read from `root` (`/proc`, or a directory in tests).
@@ -113,13 +115,21 @@ struct Known {
 pub struct ProcTasks {
     root: PathBuf,
     cache: HashMap<i32, Known>,
+    /// latencyd's own process id (another in tests).
+    own_pid: i32,
 }
 
 impl ProcTasks {
     pub fn new(root: &Path) -> ProcTasks {
+        ProcTasks::of(root, std::process::id() as i32)
+    }
+
+    /// Tasks read from `root` for the process `own_pid`.
+    fn of(root: &Path, own_pid: i32) -> ProcTasks {
         ProcTasks {
             root: root.to_path_buf(),
             cache: HashMap::new(),
+            own_pid,
         }
     }
 
@@ -136,7 +146,7 @@ impl ProcTasks {
             let read = |file: &str| {
                 read_kernel_text(&dir.join(file), MAX_KERNEL_FILE_BYTES).unwrap_or_default()
             };
-            let (stat, cgroup) = (read("stat"), read("cgroup"));
+            let (stat, cgroup, status) = (read("stat"), read("cgroup"), read("status"));
             // A task /proc does not show (gone already, or hidden by
             // ProtectProc=invisible): a kernel thread if its name is one.
             let kernel_thread = match stat_flags(&stat) {
@@ -149,6 +159,8 @@ impl ProcTasks {
                     comm,
                     kernel_thread,
                     container: container_of(&cgroup),
+                    own: (status_field(&status, "Tgid:") == Some(self.own_pid))
+                        || status_field(&status, "PPid:") == Some(self.own_pid),
                 },
             );
         }
@@ -169,6 +181,14 @@ impl ProcTasks {
 
     pub fn container(&mut self, pid: i32, comm: &[u8]) -> String {
         self.known(pid, comm).container.clone()
+    }
+
+    /// Whether the task is one of latencyd's own (a thread of its process,
+    /// a sampler or a poller; or of a child it started, timerlat's
+    /// workload), read from its `status` (`Tgid`, `PPid`): not a workload
+    /// task, never offered as one's capture. A task gone is not.
+    pub fn is_own(&mut self, pid: i32, comm: &[u8]) -> bool {
+        self.known(pid, comm).own
     }
 }
 
@@ -219,6 +239,12 @@ fn named_like_a_kernel_thread(comm: &[u8]) -> bool {
     ];
     FAMILIES.iter().any(|f| name.starts_with(f))
         || matches!(name.as_ref(), "rcu_preempt" | "rcu_sched" | "kthreadd")
+}
+
+/// A number field of `/proc/PID/status` (`Tgid:`), when it has one.
+fn status_field(status: &str, name: &str) -> Option<i32> {
+    let line = status.lines().find(|line| line.starts_with(name))?;
+    line[name.len()..].trim().parse().ok()
 }
 
 /// The flags field of `/proc/PID/stat` (after the parenthesised name,
@@ -417,5 +443,40 @@ mod tests {
         assert!(tasks.is_kernel_thread(79, b"migration/3"));
         assert!(tasks.is_kernel_thread(80, b"irq/24-virtio0"));
         assert!(!tasks.is_kernel_thread(81, b"irqbalance"));
+    }
+
+    #[test]
+    fn latencyds_own_threads_and_its_childrens_are_told_from_the_workload() {
+        let dir = tempfile::tempdir().unwrap();
+        let task = |tid: i32, comm: &str, tgid: i32, ppid: i32| {
+            let path = dir.path().join(tid.to_string());
+            std::fs::create_dir(&path).unwrap();
+            let stat = format!("{tid} ({comm}) S {ppid} 0 0 0 -1 4194560 0");
+            std::fs::write(path.join("stat"), stat).unwrap();
+            let status = format!("Name:\t{comm}\nTgid:\t{tgid}\nPid:\t{tid}\nPPid:\t{ppid}\n");
+            std::fs::write(path.join("status"), status).unwrap();
+        };
+        // latencyd is 500 (its parent systemd, 1); its poller, thread 503;
+        // its timerlat workload, process 600 with thread 601; a workload
+        // process 700, and its thread 701, started by systemd.
+        task(503, "poll-cpu1", 500, 1);
+        task(601, "timerlat-cpu1", 600, 500);
+        task(700, "rtapp", 700, 1);
+        task(701, "rtapp-worker", 700, 1);
+        let mut tasks = ProcTasks::of(dir.path(), 500);
+        assert!(tasks.is_own(503, b"poll-cpu1"));
+        assert!(tasks.is_own(601, b"timerlat-cpu1"));
+        assert!(!tasks.is_own(700, b"rtapp"));
+        assert!(!tasks.is_own(701, b"rtapp-worker"));
+        assert!(!tasks.is_own(999, b"gone"), "a task gone is not latencyd's");
+        // The real /proc: this test's own thread is its process's.
+        let tid = std::fs::read_link("/proc/thread-self")
+            .ok()
+            .and_then(|p| p.file_name()?.to_str()?.parse::<i32>().ok());
+        if let Some(tid) = tid {
+            let comm = std::fs::read(format!("/proc/{tid}/comm")).unwrap_or_default();
+            let comm = comm.strip_suffix(b"\n").unwrap_or(&comm);
+            assert!(ProcTasks::new(Path::new("/proc")).is_own(tid, comm));
+        }
     }
 }

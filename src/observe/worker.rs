@@ -133,6 +133,13 @@ impl Worker {
             let (tally, samples) = self.accounts[idx].take();
             self.add_samples(&mut interval, cpu, &samples);
             for spike in self.accounts[idx].take_spikes() {
+                // latencyd's own measuring threads (samplers, pollers,
+                // timerlat's workload) are not the workload: their late
+                // wake-ups are their instruments' to capture, and one
+                // offered here would take the CPU's rate-limit slot.
+                if self.tasks.is_own(spike.pid, spike.comm.as_bytes()) {
+                    continue;
+                }
                 let key = self.key_of(cpu, spike.pid, &spike.comm);
                 interval.spikes.push((key, spike));
             }

@@ -156,6 +156,13 @@ impl Part for TimerlatPart {
         super::render::unplotted(self)
     }
 
+    /// The kernel's `timerlat/N` threads, while they are latencyd's
+    /// timerlat's workload (where the kernel has no `timerlat_fd`).
+    fn owns_kernel_thread(&self, comm: &[u8]) -> bool {
+        let status = self.status.lock().unwrap_or_else(|e| e.into_inner());
+        status.available && !status.user_threads && comm.starts_with(b"timerlat/")
+    }
+
     /// The windows at a new `export.max_window` (a live reload), keeping
     /// what they hold.
     fn resize_window(&mut self, window_ns: u64, now_ns: u64) {
@@ -238,5 +245,28 @@ mod tests {
         let bins = irq.recent.bins_within(20, 10_000_000_000).0;
         assert_eq!(bins.keys().copied().collect::<Vec<_>>(), [1, 2, 4, 6]);
         assert_eq!(state.window_ns, 10_000_000_000, "and new series get it");
+    }
+
+    #[test]
+    fn the_kernels_timerlat_threads_are_its_own_only_while_they_are_its_workload() {
+        let config = Config::builtin();
+        let running = |available, user_threads| {
+            let status = Status {
+                enabled: true,
+                available,
+                user_threads,
+                ..Status::default()
+            };
+            TimerlatPart::new(Arc::new(Mutex::new(status)), &config)
+        };
+        let kernel_threads = running(true, false);
+        assert!(kernel_threads.owns_kernel_thread(b"timerlat/3"));
+        assert!(!kernel_threads.owns_kernel_thread(b"ktimers/3"));
+        // Its own threads (timerlat_fd) are latencyd's process's: the
+        // observer leaves those out itself. Off or unavailable, the
+        // kernel's threads are someone else's (rtla's).
+        assert!(!running(true, true).owns_kernel_thread(b"timerlat/3"));
+        assert!(!running(false, false).owns_kernel_thread(b"timerlat/3"));
+        assert!(!TimerlatPart::off(&config).owns_kernel_thread(b"timerlat/3"));
     }
 }
