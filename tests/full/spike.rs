@@ -122,7 +122,13 @@ fn check_the_spike_everywhere(
         if first_seen.is_some() && reading.at > not_before + WINDOW {
             break;
         }
-        let shown = reading.window_max.is_some_and(|w| w >= late_s);
+        // On a loaded host the VM's own wake-up this late may be in the
+        // window already when the baseline is read: then only a risen
+        // counter says the injected one has come (and the counter and the
+        // window are still checked to agree from then on).
+        let noisy = before.window_max.is_some_and(|w| w >= late_s);
+        let shown = reading.window_max.is_some_and(|w| w >= late_s)
+            && (!noisy || reading.spikes > before.spikes);
         match first_seen {
             None if shown => {
                 assert!(
