@@ -89,7 +89,7 @@ pub fn histogram(
     cpus: Option<&[usize]>,
     source: &Source,
 ) -> Result<(PlotData, ReadReport), PlotError> {
-    let (summary, report) = reader::summarize(files, range, cpus).map_err(input)?;
+    let (summary, report) = crate::record::summarize(files, range, cpus).map_err(input)?;
     let series: Vec<CpuSeries> = match source {
         Source::Samplers => (summary.cpus.iter())
             .map(|(cpu, stats)| series_from_stats(format!("CPU {cpu}"), stats))
@@ -120,7 +120,7 @@ pub fn by_load(
     cpus: Option<&[usize]>,
 ) -> Result<(PlotData, ReadReport), PlotError> {
     let (idle, loaded, profiles, report) =
-        reader::summarize_by_load(files, range, cpus).map_err(input)?;
+        crate::record::summary::summarize_by_load(files, range, cpus).map_err(input)?;
     if idle.cpus.is_empty() || loaded.cpus.is_empty() {
         return Err(input(format!(
             "--by-load needs intervals measured idle and under a load in this range ({} \

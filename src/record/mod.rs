@@ -5,7 +5,8 @@
 //!   the stretches without samples it names.
 //! - `writer`: whole intervals appended, files rotated and pruned.
 //! - `reader`: a time range read back, streaming; `lines`: each line of
-//!   a file read within a bound, an overlong one read past.
+//!   a file read within a bound, an overlong one read past; `summary`:
+//!   a range's statistics per CPU, whole or apart by load.
 //! - `keeper`: the daemon's writer thread, its backlog and its status.
 //! - `qualification`: the host's last `latencyd qualify`, for the daemon.
 //! - `Accumulator`: the interval in progress, filled by the exporter side
@@ -20,6 +21,7 @@ mod payload;
 pub mod qualification;
 pub mod reader;
 mod seconds;
+pub mod summary;
 pub mod writer;
 
 use std::collections::BTreeMap;
@@ -27,7 +29,8 @@ use std::sync::Arc;
 
 pub use format::{Context, Entry, Gap, GapReason, HostFacts, HwnoiseLine, HwnoiseOutcome};
 pub use keeper::{Keeper, Status};
-pub use reader::{Range, ReadReport, Summary, summarize, summarize_while};
+pub use reader::{Range, ReadReport};
+pub use summary::{Summary, summarize, summarize_while};
 pub use writer::{Batch, LogWriter, Settings, Target};
 
 use crate::host::Fingerprint;

@@ -100,7 +100,8 @@ pub fn by_load(
     range: Range,
     cpus: Option<&[usize]>,
 ) -> Result<(Part, Part, String, ReadReport), String> {
-    let (idle, loaded, profiles, report) = reader::summarize_by_load(files, range, cpus)?;
+    let (idle, loaded, profiles, report) =
+        crate::record::summary::summarize_by_load(files, range, cpus)?;
     let (idle, loaded) = (Part::of(idle, &report), Part::of(loaded, &report));
     Ok((idle, loaded, profiles.join("+"), report))
 }
@@ -112,7 +113,7 @@ pub fn range_part(
     range: Range,
     cpus: Option<&[usize]>,
 ) -> Result<(Part, ReadReport), String> {
-    let (summary, report) = reader::summarize(files, range, cpus)?;
+    let (summary, report) = crate::record::summarize(files, range, cpus)?;
     Ok((Part::of(summary, &report), report))
 }
 

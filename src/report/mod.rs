@@ -97,7 +97,7 @@ fn run(args: &ReportArgs) -> Result<String, String> {
             epochs::compare_text(&idle, &loaded, labels)
         });
     }
-    let (summary, report) = reader::summarize(&files, range, cpus.as_deref())?;
+    let (summary, report) = crate::record::summarize(&files, range, cpus.as_deref())?;
     if let Some(warning) = report.warning() {
         eprintln!("latencyd report: warning: {warning}");
     }
