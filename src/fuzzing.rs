@@ -335,8 +335,8 @@ pub fn host_files(data: &[u8]) {
     let _ = crate::host::facts::kernel::cmdline_parameter(&parts[1], "isolcpus");
     let _ = crate::host::cpuset_of(&parts[2], |_| Some(parts[6].clone()));
     let _ = crate::host::allowed_of(&parts[3]);
-    let _ = crate::observe::tasks::parse_runnable(&parts[2], 0);
-    let _ = crate::observe::tasks::container_of(&parts[3]);
+    let _ = crate::tasks::runnable::parse_runnable(&parts[2], 0);
+    let _ = crate::tasks::container_of(&parts[3]);
     let _ = crate::observe::tracer::sleep_timer_filter_by_address(&parts[5]);
     // The whole reader over a tree.
     let root = std::env::temp_dir().join(format!(

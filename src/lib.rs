@@ -28,8 +28,10 @@ pub mod series;
 // (crates/rt): CPU lists, statistics, samplers, handoff, engine.
 pub use latencyd_rt as rt;
 pub use latencyd_rt::{cpulist, stats};
-// The host, and the choices both front ends make against it.
+// The host and what /proc says of its tasks.
 pub mod host;
+pub mod tasks;
+// The choices both front ends make against the host.
 pub mod sampling;
 // Background load the front ends start and report; the tracefs instances
 // forensics and the observer own.

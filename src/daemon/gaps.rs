@@ -17,9 +17,8 @@ use tokio::task::JoinHandle;
 use tracing::{info, warn};
 
 use super::state::{MonitorState, lock};
-use crate::observe::own_state::own_state;
-use crate::observe::tasks::{Runnable, runnable_on};
 use crate::record::{Gap, GapReason};
+use crate::tasks::{Runnable, own_state, runnable_on};
 use crate::units::format_duration_ns;
 
 /// A stall found, waiting for /proc to say what holds its CPU.

@@ -34,7 +34,7 @@ pub struct Capture {
 pub struct TaskRef {
     pub name: String,
     pub pid: i32,
-    /// Its container or service (`observe::tasks::container_of`), or "".
+    /// Its container or service (`tasks::container_of`), or "".
     pub container: String,
 }
 

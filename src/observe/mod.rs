@@ -19,7 +19,6 @@ pub mod account;
 pub mod events;
 mod noise_counters;
 pub mod observer;
-pub mod own_state;
 pub mod spike;
 pub mod tally;
 pub mod tasks;
