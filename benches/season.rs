@@ -123,7 +123,7 @@ fn main() {
                 } else {
                     "performance"
                 };
-                host.observe(facts(governor), Vec::new(), unix, 0, ChangeSeen::Running);
+                host.take_read(facts(governor), Vec::new(), unix, 0, ChangeSeen::Running);
                 gaps.open(day as usize % cpus, GapReason::Stalled, unix);
                 gaps.close(day as usize % cpus, GapReason::Stalled, unix + 3 * S);
             }

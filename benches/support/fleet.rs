@@ -313,7 +313,7 @@ pub fn tick(fleet: &Fleet, seconds: std::ops::Range<u64>, rng: &mut Rng) {
             let topology = synthetic::topology(host.cpus);
             state
                 .fingerprint
-                .observe(facts, topology, now, 0, ChangeSeen::Running);
+                .take_read(facts, topology, now, 0, ChangeSeen::Running);
         };
         match host.story {
             Story::Spike => spikes

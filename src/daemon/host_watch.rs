@@ -134,7 +134,7 @@ pub(super) async fn watch(first: FirstRead, state: Arc<Mutex<MonitorState>>, eve
         let (change, unreadable, was_unreadable) = {
             let mut s = lock(&state);
             let was = s.fingerprint.unreadable.clone();
-            let change = s.fingerprint.observe(
+            let change = s.fingerprint.take_read(
                 read.facts,
                 read.topology,
                 unix_now_ns(),

@@ -676,7 +676,7 @@ pub fn synthetic_fingerprint(start_unix_ns: u64) -> latencyd::daemon::state::Hos
         start_unix_ns,
         1_250_000,
     );
-    track.observe(
+    track.take_read(
         facts("POLL 0us, C1 2us", "eth0 on 2"),
         topology,
         start_unix_ns + 60_000_000_000,

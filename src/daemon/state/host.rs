@@ -106,7 +106,7 @@ impl HostTrack {
 
     /// Takes in a new read; returns the change it makes, if any. Volatile
     /// facts (`fingerprint::VOLATILE`) are updated without being a change.
-    pub fn observe(
+    pub fn take_read(
         &mut self,
         mut read: Fingerprint,
         topology: Vec<CpuTopology>,
@@ -292,25 +292,25 @@ mod tests {
         let straddled = online("0-1", Some("POLL 0us"), "ens3 on 0");
         let seen = ChangeSeen::Running;
         assert_eq!(
-            track.observe(straddled, topology(&[0]), MIN, 0, seen.clone()),
+            track.take_read(straddled, topology(&[0]), MIN, 0, seen.clone()),
             None
         );
         let gone = || online("0", None, "ens3 on 0");
         for minute in 2..5 {
-            let read = track.observe(gone(), topology(&[0]), minute * MIN, 0, seen.clone());
+            let read = track.take_read(gone(), topology(&[0]), minute * MIN, 0, seen.clone());
             assert_eq!(read, None, "minute {minute}");
         }
         // Back, and its IRQ not yet: held until a second read agrees.
         let back_early = online("0-1", Some("POLL 0us"), "ens3 on 0");
-        let read = track.observe(back_early, topology(&[0, 1]), 5 * MIN, 0, seen.clone());
+        let read = track.take_read(back_early, topology(&[0, 1]), 5 * MIN, 0, seen.clone());
         assert_eq!(read, None);
-        let read = track.observe(both(), topology(&[0, 1]), 6 * MIN, 0, seen.clone());
+        let read = track.take_read(both(), topology(&[0, 1]), 6 * MIN, 0, seen.clone());
         assert_eq!(read, None);
         assert_eq!((track.changes_total, &track.id), (0, &id));
         assert_eq!(track.settling, None);
         // Settled: an IRQ moved by someone is a change again.
         let moved = online("0-1", Some("POLL 0us"), "ens3 on 0");
-        let change = track.observe(moved, topology(&[0, 1]), 7 * MIN, 0, seen);
+        let change = track.take_read(moved, topology(&[0, 1]), 7 * MIN, 0, seen);
         assert_eq!(change.unwrap().facts[0].name, "irq[24]");
     }
 
@@ -330,7 +330,7 @@ mod tests {
             // as ever.
             let kernel = if minute < 3 { "6.12" } else { "6.13" };
             let read = gone(kernel);
-            changes.extend(track.observe(read, Vec::new(), minute * MIN, 0, seen.clone()));
+            changes.extend(track.take_read(read, Vec::new(), minute * MIN, 0, seen.clone()));
         }
         assert_eq!(changes.len(), 2, "{changes:?}");
         assert_eq!(changes[0].at_unix_ns, 3 * MIN);
@@ -345,7 +345,7 @@ mod tests {
         );
         assert_eq!(track.settling, None);
         assert_eq!(
-            track.observe(gone("6.13"), Vec::new(), 11 * MIN, 0, seen),
+            track.take_read(gone("6.13"), Vec::new(), 11 * MIN, 0, seen),
             None
         );
     }
@@ -355,7 +355,7 @@ mod tests {
         let mut track = HostTrack::new(fp("POLL 0us, C1 2us", "a(1)"), Vec::new(), 100, 5);
         let first_id = track.id.clone();
         assert_eq!(track.in_force_at(50).id(), first_id, "nothing older known");
-        track.observe(
+        track.take_read(
             fp("POLL 0us", "a(1)"),
             Vec::new(),
             1_000,
@@ -371,7 +371,7 @@ mod tests {
         assert_eq!(track.in_force_at(1_100).id(), second_id);
         // A re-read with only volatile facts changed is no change: the
         // time of the latest change, and what was before it, stay.
-        track.observe(
+        track.take_read(
             fp("POLL 0us", "a(2)"),
             Vec::new(),
             2_000,
@@ -388,7 +388,7 @@ mod tests {
         let first_id = track.id.clone();
         assert!(
             track
-                .observe(
+                .take_read(
                     fp("POLL 0us, C1 2us", "a(2)"),
                     Vec::new(),
                     200,
@@ -399,7 +399,7 @@ mod tests {
         );
         assert_eq!(track.current.value("pm_qos.holders"), Some("a(2)"));
         let change = track
-            .observe(
+            .take_read(
                 fp("POLL 0us", "a(2)"),
                 Vec::new(),
                 300,
@@ -416,7 +416,7 @@ mod tests {
         assert_eq!(track.family_changed_unix_ns["cpuidle.states"], 300);
         // Reverted: a second change, back to the first identifier.
         let back = track
-            .observe(
+            .take_read(
                 fp("POLL 0us, C1 2us", "a(2)"),
                 Vec::new(),
                 400,
@@ -444,7 +444,7 @@ mod tests {
         assert!(track.changed_since_record(&fp("A", "x"), 60).is_none());
         for i in 0..(MAX_HISTORY as u64 + 5) {
             let states = if i % 2 == 0 { "B" } else { "A" };
-            track.observe(fp(states, ""), Vec::new(), 100 + i, 0, ChangeSeen::Running);
+            track.take_read(fp(states, ""), Vec::new(), 100 + i, 0, ChangeSeen::Running);
         }
         assert_eq!(track.history.len(), MAX_HISTORY);
         assert_eq!(track.changes_total, MAX_HISTORY as u64 + 6);
