@@ -18,7 +18,7 @@ use criterion::{Criterion, criterion_group, criterion_main};
 mod synthetic;
 use latencyd::config::Config;
 use latencyd::daemon::http::encoding;
-use latencyd::daemon::render::{exposition, metrics, series};
+use latencyd::daemon::render::{exposition, metrics};
 use latencyd::daemon::state::MonitorState;
 use latencyd::forensics::Summary;
 use latencyd::host::HostInfo;
@@ -105,11 +105,7 @@ fn lock_holds(n_cpus: usize, state: &Mutex<MonitorState>) {
     });
     let histograms = median_us(|| {
         let s = state.lock().unwrap();
-        black_box((
-            series::latency_series(&s),
-            series::task_series(&s),
-            exposition::exemplars_of(&s, clocks.read()),
-        ));
+        black_box(exposition::histogram_copies(&s, clocks.read()));
     });
     eprintln!(
         "metrics_render: {n_cpus} CPUs lock held: text {families:.0} µs; protobuf \

@@ -186,8 +186,8 @@ mod captures {
     use std::path::Path;
 
     use latencyd::forensics::{Offer, Recorder, Settings};
-    use latencyd::observe::TaskKey;
-    use latencyd::observe::tally::{Comm, WorkloadSpike};
+    use latencyd::instruments::observe::TaskKey;
+    use latencyd::instruments::observe::tally::{Comm, WorkloadSpike};
 
     pub struct Offers {
         recorder: Option<Recorder>,
@@ -249,7 +249,7 @@ mod captures {
                 wakeup_mono_ns: mono,
                 latency_ns: spike.latency_ns,
                 build: Box::new(move || {
-                    latencyd::observe::spike::capture(&key, &spike, (mono, unix))
+                    latencyd::instruments::observe::spike::capture(&key, &spike, (mono, unix))
                 }),
             });
         }

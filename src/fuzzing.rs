@@ -172,7 +172,7 @@ fn tempfile_dir() -> std::io::Result<std::path::PathBuf> {
 /// A ring-buffer page (`trace_pipe_raw`) of a 64-bit kernel, its records
 /// decoded as the observer decodes them.
 pub fn tracefs_page(data: &[u8]) {
-    use crate::observe::events::Decoder;
+    use crate::instruments::observe::events::Decoder;
     use crate::tracefs::ring::PageLayout;
     let header = "\tfield: u64 timestamp;\toffset:0;\tsize:8;\tsigned:0;\n\
         \tfield: local_t commit;\toffset:8;\tsize:8;\tsigned:1;\n\
@@ -252,7 +252,7 @@ fn test_formats() -> Vec<(&'static str, &'static str, String)> {
 /// An event's `format` file, read and used on a record (the observer's
 /// events, the kernel's timerlat and hwlat), and `osnoise/options`.
 pub fn event_format(data: &[u8]) {
-    use crate::observe::events::Decoder;
+    use crate::instruments::observe::events::Decoder;
     use crate::tracefs::format::Format;
     let parts = parts(data, 2);
     if let Ok(format) = Format::parse(&parts[0]) {
@@ -337,7 +337,7 @@ pub fn host_files(data: &[u8]) {
     let _ = crate::host::allowed_of(&parts[3]);
     let _ = crate::tasks::runnable::parse_runnable(&parts[2], 0);
     let _ = crate::tasks::container_of(&parts[3]);
-    let _ = crate::observe::tracer::sleep_timer_filter_by_address(&parts[5]);
+    let _ = crate::instruments::observe::tracer::sleep_timer_filter_by_address(&parts[5]);
     // The whole reader over a tree.
     let root = std::env::temp_dir().join(format!(
         "latencyd-fuzz-{}-{:x}",

@@ -43,9 +43,8 @@ pub mod config;
 // Spike forensics; the on-disk record of intervals.
 pub mod forensics;
 pub mod record;
-// Interference and real-time tasks' latency on CPUs without a sampler.
-pub mod observe;
-// The kernel's timerlat and hwlat tracers, run by latencyd.
+// The daemon's instruments in their one shape (the observer, timerlat,
+// hwlat windows, ...), and the kernel's tracers they run.
 pub mod instruments;
 // Plots of any histogram.
 pub mod plot;

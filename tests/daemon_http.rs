@@ -20,6 +20,7 @@ use latencyd::daemon::state::{
 use latencyd::forensics::events::Event;
 use latencyd::forensics::{Capability, Capture, Cause, Journal, Summary};
 use latencyd::instruments::hwnoise::HwnoisePart;
+use latencyd::instruments::observe::ObservePart;
 use latencyd::instruments::timerlat::TimerlatPart;
 use latencyd::rt::sys::Policy;
 use latencyd::stats::LatencyStats;
@@ -111,9 +112,11 @@ fn state(per_cpu_histograms: bool) -> MonitorState {
         record: Default::default(),
         pm_qos_held_us: Some(0),
         fingerprint: common::synthetic_fingerprint(NOW_UNIX_NS - 900 * S),
-        observe: observed(&config),
         parts: {
             let mut parts = latencyd::daemon::state::Parts::new(&config);
+            *parts
+                .of_mut::<ObservePart>()
+                .expect("the observer is registered") = observed(&config);
             *parts
                 .of_mut::<TimerlatPart>()
                 .expect("timerlat is registered") = timerlat_measured(&config);
@@ -269,8 +272,8 @@ fn timerlat_measured(config: &Config) -> TimerlatPart {
 /// The observer on CPU 3 (outside the cpuset): an IRQ, a kworker and a
 /// spinning thread took time; one real-time task woke 20 times, once
 /// 2 ms late inside the window.
-fn observed(config: &Config) -> latencyd::daemon::state::ObserveState {
-    use latencyd::observe::{CpuTally, Interval, Source, Status, TaskKey};
+fn observed(config: &Config) -> ObservePart {
+    use latencyd::instruments::observe::{CpuTally, Interval, Source, Status, TaskKey};
     let status = Status {
         enabled: true,
         available: true,
@@ -289,8 +292,7 @@ fn observed(config: &Config) -> latencyd::daemon::state::ObserveState {
         failing_after: Some(0),
         ..Status::default()
     };
-    let mut state =
-        latencyd::daemon::state::ObserveState::new(Arc::new(std::sync::Mutex::new(status)), config);
+    let mut state = ObservePart::new(Arc::new(std::sync::Mutex::new(status)), config);
     let mut tally = CpuTally::default();
     tally.add(Source::Irq, "24:virtio0-input.0", 4_000, NOW_NS - 100 * S);
     tally.add(Source::Irq, "local_timer", 2_500, NOW_NS - 3 * S);
@@ -441,7 +443,9 @@ fn state_with_record(dir: &std::path::Path) -> MonitorState {
         ..Default::default()
     }));
     // And the observer off.
-    s.observe = latencyd::daemon::state::ObserveState::off(&s.config);
+    *s.parts
+        .of_mut::<ObservePart>()
+        .expect("the observer is registered") = ObservePart::off(&s.config);
     s
 }
 

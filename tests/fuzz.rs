@@ -160,7 +160,6 @@ fn router() -> axum::Router {
         record: Default::default(),
         pm_qos_held_us: None,
         fingerprint: common::synthetic_fingerprint(0),
-        observe: latencyd::daemon::state::ObserveState::off(&config),
         parts: latencyd::daemon::state::Parts::new(&config),
         gaps: Default::default(),
         config,

@@ -5,9 +5,9 @@
 mod common;
 
 use common::protobuf::*;
-use latencyd::daemon::render::exemplars::{self, Exemplars};
 use latencyd::daemon::render::protobuf::{Natives, encode};
 use latencyd::daemon::state::{NativeCounts, native};
+use latencyd::series::exemplars::{self, Exemplars};
 use prometheus::proto;
 use prost::Message;
 use std::collections::BTreeMap;

@@ -3,9 +3,7 @@
 //! render with latencyd's own renderer.
 
 use latencyd::config::Config;
-use latencyd::daemon::state::{
-    CpuView, HostTrack, MonitorState, ObserveState, Parts, ReloadRecord, SamplerView,
-};
+use latencyd::daemon::state::{CpuView, HostTrack, MonitorState, Parts, ReloadRecord, SamplerView};
 use latencyd::host::{CpuTopology, Fingerprint, HostInfo};
 use latencyd::rt::sys::Policy;
 
@@ -56,7 +54,6 @@ pub fn state(
         .collect();
     MonitorState {
         host,
-        observe: ObserveState::off(&config),
         parts: Parts::new(&config),
         gaps: Default::default(),
         started_ns: now_ns,

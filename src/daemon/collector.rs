@@ -20,7 +20,6 @@ use super::runs::{self, Claims, Runs};
 use super::scheduling::SchedulingWatch;
 use super::state::{CpuView, MonitorState, SamplerView, lock};
 use crate::forensics::{Recorder, Spike, Trigger};
-use crate::observe::Observer;
 use crate::record::{Accumulator, Keeper};
 use crate::rt::engine::{Candidate, Engine, RestartOutcome, StartError};
 use crate::rt::thread::{FailedStep, SamplerState};
@@ -59,13 +58,12 @@ pub(super) struct Collected {
 type RestartTask = (usize, JoinHandle<Result<Option<Candidate>, StartError>>);
 
 /// The restarts under way on the blocking pool, the forensics recorder
-/// that hears of every interval over its threshold, the observer whose
-/// intervals join the state, and the record's interval in progress with
-/// the thread that writes finished ones.
+/// that hears of every interval over its threshold, the registered
+/// instruments' runs, and the record's interval in progress with the
+/// thread that writes finished ones.
 pub(super) struct Collector {
     restarts: Vec<RestartTask>,
     recorder: Recorder,
-    observer: Observer,
     pub(super) record: Option<(Accumulator, Keeper)>,
     /// The registered instruments' runs (those their sections turn on),
     /// by name, in registry order.
@@ -83,7 +81,6 @@ pub(super) struct Collector {
 impl Collector {
     pub(super) fn new(
         recorder: Recorder,
-        observer: Observer,
         record: Option<(Accumulator, Keeper)>,
         cpus: CpuWatch,
         unix_ns: fn() -> u64,
@@ -91,7 +88,6 @@ impl Collector {
         Collector {
             restarts: Vec::new(),
             recorder,
-            observer,
             record,
             runs: Vec::new(),
             cpus,
@@ -104,11 +100,6 @@ impl Collector {
     /// The recorder, to stop it at shutdown (a disabled one is left).
     pub(super) fn take_recorder(&mut self) -> Recorder {
         std::mem::replace(&mut self.recorder, Recorder::disabled())
-    }
-
-    /// The observer, to stop it at shutdown (a disabled one is left).
-    pub(super) fn take_observer(&mut self) -> Observer {
-        std::mem::replace(&mut self.observer, Observer::disabled())
     }
 
     pub(super) async fn tick(
@@ -139,7 +130,6 @@ impl Collector {
             tracing::warn!("forensics: {notice}");
         }
         let now = (crate::rt::sys::monotonic_now_ns(), (self.unix_ns)());
-        self.take_observed(state, now);
         let tick = runs::Tick {
             at: (now.0, (self.unix_ns)()),
             claims: &claims,
@@ -186,36 +176,6 @@ impl Collector {
             }
         }
         Ok(found)
-    }
-
-    /// The observer's intervals: plain memory work under the lock; its
-    /// workload spikes go to the forensics recorder (never waiting).
-    /// Where it watches a CPU latencyd measures it sees latencyd's own
-    /// threads too: it leaves out those of latencyd's processes (samplers,
-    /// pollers, timerlat's workload), and an instrument says which of the
-    /// kernel's threads work for it (timerlat's). Their late wake-ups are
-    /// their instruments' to capture; offered here, one would take the
-    /// CPU's rate-limit slot.
-    fn take_observed(&mut self, state: &Mutex<MonitorState>, now: (u64, u64)) {
-        let recorder = &self.recorder;
-        self.observer.drain(|mut interval| {
-            let mut spikes = std::mem::take(&mut interval.spikes);
-            let mut s = lock(state);
-            spikes.retain(|(_, spike)| {
-                let comm = spike.comm.as_bytes();
-                !(s.parts.iter()).any(|(_, part)| part.owns_kernel_thread(comm))
-            });
-            s.observe.absorb(interval);
-            drop(s);
-            for (key, spike) in spikes {
-                recorder.offer(crate::forensics::Offer {
-                    cpu: key.cpu,
-                    wakeup_mono_ns: spike.ran_ns,
-                    latency_ns: spike.latency_ns,
-                    build: Box::new(move || crate::observe::spike::capture(&key, &spike, now)),
-                });
-            }
-        });
     }
 
     /// The CPUs each instrument claims now (`runs::claims`).

@@ -22,7 +22,6 @@
 //! - `gaps`: stalls and offline stretches, said, counted, recorded.
 //! - `scheduling`: each sampler's policy, priority and CPUs read again
 //!   every tick; a change behind latencyd's back said and set back.
-//! - `observe`: starting the observer of CPUs without a sampler.
 //! - the registered instruments (`instruments::registry`): started
 //!   (`parts`), their runs' claims, steps and stops (`runs`), shown
 //!   through their parts.
@@ -40,7 +39,6 @@ mod host_watch;
 mod listen;
 mod logging;
 mod notify;
-mod observe;
 mod parts;
 mod reload;
 mod runs;

@@ -13,16 +13,13 @@ use tracing::{error, info, warn};
 use super::error::StartupError;
 use super::http::server;
 use super::http::webconfig::Security;
-use super::state::{
-    CpuView, HostTrack, MonitorState, ObserveState, Parts, ReloadRecord, SamplerView,
-};
+use super::state::{CpuView, HostTrack, MonitorState, Parts, ReloadRecord, SamplerView};
 use crate::config::Config;
 use crate::cpulist::format_cpu_list;
 use crate::forensics::Recorder;
 use crate::host::HostInfo;
 use crate::instruments::registry::INSTRUMENTS;
 use crate::instruments::shape::Start;
-use crate::observe::Observer;
 use crate::record::{Accumulator, Context, Keeper};
 use crate::rt::engine::{DEFAULT_START_TIMEOUT, Engine, EngineSpec, StartError, ThreadSetup};
 use crate::rt::sampler::LoopPlan;
@@ -170,7 +167,6 @@ pub(super) struct First<'a> {
     pub unmeasured: Vec<(usize, Unmeasured)>,
     pub listen: Vec<SocketAddr>,
     pub recorder: &'a Recorder,
-    pub observer: &'a Observer,
     /// The registered instruments' first parts.
     pub instruments: Parts,
     pub record: Option<&'a Keeper>,
@@ -215,7 +211,6 @@ impl First<'_> {
             record: self
                 .record
                 .map_or_else(|| Keeper::disabled().status(), Keeper::status),
-            observe: ObserveState::new(self.observer.status(), &config),
             parts: self.instruments,
             gaps: Default::default(),
             host,

@@ -19,11 +19,14 @@ pub(super) type Runs = Vec<(&'static str, Box<dyn Run>)>;
 /// The record's interval in progress and its writer, when recording.
 type Record = Option<(Accumulator, Keeper)>;
 
-/// Runs `f` on the part of the instrument named, under the state's lock.
-fn parts_access(state: &Mutex<MonitorState>) -> impl Fn(&str, &mut Visit<'_>) + Sync + '_ {
-    move |name: &str, f: &mut Visit<'_>| {
-        if let Some(part) = lock(state).parts.get_mut(name) {
-            f(part);
+/// Runs `f` on the part of the instrument named (on every part, for
+/// None), under the state's lock.
+fn parts_access(state: &Mutex<MonitorState>) -> impl Fn(Option<&str>, &mut Visit<'_>) + Sync + '_ {
+    move |name: Option<&str>, f: &mut Visit<'_>| {
+        let mut s = lock(state);
+        match name {
+            Some(name) => s.parts.get_mut(name).into_iter().for_each(f),
+            None => s.parts.iter_mut().for_each(|(_, part)| f(part)),
         }
     }
 }
@@ -44,7 +47,7 @@ impl<'a> Tick<'a> {
     fn step<'s>(
         &'s self,
         name: &'s str,
-        access: &'s (dyn Fn(&str, &mut Visit<'_>) + Sync),
+        access: &'s (dyn Fn(Option<&str>, &mut Visit<'_>) + Sync),
         record: &'s mut Record,
     ) -> Step<'s> {
         let step = Step::new(name, self.at, access, record.as_mut()).with_claims(self.claims);

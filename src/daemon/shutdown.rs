@@ -1,8 +1,8 @@
 //! The orderly stop, once the event loop has ended and the samplers and
 //! the server have been told: a restart under way settled, the forensics
-//! and observer threads told to stop, the registered
-//! instruments' runs stopped before the samplers (a load window's
-//! generators among them), the samplers joined with their last
+//! thread told to stop, the registered instruments' runs stopped before
+//! the samplers (the observer's thread and a load window's generators
+//! among them), the samplers joined with their last
 //! intervals (the record's interval in progress written with its true
 //! length), and the server given its grace for answers in flight.
 
@@ -36,10 +36,8 @@ pub(super) async fn stop(
     // Joining the recorder waits for a capture under way and removes the
     // tracefs instance: not on the runtime's thread.
     let stopped_recorder = tokio::task::spawn_blocking(move || recorder.stop());
-    let mut observer = collector.take_observer();
-    let stopped_observer = tokio::task::spawn_blocking(move || observer.stop());
-    // The instruments' runs stop before the samplers do (timerlat's joins
-    // its threads and sets osnoise/ back).
+    // The instruments' runs stop before the samplers do (the observer's
+    // and timerlat's join their threads, timerlat's sets osnoise/ back).
     let runs = std::mem::take(&mut collector.runs);
     let at = (crate::rt::sys::monotonic_now_ns(), unix_now_ns());
     super::runs::stop(runs, state, &mut collector.record, at).await;
@@ -47,10 +45,6 @@ pub(super) async fn stop(
     join_samplers(engine, collector.record.take(), state, interval_ns).await;
     if stopped_recorder.await.is_err() {
         error!("the forensics thread could not be stopped cleanly");
-    }
-
-    if !matches!(stopped_observer.await, Ok(true)) {
-        error!("the observer thread could not be stopped cleanly");
     }
     // In-flight requests get the server's grace, counted from the shutdown
     // signal (it closes what is still open then); dropping the server

@@ -1,7 +1,7 @@
 //! The daemon's start-up order: configuration and host checks, the
 //! listener, logging, the runtime, then (`parts.rs`) PM QoS, the engine,
-//! the exporter's pinning, forensics, the observer, the record and the
-//! first state; the server, signals, READY=1; then the event loop; then
+//! the exporter's pinning, forensics, the registered instruments, the
+//! record and the first state; the server, signals, READY=1; then the event loop; then
 //! the orderly stop (`shutdown.rs`) and the exit code.
 
 use std::net::TcpListener;
@@ -139,7 +139,6 @@ async fn serve(
     // After the pinning: the recorder's and the record's threads run
     // where the exporter does.
     let recorder = parts::start_forensics(&config, &engine);
-    let observer = super::observe::start(&config, &host, &cpus);
     let (instruments, runs) = parts::start_instruments(&config, &host, &cpus);
     let record = parts::start_record(&config, &host);
     let record_dir = record.as_ref().map(|_| config.record.dir.clone());
@@ -151,7 +150,6 @@ async fn serve(
         unmeasured,
         listen,
         recorder: &recorder,
-        observer: &observer,
         instruments,
         record: record.as_ref().map(|(_, keeper)| keeper),
         fingerprint: first_facts.track(),
@@ -184,7 +182,7 @@ async fn serve(
         let grows = s.config.measure.cpus == CpuSelection::All;
         let cpu_watch = CpuWatch::new(grows, s.host.allowed_cpus.clone());
         let mut collector =
-            super::collector::Collector::new(recorder, observer, record, cpu_watch, unix_now_ns);
+            super::collector::Collector::new(recorder, record, cpu_watch, unix_now_ns);
         collector.runs = runs;
         collector
     };

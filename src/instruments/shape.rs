@@ -1,7 +1,7 @@
 //! The one shape of an instrument of the daemon: what it keeps in the
 //! state (a [`Part`]), what runs it (a [`Run`]), and the [`Entry`] that
 //! the registry lists, with its metric families, its histogram with
-//! native buckets ([`Native`]) and its own route ([`Api`]). The daemon
+//! native buckets and exemplars ([`Native`]) and its own route ([`Api`]). The daemon
 //! holds the parts and the runs in registry order and walks them: the
 //! collector's tick steps each run (with the CPUs claimed and forensics
 //! at hand), shutdown stops each, `/metrics` builds each family from its
@@ -30,8 +30,8 @@
 //! struct Ticks { total: u64 }
 //!
 //! impl Part for Ticks {
-//!     fn status(&self) -> Box<serde_json::value::RawValue> {
-//!         serde_json::value::to_raw_value(&serde_json::json!({ "total": self.total })).unwrap()
+//!     fn status(&self) -> Option<Box<serde_json::value::RawValue>> {
+//!         serde_json::value::to_raw_value(&serde_json::json!({ "total": self.total })).ok()
 //!     }
 //! }
 //!
@@ -64,7 +64,7 @@
 //!     families: FAMILIES,
 //!     native: None,
 //!     api: None,
-//!     schema: r#"{ "Ticks": { "type": "object", "properties": { "total": { "type": "integer" } } } }"#,
+//!     schema: Some(r#"{ "Ticks": { "type": "object", "properties": { "total": { "type": "integer" } } } }"#),
 //!     idle: |_| Box::new(Ticks::default()),
 //!     start: |_| Started { part: Box::new(Ticks::default()), run: Some(Box::new(Counting)) },
 //! };
@@ -74,7 +74,7 @@
 //! let host = latencyd::host::HostInfo::detect();
 //! let started = (TICKS.start)(&Start { config: &config, host: &host, measured: &[0] });
 //! let (part, mut run) = (std::sync::Mutex::new(started.part), started.run.unwrap());
-//! let access = |_: &str, f: &mut Visit<'_>| f(part.lock().unwrap().as_mut());
+//! let access = |_: Option<&str>, f: &mut Visit<'_>| f(part.lock().unwrap().as_mut());
 //! let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
 //! runtime.block_on(run.step(Step::new("ticks", (0, 0), &access, None)));
 //! let part = part.into_inner().unwrap();
@@ -95,6 +95,7 @@ use crate::exposition::Family;
 use crate::forensics::Recorder;
 use crate::host::HostInfo;
 use crate::record::{Accumulator, Keeper};
+use crate::series::exemplars::{Captures, Exemplars};
 use crate::series::{SeriesCopy, WindowHistogram, WindowMax};
 use crate::stats::LatencyStats;
 
@@ -126,8 +127,10 @@ impl<T: Any> AsAny for T {
 /// the renderers under the state's lock and written by its run through
 /// [`Step::update`].
 pub trait Part: AsAny + Send {
-    /// Its object in `/api/v1/status`, under the instrument's name.
-    fn status(&self) -> Box<RawValue>;
+    /// Its object in `/api/v1/status`, under the instrument's name (its
+    /// entry's `schema` describes it); None when it has none there (its
+    /// own route says all).
+    fn status(&self) -> Option<Box<RawValue>>;
     /// Its line at the top of the status page (None: it has nothing to
     /// say there).
     fn page_line(&self) -> Option<PageLine> {
@@ -137,6 +140,17 @@ pub trait Part: AsAny + Send {
     /// none).
     fn page_list(&self, _now_ns: u64) -> Vec<String> {
         Vec::new()
+    }
+    /// Its lines among the status page's notes on CPUs without a sampler
+    /// (what it sees on those it watches), at `now_ns` (empty: none).
+    fn cpu_notes(&self, _now_ns: u64) -> Vec<String> {
+        Vec::new()
+    }
+    /// The repairs of the tracefs instance it owns (found changed or
+    /// broken by another program, set back or made again), while it is
+    /// enabled; None when it owns none.
+    fn tracefs_repairs(&self) -> Option<u64> {
+        None
     }
     /// A key of its section changed on reload (`load.cpus`): true when
     /// applied, false when it waits for a restart (the default).
@@ -214,9 +228,9 @@ pub struct Started {
 /// What is done to a part under the state's lock.
 pub type Visit<'a> = dyn FnMut(&mut dyn Part) + 'a;
 
-/// Runs a visit on the part of the instrument named, under the state's
-/// lock.
-pub type PartsAccess<'a> = dyn Fn(&str, &mut Visit<'_>) + Sync + 'a;
+/// Runs a visit on the part of the instrument named (every part, in
+/// registry order, for None), under the state's lock.
+pub type PartsAccess<'a> = dyn Fn(Option<&str>, &mut Visit<'_>) + Sync + 'a;
 
 /// The CPUs claimed this tick ([`Run::claim`]), each with the name of the
 /// instrument that claimed it.
@@ -277,7 +291,7 @@ impl<'a> Step<'a> {
     /// (held only for `f`: plain memory work).
     pub fn update<P: Part>(&self, f: impl FnOnce(&mut P)) {
         let mut f = Some(f);
-        (self.parts)(self.name, &mut |part: &mut dyn Part| {
+        (self.parts)(Some(self.name), &mut |part: &mut dyn Part| {
             if let (Some(part), Some(f)) = (part.as_any_mut().downcast_mut::<P>(), f.take()) {
                 f(part);
             }
@@ -294,10 +308,20 @@ impl<'a> Step<'a> {
     /// the instrument that claimed it ([`Part::keep_apart`]).
     pub fn keep_apart(&self, cpu: usize, source: &'static str, count: u64, max_ns: Option<u64>) {
         if let Some(name) = self.claims.get(&cpu) {
-            (self.parts)(name, &mut |part: &mut dyn Part| {
+            (self.parts)(Some(name), &mut |part: &mut dyn Part| {
                 part.keep_apart(cpu, source, count, max_ns)
             });
         }
+    }
+
+    /// Whether the kernel's thread named `comm` works for a registered
+    /// instrument ([`Part::owns_kernel_thread`]).
+    pub fn owned_kernel_thread(&self, comm: &[u8]) -> bool {
+        let mut owned = false;
+        (self.parts)(None, &mut |part: &mut dyn Part| {
+            owned |= part.owns_kernel_thread(comm)
+        });
+        owned
     }
 }
 
@@ -337,8 +361,8 @@ pub struct Entry {
     pub api: Option<Api>,
     /// Its object in `/api/v1/status` as OpenAPI 3.1 schemas (its folder's
     /// `schema.json`): a JSON object whose first schema is the object's,
-    /// the others any it refers to.
-    pub schema: &'static str,
+    /// the others any it refers to. None: it has no object there.
+    pub schema: Option<&'static str>,
     /// Its part of a state it does not run in (synthetic states of tests
     /// and benches): as configured, nothing measured.
     pub idle: fn(&Config) -> Box<dyn Part>,
@@ -357,10 +381,50 @@ pub struct Api {
 }
 
 /// An instrument's histogram family with native buckets: its name (one
-/// of the entry's families) and its series, copied under the state's lock
-/// to be encoded after it.
+/// of the entry's families), its series, copied under the state's lock
+/// to be encoded after it, and their exemplars (in the protobuf and
+/// OpenMetrics expositions), when it has any, from what forensics
+/// captured in this run.
 #[derive(Clone, Copy)]
 pub struct Native {
     pub name: &'static str,
     pub series: fn(&dyn Part) -> Vec<SeriesCopy>,
+    pub exemplars: Option<fn(&dyn Part, &Captures) -> Exemplars>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A part that owns the kernel threads named `prefix…`.
+    struct Owning(&'static str);
+
+    impl Part for Owning {
+        fn status(&self) -> Option<Box<RawValue>> {
+            None
+        }
+        fn owns_kernel_thread(&self, comm: &[u8]) -> bool {
+            comm.starts_with(self.0.as_bytes())
+        }
+    }
+
+    #[test]
+    fn a_kernel_thread_is_owned_when_any_registered_part_owns_it() {
+        let parts: Vec<std::sync::Mutex<Box<dyn Part>>> = vec![
+            std::sync::Mutex::new(Box::new(Owning("none/"))),
+            std::sync::Mutex::new(Box::new(Owning("timerlat/"))),
+        ];
+        let visited = std::sync::atomic::AtomicUsize::new(0);
+        let access = |name: Option<&str>, f: &mut Visit<'_>| {
+            assert_eq!(name, None, "every part, not one by name");
+            for part in &parts {
+                visited.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                f(part.lock().unwrap().as_mut());
+            }
+        };
+        let step = Step::new("observe", (0, 0), &access, None);
+        assert!(step.owned_kernel_thread(b"timerlat/1"));
+        assert!(!step.owned_kernel_thread(b"ktimers/1"));
+        assert_eq!(visited.into_inner(), 4);
+    }
 }

@@ -29,6 +29,7 @@
 
 mod buckets;
 mod copy;
+pub mod exemplars;
 pub mod native;
 mod window_count;
 mod window_histogram;

@@ -860,8 +860,8 @@ fn offered_captures_are_made_only_when_the_limits_admit_them() {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     use latencyd::forensics::{Offer, Recorder, Settings};
-    use latencyd::observe::TaskKey;
-    use latencyd::observe::tally::{Comm, WorkloadSpike};
+    use latencyd::instruments::observe::TaskKey;
+    use latencyd::instruments::observe::tally::{Comm, WorkloadSpike};
 
     let _turn = one_at_a_time();
     let test = "offered_captures_are_made_only_when_the_limits_admit_them";
@@ -909,7 +909,11 @@ fn offered_captures_are_made_only_when_the_limits_admit_them() {
             latency_ns: spike.latency_ns,
             build: Box::new(move || {
                 counter.fetch_add(1, Ordering::SeqCst);
-                latencyd::observe::spike::capture(&key, &spike, (now, 1_795_315_538_000_000_000))
+                latencyd::instruments::observe::spike::capture(
+                    &key,
+                    &spike,
+                    (now, 1_795_315_538_000_000_000),
+                )
             }),
         });
     }

@@ -201,14 +201,6 @@ pub(super) async fn host(State(app): State<AppState>) -> Response {
     axum::Json(body).into_response()
 }
 
-/// What the observer found on the CPUs it watches. Encoded after the lock
-/// is released.
-pub(super) async fn observe(State(app): State<AppState>) -> Response {
-    let now = app.now_ns();
-    let body = render::observe::observe_json(&app.lock(), now);
-    axum::Json(body).into_response()
-}
-
 /// A registered instrument's own route (`/api/v1/NAME`): its JSON, built
 /// from its part under the state's lock.
 pub(super) async fn instrument_api(app: AppState, name: &'static str, api: Api) -> Response {

@@ -180,7 +180,6 @@ const OWN_ROUTES: &[&str] = &[
     "/livez",
     "/api/v1/status",
     "/api/v1/host",
-    "/api/v1/observe",
     "/api/v1/latency",
     "/api/v1/latency/{cpu}",
     "/api/v1/spikes",
@@ -193,7 +192,7 @@ const OWN_ROUTES: &[&str] = &[
 
 /// The route the registered instruments' own routes (`/api/v1/NAME`)
 /// follow, in the list and in the OpenAPI document.
-pub const INSTRUMENT_ROUTES_AFTER: &str = "/api/v1/observe";
+pub const INSTRUMENT_ROUTES_AFTER: &str = "/api/v1/host";
 
 /// Every route `router` serves, as written in the OpenAPI document
 /// (`/api/v1/openapi.json`, checked against both by `tests/daemon_http.rs`):
@@ -235,7 +234,6 @@ pub fn router(app: AppState) -> Router {
         .route(LIVENESS_PATH, get(livez))
         .route("/api/v1/status", get(status))
         .route("/api/v1/host", get(host))
-        .route("/api/v1/observe", get(observe))
         .route("/api/v1/latency", get(latency_all))
         .route("/api/v1/latency/{cpu}", get(latency_one))
         .route("/api/v1/spikes", get(spikes))

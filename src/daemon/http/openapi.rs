@@ -67,7 +67,10 @@ fn compose(base: &str, entries: &[&Entry]) -> Result<String, String> {
     let all = doc.object_at(&["components", "schemas"])?;
     let mut status_properties = Vec::new();
     for entry in entries {
-        let schemas: IndexMap<String, Ordered> = serde_json::from_str(entry.schema)
+        let Some(schema) = entry.schema else {
+            continue;
+        };
+        let schemas: IndexMap<String, Ordered> = serde_json::from_str(schema)
             .map_err(|e| format!("{}'s schema.json: {e}", entry.name))?;
         let Some(object) = schemas.keys().next().cloned() else {
             return Err(format!("{}'s schema.json names no schema", entry.name));
@@ -164,10 +167,21 @@ mod tests {
             .iter()
             .map(|r| r.as_str().unwrap())
             .collect();
-        let served: Vec<&str> = INSTRUMENTS.iter().map(|e| e.name).collect();
+        let with_object = || INSTRUMENTS.iter().filter(|e| e.schema.is_some());
+        let served: Vec<&str> = with_object().map(|e| e.name).collect();
         let at = required.iter().position(|r| *r == served[0]).unwrap();
         assert_eq!(required[at..at + served.len()], served[..]);
-        for entry in INSTRUMENTS {
+        // One without an object (the observer's: its route says all) has
+        // none there.
+        for entry in INSTRUMENTS.iter().filter(|e| e.schema.is_none()) {
+            assert!(
+                status["properties"].get(entry.name).is_none(),
+                "{}",
+                entry.name
+            );
+            assert!(!required.contains(&entry.name), "{}", entry.name);
+        }
+        for entry in with_object() {
             let reference = status["properties"][entry.name]["$ref"].as_str().unwrap();
             let name = reference.trim_start_matches("#/components/schemas/");
             assert!(
@@ -180,16 +194,17 @@ mod tests {
 
     #[test]
     fn an_instrument_schema_that_is_not_one_is_refused_by_name() {
+        let with_object = *INSTRUMENTS.iter().find(|e| e.schema.is_some()).unwrap();
         let broken = Entry {
-            schema: "[]",
-            ..*INSTRUMENTS[0]
+            schema: Some("[]"),
+            ..*with_object
         };
         let err = compose(BASE, &[&broken]).unwrap_err();
         assert!(
             err.starts_with(&format!("{}'s schema.json", broken.name)),
             "{err}"
         );
-        let twice = compose(BASE, &[INSTRUMENTS[0], INSTRUMENTS[0]]).unwrap_err();
+        let twice = compose(BASE, &[with_object, with_object]).unwrap_err();
         assert!(twice.contains("defined twice"), "{twice}");
     }
 }

@@ -1,7 +1,7 @@
 //! The catalogue of `/metrics`: every family latencyd exports, with its
 //! help text, type, label names and the function that builds it
-//! (`families.rs`, `observe.rs`, and each registered instrument's own),
-//! in the order they are served; docs/metrics.md is checked against what
+//! (`families.rs`, and each registered instrument's own), in the order
+//! they are served; docs/metrics.md is checked against what
 //! a running daemon serves.
 
 use prometheus::proto::MetricType;
@@ -9,29 +9,36 @@ use prometheus::proto::MetricType;
 use super::families;
 use super::families::Build;
 pub use super::families::Family;
-use super::observe;
 use crate::instruments::registry::INSTRUMENTS;
 
-/// Every family latencyd exports, in the order they are served: the
-/// samplers' and the daemon's, the registered instruments' (each built
-/// from its part) with the host's among them, where they have always been
-/// served (`super::HOST_AT`).
+/// Every family latencyd exports, in the order they are served: each
+/// group of the daemon's ([`SERVED`]) followed by the families of the
+/// next registered instruments, each built from its part.
 pub fn families() -> impl Iterator<Item = Family> {
-    let registered = |range: std::ops::Range<usize>| {
-        let entries = INSTRUMENTS.get(range).unwrap_or_default();
-        entries.iter().flat_map(|entry| {
+    let mut next = 0;
+    SERVED.iter().flat_map(move |&(own, instruments)| {
+        let from = next.min(INSTRUMENTS.len());
+        next = from.saturating_add(instruments).min(INSTRUMENTS.len());
+        let registered = INSTRUMENTS[from..next].iter().flat_map(|entry| {
             (entry.families.iter()).map(move |f| f.with_build(Build::Part(entry.name, f.build)))
-        })
-    };
-    let at = super::HOST_AT.min(INSTRUMENTS.len());
-    (FAMILIES.iter().copied())
-        .chain(registered(0..at))
-        .chain(HOST_FAMILIES.iter().copied())
-        .chain(registered(at..INSTRUMENTS.len()))
+        });
+        own.iter().copied().chain(registered)
+    })
 }
 
-/// The samplers' and the daemon's families.
-const FAMILIES: &[Family] = &[
+/// The daemon's groups of families, each with how many registered
+/// instruments' follow it (in registry order; the last takes the rest),
+/// so that every family is served where it always has been: the
+/// observer's after forensics, the load windows' after the record, the
+/// others after the host's.
+const SERVED: &[(&[Family], usize)] = &[
+    (SAMPLERS_AND_FORENSICS, 1),
+    (TRACEFS_AND_RECORD, 1),
+    (HOST_FAMILIES, usize::MAX),
+];
+
+/// The samplers', the configuration's and forensics' families.
+const SAMPLERS_AND_FORENSICS: &[Family] = &[
     Family {
         name: "latencyd_wakeup_latency_seconds",
         help: "Wake-up latency of the samplers: how late each woke after its deadline. Buckets round up: a sample counts in the first bucket whose le is at or above the upper edge of its HDR bucket (at most 0.78 % above the sample), so no bucket holds a sample above its le.",
@@ -207,90 +214,10 @@ const FAMILIES: &[Family] = &[
         labels: &["cpu"],
         build: Build::State(families::smi_total),
     },
-    Family {
-        name: "latencyd_task_wakeup_latency_seconds",
-        help: "Wake-up latency of each real-time task on an observed CPU ([observe]): from its wake-up, or for a sleep a timer ends from the time it asked for, to when it ran. Buckets round up as for latencyd_wakeup_latency_seconds. Tasks beyond observe.max_tasks count as task=\"other\".",
-        kind: MetricType::HISTOGRAM,
-        labels: &["container", "cpu", "task"],
-        build: Build::State(observe::task_wakeup_latency_seconds),
-    },
-    Family {
-        name: "latencyd_task_wakeup_latency_max_seconds",
-        help: "Exact maximum wake-up latency of an observed real-time task since the daemon started.",
-        kind: MetricType::GAUGE,
-        labels: &["container", "cpu", "task"],
-        build: Build::State(observe::task_wakeup_latency_max_seconds),
-    },
-    Family {
-        name: "latencyd_task_wakeup_latency_window_max_seconds",
-        help: "Exact maximum wake-up latency of an observed real-time task in the trailing window (export.max_window), filed by when it ran. Absent while the window holds none.",
-        kind: MetricType::GAUGE,
-        labels: &["container", "cpu", "task"],
-        build: Build::State(observe::task_wakeup_latency_window_max_seconds),
-    },
-    Family {
-        name: "latencyd_cpu_interference_seconds_total",
-        help: "Time taken from an observed CPU by source (irq, softirq, nmi, thread, steal) and name: interrupts for their whole duration less what interrupted them; threads that are not the CPU's real-time workload (kernel threads, tasks without a real-time policy), and real-time tasks while they keep a woken one waiting.",
-        kind: MetricType::COUNTER,
-        labels: &["cpu", "name", "source"],
-        build: Build::State(observe::cpu_interference_seconds_total),
-    },
-    Family {
-        name: "latencyd_cpu_interference_total",
-        help: "How often an observed CPU was interrupted, by source (irq, softirq, nmi, thread, smi, steal) and name (steal: one-second readings that found some).",
-        kind: MetricType::COUNTER,
-        labels: &["cpu", "name", "source"],
-        build: Build::State(observe::cpu_interference_total),
-    },
-    Family {
-        name: "latencyd_cpu_interference_window_max_seconds",
-        help: "Longest single interruption of an observed CPU by source in the trailing window (export.max_window), filed by when it ended; steal in one-second readings.",
-        kind: MetricType::GAUGE,
-        labels: &["cpu", "source"],
-        build: Build::State(observe::cpu_interference_window_max_seconds),
-    },
-    Family {
-        name: "latencyd_observe_available",
-        help: "1 when [observe] is enabled and its tracing runs, 0 when enabled but unavailable (the reason is in /api/v1/observe); absent when disabled.",
-        kind: MetricType::GAUGE,
-        labels: &[],
-        build: Build::State(observe::observe_available),
-    },
-    Family {
-        name: "latencyd_observe_read_errors_total",
-        help: "Reads of an observed CPU's ring buffer that failed (one per CPU and 100 ms read): that CPU's events of the time are missing from the interference and latencies. The latest error is in /api/v1/observe. Absent unless the observer runs.",
-        kind: MetricType::COUNTER,
-        labels: &[],
-        build: Build::State(observe::observe_read_errors_total),
-    },
-    Family {
-        name: "latencyd_observe_lost_events_total",
-        help: "Events an observed CPU's ring buffer lost before the observer read them (raise observe.buffer_size_kb); the interference and latencies of that time are incomplete.",
-        kind: MetricType::COUNTER,
-        labels: &["cpu"],
-        build: Build::State(observe::observe_lost_events_total),
-    },
-    Family {
-        name: "latencyd_observe_unseen_wakeups_total",
-        help: "Real-time tasks that ran on an observed CPU without their wake-up being seen (woken from another CPU while this one was busy): no latency sample for them.",
-        kind: MetricType::COUNTER,
-        labels: &["cpu"],
-        build: Build::State(observe::observe_unseen_wakeups_total),
-    },
-    Family {
-        name: "latencyd_observe_waiting_tasks",
-        help: "Woken real-time tasks an observed CPU's account holds as waiting for it, at the observer's latest interval: a task leaves when it runs (here: a latency sample; on another CPU: let go).",
-        kind: MetricType::GAUGE,
-        labels: &["cpu"],
-        build: Build::State(observe::observe_waiting_tasks),
-    },
-    Family {
-        name: "latencyd_observe_waiting_let_go_total",
-        help: "Woken tasks an observed CPU stopped waiting for without a latency sample: they ran on another CPU (migrated, or this CPU went offline), or more than 512 waited at once and the oldest went.",
-        kind: MetricType::COUNTER,
-        labels: &["cpu"],
-        build: Build::State(observe::observe_waiting_let_go_total),
-    },
+];
+
+/// The tracefs instances' and the record's families.
+const TRACEFS_AND_RECORD: &[Family] = &[
     Family {
         name: "latencyd_tracefs_instance_repairs_total",
         help: "Times latencyd found its tracefs instance (user forensics or observe) changed or broken behind its back by another program and set it back or made it again; each is logged at warn. A series exists while that user is enabled.",

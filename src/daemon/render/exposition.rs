@@ -2,9 +2,10 @@
 //! handler serves them (and the render benchmark times them): the
 //! state's families as the text format's collector builds them (without
 //! the registry's sorting, which Prometheus does not need) and the
-//! process and HTTP metrics, then the latency histograms again with their
-//! native buckets and exemplars from one look at the state, so that the
-//! counts agree with each other. Each look holds the state's lock
+//! process and HTTP metrics, then the latency histograms again (the
+//! samplers' and each registered instrument's with native buckets) with
+//! their native buckets and exemplars from one look at the state, so that
+//! the counts agree with each other. Each look holds the state's lock
 //! briefly: the second copies the histograms' numbers out (the native
 //! counts shared, not copied), and building and encoding happen after it
 //! is released.
@@ -16,14 +17,15 @@ use prometheus::Registry;
 use prometheus::proto::{Metric, MetricFamily};
 
 use super::catalog::families;
-use super::exemplars::{self, Exemplars};
+use super::exemplars;
 use super::metric::{histogram, label};
 use super::metrics::{self, Clocks, LATENCY_HISTOGRAM, Now};
-use super::observe::TASK_HISTOGRAM;
 use super::series::{self, Key, Natives, SeriesCopy};
 use super::{openmetrics, protobuf};
 use crate::daemon::state::{self, MonitorState, NativeCounts};
 use crate::instruments::registry::INSTRUMENTS;
+use crate::instruments::shape::Native;
+use crate::series::exemplars::Exemplars;
 
 /// The three expositions of `/metrics`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,15 +75,43 @@ pub fn chosen(accept: Option<&str>) -> Exposition {
     }
 }
 
-/// Both latency histograms' exemplars, by family.
+/// Every latency histogram's exemplars, by family: the samplers' and
+/// each registered instrument's that lists its own, from one look at
+/// what forensics captured.
 pub fn exemplars_of(s: &MonitorState, now: Now) -> BTreeMap<&'static str, Exemplars> {
-    [
-        (LATENCY_HISTOGRAM, exemplars::latency(s, now)),
-        (TASK_HISTOGRAM, exemplars::tasks(s, now)),
-    ]
-    .into_iter()
-    .collect()
+    let captures = exemplars::captures(s, now);
+    let mut all = BTreeMap::from([(LATENCY_HISTOGRAM, exemplars::latency(s, &captures))]);
+    for entry in INSTRUMENTS {
+        if let Some(Native {
+            name,
+            exemplars: Some(of),
+            ..
+        }) = entry.native
+            && let Some(part) = s.parts.get(entry.name)
+        {
+            all.insert(name, of(part, &captures));
+        }
+    }
+    all
 }
+
+/// Every latency histogram with native buckets, its series copied out of
+/// the state (the samplers', then each registered instrument's in
+/// registry order), and their exemplars: what the protobuf exposition
+/// takes under the lock.
+pub fn histogram_copies(s: &MonitorState, now: Now) -> (Copies, BTreeMap<&'static str, Exemplars>) {
+    let mut copies = vec![(LATENCY_HISTOGRAM, series::latency_series(s))];
+    for entry in INSTRUMENTS {
+        if let Some(native) = entry.native {
+            let part = s.parts.get(entry.name);
+            copies.push((native.name, part.map_or_else(Vec::new, native.series)));
+        }
+    }
+    (copies, exemplars_of(s, now))
+}
+
+/// Series copied out of the state, by histogram family.
+pub type Copies = Vec<(&'static str, Vec<SeriesCopy>)>;
 
 /// The metrics and native buckets of series copied out of the state;
 /// copies of one key (every CPU, for the sum over CPUs) are added up.
@@ -148,25 +178,14 @@ fn family(name: &str, metrics: Vec<Metric>) -> Option<MetricFamily> {
 /// The protobuf exposition: native buckets and exemplars.
 pub fn protobuf(others: &Registry, state: &Mutex<MonitorState>, clocks: Clocks) -> Vec<u8> {
     let now = clocks.read();
-    let instruments: Vec<_> = (INSTRUMENTS.iter())
-        .filter_map(|entry| Some((entry.name, entry.native?)))
-        .collect();
-    let mut skip = vec![LATENCY_HISTOGRAM, TASK_HISTOGRAM];
-    skip.extend(instruments.iter().map(|(_, native)| native.name));
+    let mut skip = vec![LATENCY_HISTOGRAM];
+    skip.extend(
+        INSTRUMENTS
+            .iter()
+            .filter_map(|entry| Some(entry.native?.name)),
+    );
     let mut families = all_families(others, state, now, &skip);
-    // The samplers', the observed tasks' and each instrument's series.
-    let (copies, examples) = {
-        let s = state::lock(state);
-        let mut copies = vec![
-            (LATENCY_HISTOGRAM, series::latency_series(&s)),
-            (TASK_HISTOGRAM, series::task_series(&s)),
-        ];
-        for (name, native) in &instruments {
-            let part = s.parts.get(name);
-            copies.push((native.name, part.map_or_else(Vec::new, native.series)));
-        }
-        (copies, exemplars_of(&s, now))
-    };
+    let (copies, examples) = histogram_copies(&state::lock(state), now);
     let mut natives = BTreeMap::new();
     for (name, copies) in copies {
         let (histograms, native) = built(copies);

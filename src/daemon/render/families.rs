@@ -2,7 +2,8 @@
 //! state at a scrape: one function per family, named after it, which the
 //! catalogue lists beside the family's name, help, type and labels, so a
 //! family cannot be served without its description or described without
-//! being served. The observer's families are built in `observe.rs`.
+//! being served. A registered instrument's families are built in its own
+//! folder, from its part.
 
 use prometheus::proto::{LabelPair, Metric};
 
@@ -295,16 +296,14 @@ pub fn forensics_spikes_uncaptured_total(s: &Scrape) -> Vec<Metric> {
         .collect()
 }
 
+/// Forensics' instance, then each registered instrument's that owns one
+/// (`Part::tracefs_repairs`), while its user is enabled.
 pub fn tracefs_instance_repairs_total(s: &Scrape) -> Vec<Metric> {
-    let observe = s.state.observe.status();
-    let users = [
-        ("forensics", s.forensics.enabled, s.forensics.repairs),
-        ("observe", observe.enabled, observe.repairs),
-    ];
-    users
-        .into_iter()
-        .filter(|(_, enabled, _)| *enabled)
-        .map(|(user, _, n)| counter(vec![label("user", user)], n as f64))
+    let forensics = (s.forensics.enabled).then_some(("forensics", s.forensics.repairs));
+    let instruments =
+        (s.state.parts.iter()).filter_map(|(name, part)| Some((name, part.tracefs_repairs()?)));
+    (forensics.into_iter().chain(instruments))
+        .map(|(user, n)| counter(vec![label("user", user)], n as f64))
         .collect()
 }
 

@@ -9,11 +9,11 @@
 //! - `status`: `/api/v1/status`; `json`: the JSON API's other bodies;
 //!   `host`: the host's fingerprint
 //!   (`/api/v1/host`, the info metric's labels, the topology).
-//! - `observe`: what the observer found (`/api/v1/observe`, its metric
-//!   families).
 //! - `page`: the status page `/` and the plot's data (`page_parts`: its
 //!   sections that need none of its snapshot).
-//! - `load`: the scheduled load windows in the status and on the page.
+//! - the registered instruments' families, objects, lines and plots are
+//!   built from their parts by their own folders (`instruments::shape`);
+//!   these walk them.
 //! - `status_line`: the line `systemctl status` shows.
 //! - `runbooks`: docs/runbooks.md as the page `/runbooks`.
 //! - `spikes`: the captures as pages, `/spikes` and `/spikes/{id}`;
@@ -29,7 +29,6 @@ pub mod host;
 pub mod json;
 pub mod metric;
 pub mod metrics;
-pub mod observe;
 pub mod openmetrics;
 pub mod page;
 mod page_cpus;
@@ -44,7 +43,3 @@ mod status_line;
 mod style;
 
 pub use status_line::status_line;
-
-/// Where the host's families stand among the registered instruments'
-/// (after the first's, the load windows'), as they always have.
-pub const HOST_AT: usize = 1;

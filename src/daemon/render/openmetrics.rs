@@ -12,8 +12,8 @@ use std::fmt::Write as _;
 
 use prometheus::proto::{LabelPair, Metric, MetricFamily, MetricType};
 
-use super::exemplars::{self, Exemplars};
 use super::series::Key;
+use crate::series::exemplars::{self, Exemplars};
 
 /// The media type served.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";

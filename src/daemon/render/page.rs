@@ -38,9 +38,10 @@ pub struct Snapshot {
     pub non_rt_reasons: Vec<String>,
     /// Online CPUs without a sampler, with why.
     pub unmeasured: Vec<(usize, crate::sampling::Unmeasured)>,
-    /// What the observer says of the CPUs it watches, one line each (or
-    /// why it does not run), as text.
-    pub observed: Vec<String>,
+    /// What the registered instruments say of the CPUs without a sampler
+    /// they watch (the observer: a line per CPU, or why it does not run),
+    /// as text.
+    pub cpu_notes: Vec<String>,
     /// The registered instruments' lists (timerlat's, per CPU), by
     /// instrument, those with none left out.
     pub lists: Vec<(&'static str, Vec<String>)>,
@@ -105,7 +106,9 @@ impl Snapshot {
             healthy: health.healthy,
             non_rt_reasons: s.non_rt_reasons.clone(),
             unmeasured: s.unmeasured.clone(),
-            observed: super::observe::page_lines(s, now_ns),
+            cpu_notes: (s.parts.iter())
+                .flat_map(|(_, part)| part.cpu_notes(now_ns))
+                .collect(),
             lists: (s.parts.iter())
                 .map(|(name, part)| (name, part.page_list(now_ns)))
                 .filter(|(_, list)| !list.is_empty())
@@ -285,10 +288,10 @@ fn render_lists(html: &mut String, snap: &Snapshot) {
 
 /// Online CPUs without a sampler, grouped by reason, so that a CPU left
 /// out is never mistaken for one that is quiet. Left out by the
-/// configuration is said plainly; by the system, as a problem. Then what
-/// the observer sees on the CPUs it watches.
+/// configuration is said plainly; by the system, as a problem. Before
+/// them, what the instruments that watch CPUs without a sampler see there.
 fn render_unmeasured(html: &mut String, snap: &Snapshot) {
-    if snap.unmeasured.is_empty() && snap.observed.is_empty() {
+    if snap.unmeasured.is_empty() && snap.cpu_notes.is_empty() {
         return;
     }
     let mut reasons: Vec<crate::sampling::Unmeasured> =
@@ -301,7 +304,7 @@ fn render_unmeasured(html: &mut String, snap: &Snapshot) {
         "bad"
     };
     let _ = writeln!(html, "<ul id=\"unmeasured\" class=\"{class}\">");
-    for line in &snap.observed {
+    for line in &snap.cpu_notes {
         let _ = writeln!(html, "<li class=\"sub\">{}</li>", escape(line));
     }
     for reason in reasons {

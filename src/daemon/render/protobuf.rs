@@ -20,10 +20,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use prometheus::proto;
 use prost::encoding::{WireType, encoded_len_varint};
 
-use super::exemplars::{self, Exemplars};
 use super::series::Key;
 use crate::daemon::state::NativeCounts;
 use crate::daemon::state::native;
+use crate::series::exemplars::{self, Exemplars};
 
 /// A varint; most are one byte (tags, small counts and deltas).
 #[inline]

@@ -1,5 +1,5 @@
-//! The samplers' and the observed tasks' latency histograms as the
-//! protobuf exposition needs them, copied out of the state under its lock
+//! The samplers' latency histograms as the protobuf exposition needs
+//! them, copied out of the state under its lock
 //! to be built and encoded after it is released (`crate::series`'s
 //! `SeriesCopy`).
 
@@ -19,27 +19,6 @@ pub fn latency_series(state: &MonitorState) -> Vec<SeriesCopy> {
             } else {
                 vec![]
             },
-            buckets: v.buckets.clone(),
-            count: v.lifetime.count,
-            sum_ns: v.lifetime.sum_ns,
-            native: v.native.clone(),
-        })
-        .collect()
-}
-
-/// The series of `task_histograms` as copies, to be built and encoded
-/// after the lock is released.
-pub fn task_series(state: &MonitorState) -> Vec<SeriesCopy> {
-    state
-        .observe
-        .tasks
-        .iter()
-        .map(|(key, v)| SeriesCopy {
-            key: vec![
-                ("container".to_string(), key.container.clone()),
-                ("cpu".to_string(), key.cpu.to_string()),
-                ("task".to_string(), key.task.clone()),
-            ],
             buckets: v.buckets.clone(),
             count: v.lifetime.count,
             sum_ns: v.lifetime.sum_ns,

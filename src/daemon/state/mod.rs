@@ -9,7 +9,6 @@
 
 mod gaps;
 mod host;
-mod observe;
 mod parts;
 
 pub use crate::series::native;
@@ -18,7 +17,6 @@ pub use crate::series::{
 };
 pub use gaps::{GapLog, GapSeen, MAX_GAPS_SEEN};
 pub use host::{ChangeSeen, HostChange, HostTrack, MAX_HISTORY, ONLINE_SETTLE_NS, OnlineSettling};
-pub use observe::{ObserveState, ObservedCpu, TaskView};
 pub use parts::{Parts, Statuses};
 
 use std::sync::{Mutex, MutexGuard};
@@ -189,8 +187,6 @@ pub struct MonitorState {
     pub pm_qos_held_us: Option<i32>,
     /// The host's facts, re-read periodically, and their changes.
     pub fingerprint: HostTrack,
-    /// What the observer found on the CPUs it watches (`[observe]`).
-    pub observe: ObserveState,
     /// The registered instruments' parts (`instruments::registry`).
     pub parts: Parts,
     /// The latest stretches without samples: stalls and offline CPUs.

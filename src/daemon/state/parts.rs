@@ -69,7 +69,7 @@ impl Parts {
     pub fn statuses(&self) -> Statuses {
         Statuses(
             self.iter()
-                .map(|(name, part)| (name, part.status()))
+                .filter_map(|(name, part)| Some((name, part.status()?)))
                 .collect(),
         )
     }

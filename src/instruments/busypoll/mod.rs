@@ -22,7 +22,7 @@ pub use part::{BusypollPart, CpuGaps, LastWindow, WindowCpu};
 /// The registry's entry.
 pub static ENTRY: Entry = Entry {
     name: "busypoll",
-    schema: include_str!("schema.json"),
+    schema: Some(include_str!("schema.json")),
     families: render::FAMILIES,
     native: None,
     api: None,

@@ -143,8 +143,8 @@ pub(super) fn unix_ns(t: std::time::SystemTime) -> u64 {
 }
 
 impl Part for BusypollPart {
-    fn status(&self) -> Box<RawValue> {
-        super::render::status(self)
+    fn status(&self) -> Option<Box<RawValue>> {
+        Some(super::render::status(self))
     }
 
     fn page_line(&self) -> Option<PageLine> {

@@ -21,7 +21,7 @@ pub use windows::*;
 /// The registry's entry.
 pub static ENTRY: Entry = Entry {
     name: "hwnoise",
-    schema: include_str!("schema.json"),
+    schema: Some(include_str!("schema.json")),
     families: render::FAMILIES,
     native: None,
     api: None,

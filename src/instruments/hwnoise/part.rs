@@ -75,8 +75,8 @@ impl HwnoisePart {
 }
 
 impl Part for HwnoisePart {
-    fn status(&self) -> Box<RawValue> {
-        super::render::status(self)
+    fn status(&self) -> Option<Box<RawValue>> {
+        Some(super::render::status(self))
     }
 
     fn page_line(&self) -> Option<PageLine> {

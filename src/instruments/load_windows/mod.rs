@@ -18,7 +18,7 @@ pub use part::LoadPart;
 /// The registry's entry.
 pub static ENTRY: Entry = Entry {
     name: "load",
-    schema: include_str!("schema.json"),
+    schema: Some(include_str!("schema.json")),
     families: render::FAMILIES,
     native: None,
     api: None,

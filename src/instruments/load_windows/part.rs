@@ -45,8 +45,8 @@ impl LoadPart {
 }
 
 impl Part for LoadPart {
-    fn status(&self) -> Box<RawValue> {
-        super::render::status(self)
+    fn status(&self) -> Option<Box<RawValue>> {
+        Some(super::render::status(self))
     }
 
     fn page_line(&self) -> Option<PageLine> {

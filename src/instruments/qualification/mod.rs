@@ -17,7 +17,7 @@ pub use part::QualificationPart;
 /// The registry's entry.
 pub static ENTRY: Entry = Entry {
     name: "qualification",
-    schema: include_str!("schema.json"),
+    schema: Some(include_str!("schema.json")),
     families: part::FAMILIES,
     native: None,
     api: None,

@@ -125,7 +125,7 @@ mod tests {
 
     /// Steps `run` at `now_ns` until its look has ended and been taken in.
     async fn settle(run: &mut Rescan, part: &Mutex<Box<dyn Part>>, now_ns: u64) {
-        let access = |_: &str, f: &mut Visit<'_>| f(part.lock().unwrap().as_mut());
+        let access = |_: Option<&str>, f: &mut Visit<'_>| f(part.lock().unwrap().as_mut());
         run.step(Step::new("qualification", (now_ns, 0), &access, None))
             .await;
         while run.job.is_some() {

@@ -35,11 +35,12 @@ pub use tracer::*;
 /// The registry's entry.
 pub static ENTRY: Entry = Entry {
     name: "timerlat",
-    schema: include_str!("schema.json"),
+    schema: Some(include_str!("schema.json")),
     families: render::FAMILIES,
     native: Some(Native {
         name: TIMERLAT_HISTOGRAM,
         series: render::series,
+        exemplars: None,
     }),
     api: Some(Api {
         json: render::api,

@@ -132,8 +132,8 @@ impl TimerlatPart {
 }
 
 impl Part for TimerlatPart {
-    fn status(&self) -> Box<RawValue> {
-        super::render::status(self)
+    fn status(&self) -> Option<Box<RawValue>> {
+        Some(super::render::status(self))
     }
 
     fn page_list(&self, now_ns: u64) -> Vec<String> {

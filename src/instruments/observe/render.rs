@@ -1,23 +1,28 @@
 //! What the observer found, rendered: the `latencyd_task_*`,
-//! `latencyd_cpu_interference_*` and `latencyd_observe_*` metric families,
-//! and `/api/v1/observe`'s JSON (its DTOs are here, with the renderer
-//! that fills them).
+//! `latencyd_cpu_interference_*` and `latencyd_observe_*` metric families
+//! (the task histogram with its native buckets and exemplars),
+//! `/api/v1/observe`'s JSON (its DTOs are here, with the renderer that
+//! fills them; `api.json` describes them) and its lines among the status
+//! page's notes on CPUs without a sampler.
 
 use prometheus::proto::Metric;
 use serde::Serialize;
+use serde_json::value::RawValue;
 
-use super::families::Scrape;
-use super::metric::{availability, counter, gauge, histogram, label};
-use crate::daemon::state::{MonitorState, ObservedCpu};
+use super::{ObservePart, ObservedCpu};
+use super::{Source, TaskKey};
+use crate::exposition::metric::{availability, counter, gauge, histogram, label};
 use crate::forensics::Capability;
 use crate::forensics::verdict::human;
-use crate::observe::{Source, TaskKey};
+use crate::instruments::shape::Part;
+use crate::series::SeriesCopy;
+use crate::series::exemplars::{Captures, Exemplar, Exemplars, finish};
 use crate::units::NS_PER_SEC;
 
 const NS: f64 = NS_PER_SEC as f64;
 
-/// The task latency histogram's name (with native buckets in the
-/// protobuf exposition).
+/// The task latency histogram's name (with native buckets and exemplars
+/// in the protobuf exposition).
 pub const TASK_HISTOGRAM: &str = "latencyd_task_wakeup_latency_seconds";
 
 fn task_labels(key: &TaskKey) -> Vec<prometheus::proto::LabelPair> {
@@ -28,55 +33,112 @@ fn task_labels(key: &TaskKey) -> Vec<prometheus::proto::LabelPair> {
     ]
 }
 
+/// The observer's part (none: nothing to show).
+fn of(part: &dyn Part) -> Option<&ObservePart> {
+    part.as_any().downcast_ref()
+}
+
+/// Each family's builder over the part: empty when it is not this one.
+fn over(part: &dyn Part, build: impl FnOnce(&ObservePart) -> Vec<Metric>) -> Vec<Metric> {
+    of(part).map_or_else(Vec::new, build)
+}
+
 /// `latencyd_task_wakeup_latency_seconds`, one per task series.
-pub fn task_histograms(state: &MonitorState) -> Vec<Metric> {
-    state
-        .observe
-        .tasks
-        .iter()
-        .map(|(key, v)| {
-            histogram(
-                task_labels(key),
-                &v.buckets,
-                v.lifetime.count,
-                v.lifetime.sum_ns,
-            )
+pub(super) fn task_wakeup_latency_seconds(part: &dyn Part, _now_ns: u64) -> Vec<Metric> {
+    over(part, |o| {
+        (o.tasks.iter())
+            .map(|(key, v)| {
+                histogram(
+                    task_labels(key),
+                    v.buckets.bounds_ns(),
+                    v.buckets.cumulative().into_iter(),
+                    v.lifetime.count,
+                    v.lifetime.sum_ns,
+                )
+            })
+            .collect()
+    })
+}
+
+/// The task series as copies, to be built and encoded after the lock is
+/// released (the protobuf exposition's native buckets).
+pub(super) fn task_series(part: &dyn Part) -> Vec<SeriesCopy> {
+    let Some(o) = of(part) else {
+        return Vec::new();
+    };
+    (o.tasks.iter())
+        .map(|(key, v)| SeriesCopy {
+            key: task_key(key),
+            buckets: v.buckets.clone(),
+            count: v.lifetime.count,
+            sum_ns: v.lifetime.sum_ns,
+            native: v.native.clone(),
         })
         .collect()
 }
 
-/// `latencyd_task_wakeup_latency_seconds` at a scrape.
-pub fn task_wakeup_latency_seconds(s: &Scrape) -> Vec<Metric> {
-    task_histograms(s.state)
+fn task_key(key: &TaskKey) -> Vec<(String, String)> {
+    vec![
+        ("container".to_string(), key.container.clone()),
+        ("cpu".to_string(), key.cpu.to_string()),
+        ("task".to_string(), key.task.clone()),
+    ]
 }
 
-pub fn task_wakeup_latency_window_max_seconds(s: &Scrape) -> Vec<Metric> {
-    (s.state.observe.tasks.iter())
-        .filter_map(|(key, v)| {
-            let max = v.window.max(s.now.monotonic_ns)?;
-            Some(gauge(task_labels(key), max as f64 / NS))
+/// Each task series' exemplars: forensics' captures of that task in this
+/// run, and its window maximum.
+pub(super) fn task_exemplars(part: &dyn Part, captures: &Captures) -> Exemplars {
+    let Some(o) = of(part) else {
+        return Exemplars::new();
+    };
+    (o.tasks.iter())
+        .map(|(key, view)| {
+            let mut list: Vec<Exemplar> = (captures.list.iter())
+                .filter(|c| {
+                    c.cpu == key.cpu
+                        && c.task.as_ref().is_some_and(|(name, container)| {
+                            *name == key.task && *container == key.container
+                        })
+                })
+                .map(|c| c.exemplar.clone())
+                .collect();
+            list.extend(captures.window_exemplar(&view.window, key.cpu, &list));
+            (task_key(key), finish(list))
         })
         .collect()
 }
 
-pub fn task_wakeup_latency_max_seconds(s: &Scrape) -> Vec<Metric> {
-    (s.state.observe.tasks.iter())
-        .map(|(key, v)| gauge(task_labels(key), v.lifetime.max_ns as f64 / NS))
-        .collect()
+pub(super) fn task_wakeup_latency_window_max_seconds(part: &dyn Part, now_ns: u64) -> Vec<Metric> {
+    over(part, |o| {
+        (o.tasks.iter())
+            .filter_map(|(key, v)| {
+                let max = v.window.max(now_ns)?;
+                Some(gauge(task_labels(key), max as f64 / NS))
+            })
+            .collect()
+    })
 }
 
-pub fn cpu_interference_seconds_total(s: &Scrape) -> Vec<Metric> {
-    by_name(s.state, true)
+pub(super) fn task_wakeup_latency_max_seconds(part: &dyn Part, _now_ns: u64) -> Vec<Metric> {
+    over(part, |o| {
+        (o.tasks.iter())
+            .map(|(key, v)| gauge(task_labels(key), v.lifetime.max_ns as f64 / NS))
+            .collect()
+    })
 }
 
-pub fn cpu_interference_total(s: &Scrape) -> Vec<Metric> {
-    by_name(s.state, false)
+pub(super) fn cpu_interference_seconds_total(part: &dyn Part, _now_ns: u64) -> Vec<Metric> {
+    over(part, |o| by_name(o, true))
+}
+
+pub(super) fn cpu_interference_total(part: &dyn Part, _now_ns: u64) -> Vec<Metric> {
+    over(part, |o| by_name(o, false))
 }
 
 /// The interference counters by CPU, source and name: time (`seconds`)
 /// or count. SMIs have a count but no duration.
-fn by_name(state: &MonitorState, seconds: bool) -> Vec<Metric> {
-    (state.observe.cpus.iter())
+fn by_name(o: &ObservePart, seconds: bool) -> Vec<Metric> {
+    (o.cpus.iter())
         .flat_map(|(cpu, view)| {
             view.by_name.iter().filter_map(move |((source, name), t)| {
                 if seconds && *source == Source::Smi {
@@ -98,71 +160,77 @@ fn by_name(state: &MonitorState, seconds: bool) -> Vec<Metric> {
         .collect()
 }
 
-pub fn cpu_interference_window_max_seconds(s: &Scrape) -> Vec<Metric> {
-    let now_ns = s.now.monotonic_ns;
-    (s.state.observe.cpus.iter())
-        .flat_map(|(cpu, view)| {
-            view.longest.iter().filter_map(move |(source, window)| {
-                let max = window.max(now_ns)?;
-                let labels = vec![
-                    label("cpu", &cpu.to_string()),
-                    label("source", source.name()),
-                ];
-                Some(gauge(labels, max as f64 / NS))
+pub(super) fn cpu_interference_window_max_seconds(part: &dyn Part, now_ns: u64) -> Vec<Metric> {
+    over(part, |o| {
+        (o.cpus.iter())
+            .flat_map(|(cpu, view)| {
+                view.longest.iter().filter_map(move |(source, window)| {
+                    let max = window.max(now_ns)?;
+                    let labels = vec![
+                        label("cpu", &cpu.to_string()),
+                        label("source", source.name()),
+                    ];
+                    Some(gauge(labels, max as f64 / NS))
+                })
             })
-        })
-        .collect()
+            .collect()
+    })
 }
 
 /// Absent when the observer is off.
-pub fn observe_available(s: &Scrape) -> Vec<Metric> {
-    let status = s.state.observe.status();
-    availability(status.enabled, status.available)
+pub(super) fn observe_available(part: &dyn Part, _now_ns: u64) -> Vec<Metric> {
+    over(part, |o| {
+        let status = o.status();
+        availability(status.enabled, status.available)
+    })
 }
 
 /// Absent while the observer does not trace.
-pub fn observe_read_errors_total(s: &Scrape) -> Vec<Metric> {
-    let status = s.state.observe.status();
-    if !status.available {
-        return vec![];
-    }
-    vec![counter(vec![], status.read_errors as f64)]
+pub(super) fn observe_read_errors_total(part: &dyn Part, _now_ns: u64) -> Vec<Metric> {
+    over(part, |o| {
+        let status = o.status();
+        if !status.available {
+            return vec![];
+        }
+        vec![counter(vec![], status.read_errors as f64)]
+    })
 }
 
-pub fn observe_lost_events_total(s: &Scrape) -> Vec<Metric> {
-    per_cpu(s.state, |v| v.lost_events)
+pub(super) fn observe_lost_events_total(part: &dyn Part, _now_ns: u64) -> Vec<Metric> {
+    per_cpu(part, |v| v.lost_events)
 }
 
-pub fn observe_unseen_wakeups_total(s: &Scrape) -> Vec<Metric> {
-    per_cpu(s.state, |v| v.unseen_wakeups)
+pub(super) fn observe_unseen_wakeups_total(part: &dyn Part, _now_ns: u64) -> Vec<Metric> {
+    per_cpu(part, |v| v.unseen_wakeups)
 }
 
-pub fn observe_waiting_tasks(s: &Scrape) -> Vec<Metric> {
-    (s.state.observe.cpus.iter())
-        .map(|(cpu, view)| {
-            gauge(
-                vec![label("cpu", &cpu.to_string())],
-                view.waiting_tasks as f64,
-            )
-        })
-        .collect()
+pub(super) fn observe_waiting_tasks(part: &dyn Part, _now_ns: u64) -> Vec<Metric> {
+    over(part, |o| {
+        (o.cpus.iter())
+            .map(|(cpu, view)| {
+                let labels = vec![label("cpu", &cpu.to_string())];
+                gauge(labels, view.waiting_tasks as f64)
+            })
+            .collect()
+    })
 }
 
-pub fn observe_waiting_let_go_total(s: &Scrape) -> Vec<Metric> {
-    per_cpu(s.state, |v| v.waiting_let_go)
+pub(super) fn observe_waiting_let_go_total(part: &dyn Part, _now_ns: u64) -> Vec<Metric> {
+    per_cpu(part, |v| v.waiting_let_go)
 }
 
-fn per_cpu(state: &MonitorState, value: impl Fn(&ObservedCpu) -> u64) -> Vec<Metric> {
-    (state.observe.cpus.iter())
-        .map(|(cpu, view)| counter(vec![label("cpu", &cpu.to_string())], value(view) as f64))
-        .collect()
+fn per_cpu(part: &dyn Part, value: impl Fn(&ObservedCpu) -> u64) -> Vec<Metric> {
+    over(part, |o| {
+        (o.cpus.iter())
+            .map(|(cpu, view)| counter(vec![label("cpu", &cpu.to_string())], value(view) as f64))
+            .collect()
+    })
 }
 
 /// The status page's lines on the observed CPUs: per CPU its worst task
 /// in the window and what took the most time since start; or why the
 /// observer does not run (nothing when it is off).
-pub fn page_lines(state: &MonitorState, now_ns: u64) -> Vec<String> {
-    let o = &state.observe;
+pub(super) fn page_lines(o: &ObservePart, now_ns: u64) -> Vec<String> {
     let status = o.status();
     if !status.enabled {
         return vec![];
@@ -277,8 +345,13 @@ pub struct TaskJson {
     pub spikes: u64,
 }
 
-pub fn observe_json(state: &MonitorState, now_ns: u64) -> ObserveJson {
-    let o = &state.observe;
+/// `/api/v1/observe` at `now_ns`, from the part (none: not this one).
+pub(super) fn api(part: &dyn Part, now_ns: u64) -> Box<RawValue> {
+    let json = of(part).map(|o| observe_json(o, now_ns));
+    serde_json::value::to_raw_value(&json).expect("the observer's JSON serializes")
+}
+
+pub fn observe_json(o: &ObservePart, now_ns: u64) -> ObserveJson {
     let status = o.status();
     let mut cpus: Vec<ObservedCpuJson> = status
         .cpus
@@ -341,7 +414,7 @@ pub fn observe_json(state: &MonitorState, now_ns: u64) -> ObserveJson {
         enabled: status.enabled,
         available: status.available,
         reason: status.reason.clone(),
-        window_ns: state.config.export.max_window_ns,
+        window_ns: o.window_ns(),
         capabilities: status.capabilities.clone(),
         observer: ObserverJson {
             pages: status.pages,

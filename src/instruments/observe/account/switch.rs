@@ -8,8 +8,8 @@ use super::{
     CpuAccount, MAX_RT_PRIO, MAX_TIMERS, MAX_WAITING, Role, Running, SLEEPING_STATES,
     TIMER_WAKEUP_GAP_NS, Waiting,
 };
-use crate::observe::events::Event;
-use crate::observe::tally::{Comm, TaskKinds, WakeSample};
+use crate::instruments::observe::events::Event;
+use crate::instruments::observe::tally::{Comm, TaskKinds, WakeSample};
 
 impl CpuAccount {
     /// A task woken: a real-time one woken onto this CPU waits from its

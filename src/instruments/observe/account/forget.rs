@@ -55,8 +55,8 @@ fn give_back<K: Hash + Eq, V>(table: &mut HashMap<K, V>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::observe::events::Event;
-    use crate::observe::tally::TaskKinds;
+    use crate::instruments::observe::events::Event;
+    use crate::instruments::observe::tally::TaskKinds;
 
     struct NoKernelThreads;
     impl TaskKinds for NoKernelThreads {

@@ -115,7 +115,7 @@ pub fn capture(key: &TaskKey, spike: &WorkloadSpike, now: (u64, u64)) -> Capture
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::observe::tally::Comm;
+    use crate::instruments::observe::tally::Comm;
 
     #[test]
     fn a_workload_spike_becomes_a_capture_naming_the_task_and_what_ran() {

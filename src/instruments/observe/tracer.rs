@@ -381,7 +381,7 @@ mod tests {
         // /proc/kallsyms of Debian's 6.1 PREEMPT_RT kernel (amd64), as the
         // kernel matrix captured it, and of the same kernel read without
         // CAP_SYSLOG (addresses zeroed).
-        let kallsyms = include_str!("../../tests/data/kernels/6.1-rt-amd64/kallsyms");
+        let kallsyms = include_str!("../../../tests/data/kernels/6.1-rt-amd64/kallsyms");
         assert_eq!(
             sleep_timer_filter_by_address(kallsyms).as_deref(),
             Some("function == 0xffffffff9ff58c90")

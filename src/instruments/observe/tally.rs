@@ -338,7 +338,7 @@ mod tests {
             let (source, name) = names.thread(comm, &mut NoActions);
             (source, name.to_string())
         };
-        let ps = include_str!("../../tests/data/kernels/6.1-rt-amd64/ps");
+        let ps = include_str!("../../../tests/data/kernels/6.1-rt-amd64/ps");
         let threaded: Vec<(Source, String)> = ps
             .lines()
             .filter_map(|line| line.split_whitespace().nth(1))

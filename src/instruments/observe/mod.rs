@@ -12,13 +12,26 @@
 //! (`tracefs::format`), accounts each CPU's time and each
 //! real-time task's wake-ups (`account`, with `tasks` saying which tasks
 //! are kernel threads and which container they belong to), and hands an
-//! `Interval` to the daemon's collector through a bounded queue that
-//! never blocks it.
+//! `Interval` through a bounded queue that never blocks its reader.
+//!
+//! The daemon's instrument is the rest: its run (`run`) starts the
+//! observer, takes in its intervals at each collector tick (into the
+//! part, and a workload's late wake-up offered to forensics) and stops it;
+//! its part (`part`) keeps per CPU the interference and per task what a
+//! sampler's CPU keeps; `render` shows it as the `latencyd_task_*`,
+//! `latencyd_cpu_interference_*` and `latencyd_observe_*` families
+//! (`families`), `/api/v1/observe` (`api.json`) and its notes on the
+//! status page. It has no object in `/api/v1/status`.
+//! `config::observe` reads the section.
 
 pub mod account;
 pub mod events;
+mod families;
 mod noise_counters;
 pub mod observer;
+mod part;
+mod render;
+mod run;
 pub mod spike;
 pub mod tally;
 pub mod tasks;
@@ -31,7 +44,30 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 pub use observer::Observer;
+pub use part::{ObservePart, ObservedCpu, TaskView};
+pub use render::{ObserveJson, TASK_HISTOGRAM, observe_json};
+pub use run::settings;
 pub use tally::{CpuTally, Source, Tally};
+
+use super::shape::{Api, Entry, Native};
+
+/// The registry's entry.
+pub static ENTRY: Entry = Entry {
+    name: "observe",
+    schema: None,
+    families: families::FAMILIES,
+    native: Some(Native {
+        name: TASK_HISTOGRAM,
+        series: render::task_series,
+        exemplars: Some(render::task_exemplars),
+    }),
+    api: Some(Api {
+        json: render::api,
+        openapi: include_str!("api.json"),
+    }),
+    idle: |config| Box::new(ObservePart::off(config)),
+    start: run::start,
+};
 
 use crate::forensics::Capability;
 use crate::stats::LatencyStats;
