@@ -24,7 +24,7 @@ pub use profile::{Generator, Kind, PROFILES, Profile, check_installed, find_prog
 pub use report::{GeneratorReport, LoadJson, LoadReport, Throughput};
 pub use run::{LoadSpec, RunningLoad};
 pub use schedule::{Schedule, Window};
-pub use sys::{signal_group, signal_process};
+pub use sys::{hear_stop_signals, signal_group, signal_process};
 
 /// `latencyd load-guard DIR`, started by latencyd only: waits for
 /// latencyd's pipe to close, removes the load's scratch directory `DIR`

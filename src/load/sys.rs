@@ -2,7 +2,8 @@
 //! latencyd-rt's `sys/` with `unsafe` and `libc`): the generators must not outlive
 //! latencyd, so they run in one process group led by a guard process, and
 //! these calls put them there, move them off real-time scheduling, signal
-//! the group and check that it is gone.
+//! the group and check that it is gone. Every child latencyd stops with a
+//! signal (these, and qualify's tools) hears it (`hear_stop_signals`).
 
 use std::io;
 use std::os::unix::process::CommandExt;
@@ -19,6 +20,7 @@ pub fn prepare_child(command: &mut Command, group: i32, cpus: &[usize]) -> io::R
     let set = crate::rt::sys::cpu_set_of(cpus)?;
     let any_cpu = !cpus.is_empty();
     command.process_group(group);
+    hear_stop_signals(command);
     // SAFETY: the closure runs between fork and exec and calls only
     // async-signal-safe system calls on data prepared before the fork.
     unsafe {
@@ -38,6 +40,26 @@ pub fn prepare_child(command: &mut Command, group: i32, cpus: &[usize]) -> io::R
         });
     }
     Ok(())
+}
+
+/// Prepares `command` so that its child hears the signals latencyd stops
+/// children with: SIGINT and SIGQUIT back to their default action. A
+/// latencyd started in the background by a script (`latencyd qualify &`:
+/// both ignored) would otherwise hand them on ignored, and a child cannot
+/// undo that everywhere: a shell script cannot trap a signal ignored on
+/// entry, Python does not raise KeyboardInterrupt for one, and a program
+/// without a handler never hears it. The stop would then wait for its
+/// SIGKILL, and a tool killed so leaves what it set (a tracer) behind.
+pub fn hear_stop_signals(command: &mut Command) {
+    // SAFETY: the closure runs between fork and exec and calls only
+    // signal(), which is async-signal-safe and takes no memory arguments.
+    unsafe {
+        command.pre_exec(|| {
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
+            libc::signal(libc::SIGQUIT, libc::SIG_DFL);
+            Ok(())
+        });
+    }
 }
 
 /// Sends `signal` to one process.
@@ -166,3 +188,47 @@ pub fn guard_group(before_kill: impl FnOnce()) -> io::Error {
 pub const SIGINT: i32 = libc::SIGINT;
 pub const SIGKILL: i32 = libc::SIGKILL;
 pub const SIGSTOP: i32 = libc::SIGSTOP;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The `SigIgn` mask of a shell started by `command`, which first
+    /// ignores SIGINT and SIGQUIT as a caller in the background hands
+    /// them on (that is the inheritance, set in the child).
+    fn ignored_in_child(hear: bool) -> u64 {
+        let mut command = Command::new("sh");
+        command.args(["-c", "grep SigIgn /proc/self/status"]);
+        // SAFETY: signal() is async-signal-safe and takes no memory
+        // arguments.
+        unsafe {
+            command.pre_exec(|| {
+                libc::signal(libc::SIGINT, libc::SIG_IGN);
+                libc::signal(libc::SIGQUIT, libc::SIG_IGN);
+                Ok(())
+            });
+        }
+        if hear {
+            hear_stop_signals(&mut command);
+        }
+        let out = command.output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        let mask = text.trim().trim_start_matches("SigIgn:").trim();
+        u64::from_str_radix(mask, 16).unwrap()
+    }
+
+    #[test]
+    fn a_child_hears_sigint_and_sigquit_even_when_they_reach_it_ignored() {
+        let bits = (1 << (libc::SIGINT - 1)) | (1 << (libc::SIGQUIT - 1));
+        assert_eq!(
+            ignored_in_child(false) & bits,
+            bits,
+            "the inheritance as set up"
+        );
+        assert_eq!(
+            ignored_in_child(true) & bits,
+            0,
+            "set back to their default"
+        );
+    }
+}

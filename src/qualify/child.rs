@@ -12,7 +12,7 @@ use std::process::{Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::load::{signal_group, signal_process};
+use crate::load::{hear_stop_signals, signal_group, signal_process};
 
 /// How often a running child is looked at.
 const WAIT_STEP: Duration = Duration::from_millis(50);
@@ -48,13 +48,14 @@ pub fn run(
     stop: &AtomicBool,
 ) -> std::io::Result<Ended> {
     let out = std::fs::File::create(log)?;
-    let mut child = Command::new(exe)
-        .args(args)
-        .stdin(Stdio::null())
+    let mut command = Command::new(exe);
+    (command.args(args).stdin(Stdio::null()))
         .stdout(out.try_clone()?)
         .stderr(out)
-        .process_group(0)
-        .spawn()?;
+        .process_group(0);
+    // It is stopped with SIGINT, whatever latencyd was started with.
+    hear_stop_signals(&mut command);
+    let mut child = command.spawn()?;
     let pid = i32::try_from(child.id()).unwrap_or(i32::MAX);
     let began = Instant::now();
     let mut passed_on = false;
