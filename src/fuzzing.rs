@@ -359,8 +359,8 @@ pub fn host_files(data: &[u8]) {
 /// A capture file, drawn as its page and its picture.
 pub fn capture_json(data: &[u8]) {
     let input = text(data);
-    if let Ok(capture) = crate::plot::capture::read(&input, None) {
-        let _ = crate::plot::capture::render(&capture);
+    if let Ok(capture) = crate::forensics::picture::read(&input, None) {
+        let _ = crate::forensics::picture::render(&capture);
         let _ = crate::daemon::render::spikes::capture_page("host", &capture);
     }
 }

@@ -16,6 +16,7 @@
 // Plain values: no imports from the crate.
 pub mod cli;
 pub mod files;
+pub mod markup;
 pub mod signals;
 pub mod units;
 // Calendar time (RFC 3339), over the units.

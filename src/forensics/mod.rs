@@ -15,13 +15,16 @@
 //! directory (`store`). Where the kernel's timerlat runs beside, its
 //! split of the same wake-up joins the capture (`timerlat`). The samplers do nothing new: no system call, no
 //! marker, no trigger; the sample time each interval carries for its
-//! maximum is all the recorder needs.
+//! maximum is all the recorder needs. A capture is drawn as a picture of
+//! its CPU around the wake-up (`picture`, SVG) for `plot --capture`, the
+//! daemon's `/spikes/{id}` and qualify's report.
 
 pub mod attribution;
 pub mod events;
 pub mod journal;
 pub mod limits;
 pub mod noise;
+pub mod picture;
 pub mod recorder;
 pub mod scheduling;
 pub mod store;

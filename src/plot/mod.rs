@@ -11,12 +11,9 @@
 //!
 //! - `inputs`: the three file formats read into `PlotData`.
 //! - `draw`: `PlotData` drawn to SVG or PNG.
-//! - `capture`: one forensics capture as a timeline of its CPU (SVG),
-//!   for `plot --capture` and the daemon's `/spikes/{id}`.
 //! - `source`: the samplers' wake-ups or the kernel's timerlat, by CPU
 //!   and context.
 
-pub mod capture;
 mod draw;
 mod draw_time;
 pub mod history;
@@ -161,9 +158,9 @@ fn run(args: &crate::cli::PlotArgs) -> Result<(), PlotError> {
             )));
         }
         let text = read_input_file(path)?;
-        let chosen = capture::read(&text, args.capture_id.as_deref())
+        let chosen = crate::forensics::picture::read(&text, args.capture_id.as_deref())
             .map_err(|e| input(format!("{}: {e}", path.display())))?;
-        return std::fs::write(&args.output, capture::render(&chosen))
+        return std::fs::write(&args.output, crate::forensics::picture::render(&chosen))
             .map_err(|e| PlotError::Draw(format!("cannot write {}: {e}", args.output.display())));
     }
     let record = args

@@ -9,8 +9,9 @@ use std::fmt::Write as _;
 
 use super::json::{Document, PhaseJson};
 use super::verdict::us;
+use crate::forensics::picture::render_untitled;
 use crate::host::json::FactJson;
-use crate::plot::capture::{escape, render_untitled};
+use crate::markup::escape;
 use crate::plot::{CpuSeries, PlotData, render_svg};
 
 const STYLE: &str = "body{font-family:sans-serif;margin:2em;max-width:1200px;color:#222}\

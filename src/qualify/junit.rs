@@ -7,7 +7,7 @@
 use std::fmt::Write as _;
 
 use super::verdict::{Case, Status, Verdict};
-use crate::plot::capture::escape;
+use crate::markup::escape;
 
 /// What the suites' properties say.
 pub struct Header<'a> {
@@ -136,7 +136,7 @@ fn counts<'a>(cases: impl Iterator<Item = &'a Case>) -> String {
 }
 
 /// Text made safe for XML, attribute or element, as the plots' text is
-/// (`plot::capture::escape`), its line breaks kept.
+/// (`markup::escape`), its line breaks kept.
 pub fn xml(text: &str) -> String {
     text.split('\n').map(escape).collect::<Vec<_>>().join("\n")
 }

@@ -162,7 +162,7 @@ impl Snapshot {
     }
 }
 
-pub use crate::plot::capture::escape;
+pub use crate::markup::escape;
 
 /// The page's head, title, kernel line, health and load window.
 fn render_head(html: &mut String, snap: &Snapshot) {

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use crate::calendar::format_rfc3339_ms;
 use crate::daemon::state::GapSeen;
-use crate::plot::capture::escape;
+use crate::markup::escape;
 use crate::record::GapReason;
 use crate::units::{NS_PER_SEC, format_duration_ns};
 

@@ -1,5 +1,5 @@
 //! The captures for people: `/spikes` lists those kept, each linked to
-//! `/spikes/{id}`, one capture with its picture (`plot::capture`), its
+//! `/spikes/{id}`, one capture with its picture (`forensics::picture`), its
 //! causes and what the trace lacked. Self-contained HTML (the picture is
 //! inline SVG, the style inline), every shown name escaped.
 
@@ -7,9 +7,9 @@ use std::fmt::Write as _;
 
 use super::page::escape;
 use super::style::STYLE;
+use crate::forensics::picture;
 use crate::forensics::verdict::{human, scheduling};
 use crate::forensics::{Capture, Summary};
-use crate::plot::capture;
 
 fn head(html: &mut String, title: &str) {
     let _ = write!(
@@ -117,7 +117,7 @@ pub fn capture_page(nodename: &str, capture: &Capture) -> String {
     let _ = writeln!(
         html,
         "<div class=\"picture\" id=\"timeline\">{}</div>",
-        capture::render_untitled(capture)
+        picture::render_untitled(capture)
     );
     causes_table(&mut html, s);
     facts_list(&mut html, capture);

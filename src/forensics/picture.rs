@@ -7,9 +7,10 @@
 
 use std::fmt::Write as _;
 
-use crate::forensics::Capture;
-use crate::forensics::timeline::{self, LaneKind, Timeline};
-use crate::forensics::verdict::human;
+use super::Capture;
+use super::timeline::{self, LaneKind, Timeline};
+use super::verdict::human;
+use crate::markup::escape;
 
 /// The picture's width and the label column's.
 const WIDTH: f64 = 1100.0;
@@ -22,24 +23,6 @@ pub const MAX_LANES: usize = 40;
 /// Label characters shown before the name is cut (the whole name is the
 /// lane's tooltip).
 const LABEL_CHARS: usize = 44;
-
-/// Text safe inside HTML or SVG, in element content and quoted attributes.
-pub fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            // Control characters are not allowed in XML 1.0.
-            c if c.is_control() => out.push('\u{fffd}'),
-            c => out.push(c),
-        }
-    }
-    out
-}
 
 fn color(kind: LaneKind) -> &'static str {
     match kind {
