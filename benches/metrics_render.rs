@@ -22,6 +22,7 @@ use latencyd::daemon::render::{exposition, metrics};
 use latencyd::daemon::state::MonitorState;
 use latencyd::forensics::Summary;
 use latencyd::host::HostInfo;
+use latencyd::instruments::forensics::ForensicsPart;
 use latencyd::rt::sys;
 use latencyd::stats::LatencyStats;
 
@@ -54,7 +55,8 @@ fn synthetic_state(n_cpus: usize) -> MonitorState {
 /// expositions carry an exemplar per CPU.
 fn with_captures(state: &MonitorState) {
     let now_unix = latencyd::units::unix_now_ns();
-    let mut journal = state.forensics.lock();
+    let forensics = state.parts.of::<ForensicsPart>();
+    let mut journal = forensics.expect("forensics is registered").journal.lock();
     for view in &state.cpus {
         let (latency_ns, _) = view.window.max_and_time(sys::monotonic_now_ns()).unwrap();
         journal.recent.push_front(Summary {

@@ -206,6 +206,7 @@ mod captures {
                 tracefs: "/sys/kernel/tracing".into(),
                 per_cpu_gap_ns: 0,
                 max_per_minute: usize::MAX,
+                capture_new_max: false,
             };
             let recorder = Recorder::start(settings, &[0]);
             let available = recorder.journal().lock().available;

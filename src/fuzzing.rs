@@ -361,7 +361,7 @@ pub fn capture_json(data: &[u8]) {
     let input = text(data);
     if let Ok(capture) = crate::forensics::picture::read(&input, None) {
         let _ = crate::forensics::picture::render(&capture);
-        let _ = crate::daemon::render::spikes::capture_page("host", &capture);
+        let _ = crate::instruments::forensics::pages::capture_page("host", &capture);
     }
 }
 

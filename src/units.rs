@@ -215,3 +215,23 @@ mod tests {
         assert_eq!(format_duration_ns(100_000), "100us");
     }
 }
+
+/// Both clocks read once, for one answer: `CLOCK_MONOTONIC`, which every
+/// time kept is kept in, and the wall clock, read only to turn a
+/// monotonic time into a Unix time at that moment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Now {
+    pub monotonic_ns: u64,
+    pub unix_ns: u64,
+}
+
+impl Now {
+    /// The Unix time, in seconds, of the `CLOCK_MONOTONIC` time `mono_ns`.
+    pub fn unix_seconds_of(&self, mono_ns: u64) -> f64 {
+        let age_ns = self.monotonic_ns.saturating_sub(mono_ns);
+        let unix_ns = self.unix_ns.saturating_sub(age_ns);
+        // Whole seconds and the fraction apart: ns since 1970 have more
+        // digits than an f64 holds exactly.
+        (unix_ns / NS_PER_SEC) as f64 + (unix_ns % NS_PER_SEC) as f64 / NS_PER_SEC as f64
+    }
+}

@@ -19,6 +19,7 @@ use latencyd::daemon::state::{
 };
 use latencyd::forensics::events::Event;
 use latencyd::forensics::{Capability, Capture, Cause, Journal, Summary};
+use latencyd::instruments::forensics::ForensicsPart;
 use latencyd::instruments::hwnoise::HwnoisePart;
 use latencyd::instruments::observe::ObservePart;
 use latencyd::instruments::timerlat::TimerlatPart;
@@ -108,12 +109,15 @@ fn state(per_cpu_histograms: bool) -> MonitorState {
             last_success_ns: NOW_NS - 300 * S,
         },
         listen: vec!["127.0.0.1:9479".parse().unwrap()],
-        forensics: journal(),
         record: Default::default(),
         pm_qos_held_us: Some(0),
         fingerprint: common::synthetic_fingerprint(NOW_UNIX_NS - 900 * S),
         parts: {
             let mut parts = latencyd::daemon::state::Parts::new(&config);
+            parts
+                .of_mut::<ForensicsPart>()
+                .expect("forensics is registered")
+                .journal = journal();
             *parts
                 .of_mut::<ObservePart>()
                 .expect("the observer is registered") = observed(&config);
@@ -323,6 +327,12 @@ fn observed(config: &Config) -> ObservePart {
 const SPIKE_ID: &str = "1795315538123-cpu2";
 
 /// Forensics with one capture of CPU 2, kept in memory.
+/// The journal of the state's forensics part.
+fn forensics_journal(s: &MonitorState) -> Arc<Journal> {
+    let part = s.parts.of::<ForensicsPart>();
+    Arc::clone(&part.expect("forensics is registered").journal)
+}
+
 fn journal() -> Arc<Journal> {
     let summary = Summary {
         id: SPIKE_ID.to_string(),
@@ -1536,7 +1546,8 @@ async fn openmetrics_carries_the_exemplars_and_plain_text_never_does() {
 async fn an_observed_tasks_capture_is_an_exemplar_of_its_series_only() {
     let s = state(true);
     {
-        let mut journal = s.forensics.lock();
+        let journal = forensics_journal(&s);
+        let mut journal = journal.lock();
         let mut task = journal.recent[0].clone();
         task.id = "1795315538500-cpu3".to_string();
         task.cpu = 3;
@@ -1724,7 +1735,7 @@ async fn every_route_answers_as_the_openapi_document_says() {
     .unwrap();
     let broken = {
         let s = state(true);
-        s.forensics.lock().dir = Some(capture_dir.path().to_path_buf());
+        forensics_journal(&s).lock().dir = Some(capture_dir.path().to_path_buf());
         app_with(s)
     };
     let timerlat_off = {

@@ -156,7 +156,6 @@ fn router() -> axum::Router {
         unmeasured: vec![],
         reload: latencyd::daemon::state::ReloadRecord::started(0),
         listen: vec!["127.0.0.1:9479".parse().unwrap()],
-        forensics: Default::default(),
         record: Default::default(),
         pm_qos_held_us: None,
         fingerprint: common::synthetic_fingerprint(0),

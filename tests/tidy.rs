@@ -726,7 +726,7 @@ fn the_daemon_names_no_registered_instrument() {
         synthetic("daemon/collector.rs", "use crate::instruments::gauge::Run;"),
         synthetic("daemon/render/page.rs", "// gauge\nfn gauges() {}"),
         synthetic(
-            "daemon/render/spikes.rs",
+            "daemon/render/page_parts.rs",
             "fn page() {}\n#[cfg(test)]\nmod tests {\n    fn t(s: S) { s.gauge; }\n}\n",
         ),
     ];

@@ -62,7 +62,6 @@ pub fn state(
         unmeasured: vec![],
         reload: ReloadRecord::started(now_ns),
         listen: vec!["127.0.0.1:9479".parse().unwrap()],
-        forensics: Default::default(),
         record: Default::default(),
         pm_qos_held_us: None,
         fingerprint: HostTrack::new(facts, topology(n_cpus), latencyd::units::unix_now_ns(), 0),

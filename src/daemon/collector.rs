@@ -19,7 +19,7 @@ use super::gaps::GapWatch;
 use super::runs::{self, Claims, Runs};
 use super::scheduling::SchedulingWatch;
 use super::state::{CpuView, MonitorState, SamplerView, lock};
-use crate::forensics::{Recorder, Spike, Trigger};
+use crate::instruments::shape::{Capturer, Spike};
 use crate::record::{Accumulator, Keeper};
 use crate::rt::engine::{Candidate, Engine, RestartOutcome, StartError};
 use crate::rt::thread::{FailedStep, SamplerState};
@@ -57,13 +57,13 @@ pub(super) struct Collected {
 /// A restart job on the blocking pool: its slot, and what it returns.
 type RestartTask = (usize, JoinHandle<Result<Option<Candidate>, StartError>>);
 
-/// The restarts under way on the blocking pool, the forensics recorder
-/// that hears of every interval over its threshold, the registered
-/// instruments' runs, and the record's interval in progress with the
-/// thread that writes finished ones.
+/// The restarts under way on the blocking pool, what captures late
+/// wake-ups (it hears of every interval over its threshold), the
+/// registered instruments' runs, and the record's interval in progress
+/// with the thread that writes finished ones.
 pub(super) struct Collector {
     restarts: Vec<RestartTask>,
-    recorder: Recorder,
+    capturer: Capturer,
     pub(super) record: Option<(Accumulator, Keeper)>,
     /// The registered instruments' runs (those their sections turn on),
     /// by name, in registry order.
@@ -79,27 +79,26 @@ pub(super) struct Collector {
 }
 
 impl Collector {
+    /// Over the registered instruments' `runs`, offering each what the one
+    /// that captures late wake-ups runs (`Run::capturer`).
     pub(super) fn new(
-        recorder: Recorder,
+        runs: Runs,
         record: Option<(Accumulator, Keeper)>,
         cpus: CpuWatch,
         unix_ns: fn() -> u64,
     ) -> Collector {
+        let capturer =
+            (runs.iter().find_map(|(_, run)| run.capturer())).unwrap_or_else(Capturer::none);
         Collector {
             restarts: Vec::new(),
-            recorder,
+            capturer,
             record,
-            runs: Vec::new(),
+            runs,
             cpus,
             gaps: GapWatch::default(),
             scheduling: SchedulingWatch::default(),
             unix_ns,
         }
-    }
-
-    /// The recorder, to stop it at shutdown (a disabled one is left).
-    pub(super) fn take_recorder(&mut self) -> Recorder {
-        std::mem::replace(&mut self.recorder, Recorder::disabled())
     }
 
     pub(super) async fn tick(
@@ -111,7 +110,7 @@ impl Collector {
         let (offline, handed_over) = absorb(
             engine,
             state,
-            &self.recorder,
+            &self.capturer,
             self.record.as_mut().map(|r| &mut r.0),
             &claims,
         )?;
@@ -124,16 +123,11 @@ impl Collector {
                 .any(|(slot, &handed)| !handed && is_running(slot)),
             ..Collected::default()
         };
-        // The flight recorder checks its tracefs instance as often as this
-        // runs; what it found changed, made again or lost is said here.
-        for notice in self.recorder.take_notices() {
-            tracing::warn!("forensics: {notice}");
-        }
         let now = (crate::rt::sys::monotonic_now_ns(), (self.unix_ns)());
         let tick = runs::Tick {
             at: (now.0, (self.unix_ns)()),
             claims: &claims,
-            forensics: &self.recorder,
+            capturer: &self.capturer,
         };
         runs::take_in(&mut self.runs, state, &mut self.record, &tick);
         if let Some((accumulator, keeper)) = &mut self.record {
@@ -196,7 +190,7 @@ impl Collector {
 
     /// Gives a sampler slot to every CPU that came online and may be
     /// sampled (`measure.cpus = "all"`): its view joins the state, the
-    /// flight recorder records it, and the restart machinery starts it.
+    /// capturer records it, and the restart machinery starts it.
     fn add_new_cpus(
         &mut self,
         engine: &mut Engine,
@@ -232,7 +226,7 @@ impl Collector {
         }
         drop(s);
         let cpus: Vec<usize> = engine.slots.iter().map(|slot| slot.cpu).collect();
-        self.recorder.set_cpus(cpus);
+        self.capturer.set_cpus(cpus);
     }
 
     /// At shutdown: waits for the restarts under way (starting a thread
@@ -275,10 +269,9 @@ impl Collector {
 /// Merges every published interval into the state and reaps the samplers
 /// of CPUs gone offline (their last intervals included); returns those
 /// CPUs, and per slot whether it handed anything over. An interval whose
-/// maximum reaches the forensics threshold is handed to the recorder
-/// (after the lock is released; it never waits), and with
-/// `forensics.capture_new_max` one whose maximum is a new maximum of its
-/// CPU's window. Every interval also goes into the record's interval in
+/// maximum the capturer takes ([`Capturer::trigger`]: over its threshold,
+/// or a new maximum of its CPU's window) is handed to it (after the lock
+/// is released; it never waits). Every interval also goes into the record's interval in
 /// progress. The intervals of CPUs an instrument claimed (`claims`: a
 /// hwnoise window spins them) go to the record only: counted apart by
 /// that instrument, never in the CPU's figures, never a capture
@@ -286,14 +279,13 @@ impl Collector {
 fn absorb(
     engine: &mut Engine,
     state: &Mutex<MonitorState>,
-    recorder: &Recorder,
+    capturer: &Capturer,
     mut record: Option<&mut Accumulator>,
     claims: &Claims,
 ) -> Result<(Vec<usize>, Vec<bool>), Box<dyn std::error::Error>> {
-    let threshold = recorder.threshold_ns();
     let mut handed_over = vec![false; engine.slots.len()];
     let cpus: Vec<usize> = engine.slots.iter().map(|slot| slot.cpu).collect();
-    let mut spikes: Vec<(usize, u64, u64, Trigger)> = Vec::new();
+    let mut spikes = Vec::new();
     let now_ns = crate::rt::sys::monotonic_now_ns();
     let mut take = |s: &mut MonitorState, idx: usize, interval: &LatencyStats| {
         handed_over[idx] = true;
@@ -305,14 +297,12 @@ fn absorb(
             part.keep_apart(cpus[idx], "sampler", interval.count, max_ns);
             return Ok(());
         }
-        if let (Some(threshold), Some(at)) = (threshold, interval.max_at_ns())
+        if let Some(at) = interval.max_at_ns()
             && interval.count > 0
         {
             let window_max = s.cpus[idx].window.max(now_ns).unwrap_or(0);
-            if interval.max_ns >= threshold {
-                spikes.push((idx, interval.max_ns, at, Trigger::Threshold));
-            } else if s.config.forensics.capture_new_max && interval.max_ns > window_max {
-                spikes.push((idx, interval.max_ns, at, Trigger::NewMax));
+            if let Some(trigger) = capturer.trigger(interval.max_ns, window_max) {
+                spikes.push((idx, interval.max_ns, at, trigger));
             }
         }
         s.cpus[idx].absorb(interval)
@@ -324,7 +314,7 @@ fn absorb(
     };
     for (idx, latency_ns, wakeup_ns, trigger) in spikes {
         let slot = &engine.slots[idx];
-        recorder.notice(Spike {
+        capturer.notice(Spike {
             cpu: slot.cpu,
             sampler_tid: slot.shared().tid(),
             latency_ns,

@@ -1,7 +1,8 @@
 //! The parts of the daemon as start-up brings them up, in its order
 //! (`startup.rs`): the PM QoS hold, the engine and its samplers, the
 //! exporter's pinning, the listeners, the CPUs left unmeasured, the
-//! summary line, forensics, the record, and the first state.
+//! summary line, the registered instruments, the record, and the first
+//! state.
 
 use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
@@ -16,7 +17,6 @@ use super::http::webconfig::Security;
 use super::state::{CpuView, HostTrack, MonitorState, Parts, ReloadRecord, SamplerView};
 use crate::config::Config;
 use crate::cpulist::format_cpu_list;
-use crate::forensics::Recorder;
 use crate::host::HostInfo;
 use crate::instruments::registry::INSTRUMENTS;
 use crate::instruments::shape::Start;
@@ -166,7 +166,6 @@ pub(super) struct First<'a> {
     pub pm_qos_held_us: Option<i32>,
     pub unmeasured: Vec<(usize, Unmeasured)>,
     pub listen: Vec<SocketAddr>,
-    pub recorder: &'a Recorder,
     /// The registered instruments' first parts.
     pub instruments: Parts,
     pub record: Option<&'a Keeper>,
@@ -207,7 +206,6 @@ impl First<'_> {
             unmeasured: self.unmeasured,
             reload: ReloadRecord::started(started_ns),
             listen: self.listen,
-            forensics: self.recorder.journal(),
             record: self
                 .record
                 .map_or_else(|| Keeper::disabled().status(), Keeper::status),
@@ -262,39 +260,6 @@ pub(super) fn start_record(config: &Config, host: &HostInfo) -> Option<(Accumula
             None
         }
     }
-}
-
-/// Starts spike forensics when the configuration asks for it, and says
-/// in the log what it can do here or why it cannot run.
-pub(super) fn start_forensics(config: &Config, engine: &Engine) -> Recorder {
-    let f = &config.forensics;
-    if !f.enabled {
-        return Recorder::disabled();
-    }
-    let cpus: Vec<usize> = engine.slots.iter().map(|slot| slot.cpu).collect();
-    let recorder = Recorder::start(crate::forensics::Settings::of(f), &cpus);
-    let journal = recorder.journal();
-    let data = journal.lock();
-    if data.available {
-        info!(
-            "forensics: capturing wake-ups {} or later on CPUs {} ({} KiB ring buffer per CPU) into {}",
-            format_duration_ns(f.threshold_ns),
-            format_cpu_list(&cpus),
-            f.buffer_size_kb,
-            f.dir.display()
-        );
-        for cap in &data.capabilities {
-            let how = if cap.available { "yes" } else { "no" };
-            info!("forensics: {}: {how}: {}", cap.name, cap.detail);
-        }
-    } else {
-        warn!(
-            "forensics is enabled but unavailable: {}; latencyd measures without it",
-            data.reason.as_deref().unwrap_or("unknown reason")
-        );
-    }
-    drop(data);
-    recorder
 }
 
 /// The registered instruments started as their sections say: their

@@ -8,9 +8,8 @@
 use std::sync::Mutex;
 
 use super::state::{MonitorState, lock};
-use crate::forensics::Recorder;
 pub(super) use crate::instruments::shape::Claims;
-use crate::instruments::shape::{Run, Step, Visit};
+use crate::instruments::shape::{Capturer, Run, Step, Visit};
 use crate::record::{Accumulator, Keeper};
 
 /// The registered instruments' runs, by name.
@@ -37,13 +36,14 @@ pub(super) struct Tick<'a> {
     pub at: (u64, u64),
     /// The CPUs claimed at the start of the tick.
     pub claims: &'a Claims,
-    /// Spike forensics (a disabled recorder when it does not run).
-    pub forensics: &'a Recorder,
+    /// What captures late wake-ups (one that captures nothing when no
+    /// instrument runs one).
+    pub capturer: &'a Capturer,
 }
 
 impl<'a> Tick<'a> {
     /// The step of the instrument `name` in this tick: the claims, and
-    /// forensics while it runs.
+    /// the capturer while it runs.
     fn step<'s>(
         &'s self,
         name: &'s str,
@@ -51,8 +51,8 @@ impl<'a> Tick<'a> {
         record: &'s mut Record,
     ) -> Step<'s> {
         let step = Step::new(name, self.at, access, record.as_mut()).with_claims(self.claims);
-        match self.forensics.threshold_ns() {
-            Some(_) => step.with_forensics(self.forensics),
+        match self.capturer.threshold_ns() {
+            Some(_) => step.with_capturer(self.capturer),
             None => step,
         }
     }

@@ -1,8 +1,8 @@
 //! The orderly stop, once the event loop has ended and the samplers and
-//! the server have been told: a restart under way settled, the forensics
-//! thread told to stop, the registered instruments' runs stopped before
-//! the samplers (the observer's thread and a load window's generators
-//! among them), the samplers joined with their last
+//! the server have been told: a restart under way settled, the registered
+//! instruments' runs stopped before the samplers (forensics' and the
+//! observer's threads and a load window's generators among them), the
+//! samplers joined with their last
 //! intervals (the record's interval in progress written with its true
 //! length), and the server given its grace for answers in flight.
 
@@ -32,20 +32,15 @@ pub(super) async fn stop(
     let started = Instant::now();
     // A restart under way hands its sampler to the engine, which stops it.
     collector.settle(&mut engine).await;
-    let mut recorder = collector.take_recorder();
-    // Joining the recorder waits for a capture under way and removes the
-    // tracefs instance: not on the runtime's thread.
-    let stopped_recorder = tokio::task::spawn_blocking(move || recorder.stop());
-    // The instruments' runs stop before the samplers do (the observer's
-    // and timerlat's join their threads, timerlat's sets osnoise/ back).
+    // The instruments' runs stop before the samplers do, in registry
+    // order (forensics', the observer's and timerlat's join their
+    // threads, and remove their tracefs instances; timerlat's sets
+    // osnoise/ back).
     let runs = std::mem::take(&mut collector.runs);
     let at = (crate::rt::sys::monotonic_now_ns(), unix_now_ns());
     super::runs::stop(runs, state, &mut collector.record, at).await;
     collector.close_gaps();
     join_samplers(engine, collector.record.take(), state, interval_ns).await;
-    if stopped_recorder.await.is_err() {
-        error!("the forensics thread could not be stopped cleanly");
-    }
     // In-flight requests get the server's grace, counted from the shutdown
     // signal (it closes what is still open then); dropping the server
     // sooner would cut answers it is still writing.

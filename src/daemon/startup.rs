@@ -1,6 +1,6 @@
 //! The daemon's start-up order: configuration and host checks, the
 //! listener, logging, the runtime, then (`parts.rs`) PM QoS, the engine,
-//! the exporter's pinning, forensics, the registered instruments, the
+//! the exporter's pinning, the registered instruments (forensics first), the
 //! record and the first state; the server, signals, READY=1; then the event loop; then
 //! the orderly stop (`shutdown.rs`) and the exit code.
 
@@ -136,9 +136,8 @@ async fn serve(
     let summary = parts::summary(&cpus, &config, &engine, &security, &listen);
     let limits = parts::limits(&config);
     let interval_ns = config.measure.interval_ns;
-    // After the pinning: the recorder's and the record's threads run
-    // where the exporter does.
-    let recorder = parts::start_forensics(&config, &engine);
+    // After the pinning: the instruments' threads (forensics' recorder,
+    // the observer's reader) and the record's run where the exporter does.
     let (instruments, runs) = parts::start_instruments(&config, &host, &cpus);
     let record = parts::start_record(&config, &host);
     let record_dir = record.as_ref().map(|_| config.record.dir.clone());
@@ -149,7 +148,6 @@ async fn serve(
         pm_qos_held_us: pm_qos_hold.as_ref().map(|hold| hold.latency_us),
         unmeasured,
         listen,
-        recorder: &recorder,
         instruments,
         record: record.as_ref().map(|(_, keeper)| keeper),
         fingerprint: first_facts.track(),
@@ -181,10 +179,7 @@ async fn serve(
         let s = lock(&state);
         let grows = s.config.measure.cpus == CpuSelection::All;
         let cpu_watch = CpuWatch::new(grows, s.host.allowed_cpus.clone());
-        let mut collector =
-            super::collector::Collector::new(recorder, record, cpu_watch, unix_now_ns);
-        collector.runs = runs;
-        collector
+        super::collector::Collector::new(runs, record, cpu_watch, unix_now_ns)
     };
     let reload = super::reload::Reload {
         sources,

@@ -30,6 +30,8 @@ pub struct Settings {
     pub per_cpu_gap_ns: u64,
     /// At most this many captures in any minute, all CPUs together.
     pub max_per_minute: usize,
+    /// A new maximum of a CPU's window is captured too, however small.
+    pub capture_new_max: bool,
 }
 
 impl Settings {
@@ -45,6 +47,7 @@ impl Settings {
             tracefs: config.tracefs.clone(),
             per_cpu_gap_ns: config.per_cpu_interval_ns,
             max_per_minute: config.max_per_minute,
+            capture_new_max: config.capture_new_max,
         }
     }
 }

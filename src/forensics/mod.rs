@@ -36,7 +36,7 @@ mod worker;
 
 pub use attribution::{CAUSE_KINDS, Cause};
 pub use journal::{Journal, JournalData, Settings, Spike, Trigger, UNCAPTURED_REASONS};
-pub use recorder::Recorder;
+pub use recorder::{Capturer, Recorder};
 pub use store::{Capture, Lookup, NoSamplerCapture, Summary, TaskRef, TimerlatSplit};
 pub use tracefs::Capability;
 pub use worker::Offer;

@@ -15,18 +15,39 @@ use std::sync::mpsc::{SyncSender, TrySendError, sync_channel};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
-use super::journal::{Journal, JournalData, Settings, Spike};
+use super::journal::{Journal, JournalData, Settings, Spike, Trigger};
 use super::limits::RateLimits;
 use super::noise::{SmiCounters, StealHistory};
 use super::store::Store;
 use super::tracefs::{self, Capability};
 use super::worker::{Message, Offer, Worker};
 
-/// The running recorder (or the reason there is none).
+/// The running recorder (or the reason there is none): its thread, and
+/// the [`Capturer`] that hands it spikes (a `Recorder` is used as one).
 pub struct Recorder {
+    capturer: Capturer,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// What hands spikes to the recorder without waiting, and reads its
+/// journal: a handle, cloned for whoever offers spikes (the daemon's
+/// collector, its instruments' runs). Once the recorder is stopped, what
+/// it is handed is dropped.
+#[derive(Clone)]
+pub struct Capturer {
     sender: Option<SyncSender<Message>>,
     journal: Arc<Journal>,
-    thread: Option<JoinHandle<()>>,
+    /// `forensics.capture_new_max`: a new maximum of a CPU's window is
+    /// captured too.
+    new_max: bool,
+}
+
+impl std::ops::Deref for Recorder {
+    type Target = Capturer;
+
+    fn deref(&self) -> &Capturer {
+        &self.capturer
+    }
 }
 
 /// How many notices may wait for the recorder.
@@ -39,8 +60,7 @@ impl Recorder {
             ..JournalData::default()
         };
         Recorder {
-            sender: None,
-            journal: Arc::new(Journal(Mutex::new(journal))),
+            capturer: Capturer::off(Arc::new(Journal(Mutex::new(journal)))),
             thread: None,
         }
     }
@@ -57,8 +77,7 @@ impl Recorder {
         let unavailable = |mut data: JournalData, reason: String| {
             data.reason = Some(reason);
             Recorder {
-                sender: None,
-                journal: Arc::new(Journal(Mutex::new(data))),
+                capturer: Capturer::off(Arc::new(Journal(Mutex::new(data)))),
                 thread: None,
             }
         };
@@ -98,6 +117,7 @@ impl Recorder {
         let journal = Arc::new(Journal(Mutex::new(data)));
         let (sender, receiver) = sync_channel(QUEUE);
         let limits = RateLimits::new(settings.per_cpu_gap_ns, settings.max_per_minute);
+        let new_max = settings.capture_new_max;
         let mut worker = Worker {
             limits,
             settings,
@@ -119,12 +139,16 @@ impl Recorder {
         match thread {
             Ok(thread) => {
                 let recorder = Recorder {
-                    sender: Some(sender),
-                    journal,
+                    capturer: Capturer {
+                        sender: Some(sender),
+                        journal,
+                        new_max,
+                    },
                     thread: Some(thread),
                 };
                 for note in notes {
                     recorder
+                        .capturer
                         .journal
                         .lock()
                         .capabilities
@@ -136,6 +160,48 @@ impl Recorder {
                 let data = std::mem::take(&mut *journal.lock());
                 unavailable(data, format!("cannot start the forensics thread: {err}"))
             }
+        }
+    }
+
+    /// Waits until every spike noticed so far is captured or counted.
+    pub fn flush(&self) {
+        let Some(sender) = &self.capturer.sender else {
+            return;
+        };
+        let (ack, done) = sync_channel(1);
+        if sender.send(Message::Flush(ack)).is_ok() {
+            let _ = done.recv();
+        }
+    }
+
+    /// Stops the thread and removes the tracefs instance.
+    pub fn stop(&mut self) {
+        if let Some(sender) = self.capturer.sender.take() {
+            let _ = sender.send(Message::Stop);
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+        let mut data = self.capturer.journal.lock();
+        if data.available {
+            data.available = false;
+            data.reason = Some("stopped".to_string());
+        }
+    }
+}
+
+impl Capturer {
+    /// One that captures nothing (no recorder runs).
+    pub fn none() -> Capturer {
+        Capturer::off(Arc::default())
+    }
+
+    /// Nothing captured: the journal says why.
+    fn off(journal: Arc<Journal>) -> Capturer {
+        Capturer {
+            sender: None,
+            journal,
+            new_max: false,
         }
     }
 
@@ -162,17 +228,8 @@ impl Recorder {
         let Some(sender) = &self.sender else {
             return;
         };
-        match sender.try_send(Message::Spike(spike)) {
-            Ok(()) => {}
-            Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
-                *self
-                    .journal
-                    .lock()
-                    .uncaptured
-                    .entry((spike.cpu, "busy"))
-                    .or_default() += 1;
-            }
-        }
+        let cpu = spike.cpu;
+        self.send(sender, Message::Spike(spike), cpu);
     }
 
     /// Hands timerlat's split of a period over the threshold on `cpu` to
@@ -182,14 +239,7 @@ impl Recorder {
         let Some(sender) = &self.sender else {
             return;
         };
-        if sender.try_send(Message::Timerlat(cpu, split)).is_err() {
-            *self
-                .journal
-                .lock()
-                .uncaptured
-                .entry((cpu, "busy"))
-                .or_default() += 1;
-        }
+        self.send(sender, Message::Timerlat(cpu, split), cpu);
     }
 
     /// Offers a capture made elsewhere (a workload task's, by the
@@ -200,14 +250,7 @@ impl Recorder {
             return;
         };
         let cpu = offer.cpu;
-        if sender.try_send(Message::Offered(offer)).is_err() {
-            *self
-                .journal
-                .lock()
-                .uncaptured
-                .entry((cpu, "busy"))
-                .or_default() += 1;
-        }
+        self.send(sender, Message::Offered(offer), cpu);
     }
 
     /// The CPUs measured from now on: the instance records them (its
@@ -220,29 +263,37 @@ impl Recorder {
         sender.try_send(Message::SetCpus(cpus)).is_ok()
     }
 
-    /// Waits until every spike noticed so far is captured or counted.
-    pub fn flush(&self) {
-        let Some(sender) = &self.sender else {
-            return;
-        };
-        let (ack, done) = sync_channel(1);
-        if sender.send(Message::Flush(ack)).is_ok() {
-            let _ = done.recv();
+    /// Why a consumer's interval whose largest wake-up was `max_ns` late
+    /// (its CPU's window maximum before it `window_max_ns`) is captured,
+    /// if it is, while the recorder runs: at least the threshold late, or
+    /// (`forensics.capture_new_max`) a new maximum of the window.
+    pub fn trigger(&self, max_ns: u64, window_max_ns: u64) -> Option<Trigger> {
+        let threshold = self.threshold_ns()?;
+        if max_ns >= threshold {
+            Some(Trigger::Threshold)
+        } else if self.new_max && max_ns > window_max_ns {
+            Some(Trigger::NewMax)
+        } else {
+            None
         }
     }
 
-    /// Stops the thread and removes the tracefs instance.
-    pub fn stop(&mut self) {
-        if let Some(sender) = self.sender.take() {
-            let _ = sender.send(Message::Stop);
-        }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-        let mut data = self.journal.lock();
-        if data.available {
-            data.available = false;
-            data.reason = Some("stopped".to_string());
+    /// Hands `message` over without waiting; a full queue counts the
+    /// spike on `cpu` as uncaptured (`busy`), as does a recorder whose
+    /// thread is gone while it was said available.
+    fn send(&self, sender: &SyncSender<Message>, message: Message, cpu: usize) {
+        let busy = match sender.try_send(message) {
+            Ok(()) => false,
+            Err(TrySendError::Full(_)) => true,
+            Err(TrySendError::Disconnected(_)) => self.journal.lock().available,
+        };
+        if busy {
+            *self
+                .journal
+                .lock()
+                .uncaptured
+                .entry((cpu, "busy"))
+                .or_default() += 1;
         }
     }
 }
@@ -250,5 +301,69 @@ impl Recorder {
 impl Drop for Recorder {
     fn drop(&mut self) {
         self.stop();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A capturer over a queue of `room` whose receiving end the test
+    /// holds, with `threshold_ns` and `new_max`.
+    fn capturer(room: usize, new_max: bool) -> (Capturer, std::sync::mpsc::Receiver<Message>) {
+        let (sender, receiver) = sync_channel(room);
+        let data = JournalData {
+            enabled: true,
+            available: true,
+            threshold_ns: 1_000,
+            ..JournalData::default()
+        };
+        let journal = Arc::new(Journal(Mutex::new(data)));
+        let capturer = Capturer {
+            sender: Some(sender),
+            journal,
+            new_max,
+        };
+        (capturer, receiver)
+    }
+
+    #[test]
+    fn a_maximum_is_taken_over_the_threshold_and_as_a_new_window_maximum_when_asked() {
+        let (plain, _rx) = capturer(1, false);
+        assert_eq!(plain.trigger(1_000, 5_000), Some(Trigger::Threshold));
+        assert_eq!(plain.trigger(999, 0), None);
+        let (new_max, _rx) = capturer(1, true);
+        assert_eq!(new_max.trigger(999, 500), Some(Trigger::NewMax));
+        assert_eq!(new_max.trigger(500, 500), None, "not above the window's");
+        assert_eq!(Capturer::none().trigger(u64::MAX, 0), None);
+        assert_eq!(Capturer::none().threshold_ns(), None);
+    }
+
+    fn spike(cpu: usize) -> Spike {
+        Spike {
+            cpu,
+            sampler_tid: 1,
+            latency_ns: 2_000,
+            wakeup_ns: 10,
+            trigger: Trigger::Threshold,
+        }
+    }
+
+    #[test]
+    fn a_full_queue_counts_busy_and_a_stopped_recorder_drops_quietly() {
+        let (capturer, receiver) = capturer(1, false);
+        let clone = capturer.clone();
+        capturer.notice(spike(0));
+        clone.notice(spike(1));
+        let busy = |c: &Capturer| c.journal.lock().uncaptured.clone();
+        assert_eq!(busy(&capturer), BTreeMap::from([((1, "busy"), 1)]));
+        // The thread is gone while still said available: lost, counted.
+        drop(receiver);
+        capturer.notice(spike(0));
+        assert_eq!(busy(&capturer)[&(0, "busy")], 1);
+        // Stopped (no longer available): dropped without a count.
+        capturer.journal.lock().available = false;
+        clone.notice(spike(0));
+        assert_eq!(busy(&capturer)[&(0, "busy")], 1);
     }
 }

@@ -8,11 +8,13 @@
 //! set back, and never taken from another user.
 //!
 //! It is also the room of the daemon's instruments in their one shape
-//! (`shape`): one folder each (`observe`, `load_windows`, `timerlat`,
-//! `hwnoise`, `busypoll`, `qualification`), listed in `registry`.
+//! (`shape`): one folder each (`forensics`, `observe`, `load_windows`,
+//! `timerlat`, `hwnoise`, `busypoll`, `qualification`), listed in
+//! `registry`.
 
 pub mod busypoll;
 pub mod event;
+pub mod forensics;
 pub mod hwlat;
 pub mod hwnoise;
 pub mod load_windows;

@@ -6,6 +6,7 @@ use super::shape::Entry;
 
 /// Every registered instrument.
 pub static INSTRUMENTS: &[&Entry] = &[
+    &super::forensics::ENTRY,
     &super::observe::ENTRY,
     &super::load_windows::ENTRY,
     &super::timerlat::ENTRY,

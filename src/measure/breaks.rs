@@ -31,6 +31,7 @@ pub(super) fn start_forensics(options: &MeasureOptions) -> Recorder {
             tracefs: PathBuf::from(DEFAULT_TRACEFS),
             per_cpu_gap_ns: MEASURE_PER_CPU_GAP_NS,
             max_per_minute: 60,
+            capture_new_max: false,
         },
         &options.cpus(),
     );

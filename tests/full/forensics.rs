@@ -877,6 +877,7 @@ fn offered_captures_are_made_only_when_the_limits_admit_them() {
         tracefs: Path::new("/sys/kernel/tracing").to_path_buf(),
         per_cpu_gap_ns: 1_000_000_000,
         max_per_minute: 3,
+        capture_new_max: false,
     };
     let mut recorder = Recorder::start(settings, &[0]);
     let made = Arc::new(AtomicUsize::new(0));

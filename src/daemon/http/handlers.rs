@@ -2,8 +2,6 @@
 //! look at the state (routing, the guard and the shared state are in
 //! `mod.rs`).
 
-use std::sync::Arc;
-
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::{StatusCode, header};
@@ -16,8 +14,7 @@ use super::{ApiError, AppState, encoding, parse_range, routes};
 use crate::cpulist::format_cpu_list;
 use crate::daemon::render::exposition::{self, Exposition};
 use crate::daemon::render::{self, json, metrics, openmetrics, protobuf, status};
-use crate::forensics::{self, Lookup};
-use crate::instruments::shape::Api;
+use crate::instruments::shape::{Api, Refusal, Route};
 use crate::record;
 
 pub(super) async fn not_found(uri: axum::http::Uri) -> Response {
@@ -26,8 +23,8 @@ pub(super) async fn not_found(uri: axum::http::Uri) -> Response {
         uri.path(),
         routes().join(", ")
     );
-    // Under the captures' pages, the answer is a page too.
-    if uri.path().starts_with("/spikes/") {
+    // Under a page's path (`/spikes/`), the answer is a page too.
+    if super::page_prefixes().any(|prefix| uri.path().starts_with(prefix)) {
         return html_error(StatusCode::NOT_FOUND, &message);
     }
     ApiError::NotFound(message).into_response()
@@ -54,7 +51,7 @@ fn html_error(status: StatusCode, message: &str) -> Response {
         status.as_u16(),
         status.canonical_reason().unwrap_or("Error")
     );
-    html(status, render::spikes::error_page(&title, message))
+    html(status, render::page::error_page(&title, message))
 }
 
 pub(super) async fn openapi() -> Response {
@@ -212,115 +209,49 @@ pub(super) async fn instrument_api(app: AppState, name: &'static str, api: Api) 
     }
 }
 
-/// Recent spike captures, newest first, with their verdicts.
-pub(super) async fn spikes(State(app): State<AppState>) -> axum::Json<json::SpikesBody> {
-    let journal = Arc::clone(&app.lock().forensics);
-    axum::Json(json::spikes(&journal))
-}
-
-/// One capture whole: its attribution and the raw events. It is read from
-/// the capture directory on the blocking pool.
-pub(super) async fn spike_one(
-    State(app): State<AppState>,
-    Path(id): Path<String>,
-) -> Result<Response, ApiError> {
-    check_id(&id).map_err(ApiError::BadRequest)?;
-    let journal = Arc::clone(&app.lock().forensics);
-    let lookup = id.clone();
-    let text = app
-        .work
-        .heavy("the capture", move |_| journal.capture_json(&lookup))
-        .await?
-        .map_err(ApiError::Internal)?;
-    match text {
-        Lookup::Found(text) => {
-            Ok(([(header::CONTENT_TYPE, "application/json")], text).into_response())
+/// A registered instrument's other route ([`Route`]): what it needs
+/// taken from its part under the state's lock, then answered (on the pool
+/// for heavy work when the route says so). A page's refusals are pages.
+pub(super) async fn instrument_route(
+    app: AppState,
+    name: &'static str,
+    route: Route,
+    id: Option<String>,
+) -> Response {
+    let refused = |refusal: Refusal| match (route.page, refusal) {
+        (true, Refusal::BadRequest(m)) => html_error(StatusCode::BAD_REQUEST, &m),
+        (true, Refusal::NotFound(m)) => html_error(StatusCode::NOT_FOUND, &m),
+        (true, Refusal::Internal(m)) => html_error(StatusCode::INTERNAL_SERVER_ERROR, &m),
+        (false, Refusal::BadRequest(m)) => ApiError::BadRequest(m).into_response(),
+        (false, Refusal::NotFound(m)) => ApiError::NotFound(m).into_response(),
+        (false, Refusal::Internal(m)) => ApiError::Internal(m).into_response(),
+    };
+    if let (Some(check), Some(id)) = (route.check, &id)
+        && let Err(message) = check(id)
+    {
+        return refused(Refusal::BadRequest(message));
+    }
+    let answer = {
+        let s = app.lock();
+        match s.parts.get(name) {
+            Some(part) => (route.take)(part, &s.host),
+            None => {
+                return ApiError::NotFound(format!("{name} is not in this state")).into_response();
+            }
         }
-        Lookup::Missing => Err(ApiError::NotFound(no_capture(&id))),
-        Lookup::NotACapture(why) => Err(ApiError::NotFound(why)),
-    }
-}
-
-/// Why `id` is refused, if it is not a capture id.
-fn check_id(id: &str) -> Result<(), String> {
-    if forensics::store::valid_id(id) {
-        return Ok(());
-    }
-    Err(format!(
-        "'{id}' is not a capture id: ids are 13 digits of Unix milliseconds, '-cpu' and the CPU \
-         number, with '-max' after it for a new window maximum (e.g. 1795315538123-cpu1); \
-         /api/v1/spikes and the page /spikes list those kept"
-    ))
-}
-
-/// The captures kept, as a page linking each.
-pub(super) async fn spikes_page(State(app): State<AppState>) -> Response {
-    let (journal, nodename) = {
-        let s = app.lock();
-        (Arc::clone(&s.forensics), s.host.uname.nodename.clone())
     };
-    let (summaries, why_none) = {
-        let data = journal.lock();
-        let why = match (&data.reason, data.enabled) {
-            (Some(reason), _) => Some(format!("Forensics: {reason}.")),
-            (None, true) => None,
-            (None, false) => Some(
-                "Forensics is off: set forensics.enabled = true to capture late wake-ups."
-                    .to_string(),
-            ),
-        };
-        (data.recent.iter().cloned().collect::<Vec<_>>(), why)
+    let answered = match route.heavy {
+        Some(what) => match app.work.heavy(what, move |_| answer(id.as_deref())).await {
+            Ok(answered) => answered,
+            Err(busy) => return busy.into_response(),
+        },
+        None => answer(id.as_deref()),
     };
-    html(
-        StatusCode::OK,
-        render::spikes::list_page(&nodename, &summaries, why_none.as_deref()),
-    )
-}
-
-/// One capture as a page with its picture; errors as pages too. Only an
-/// id shaped like a capture's reaches the store, which reads nothing but
-/// `<id>.json` in its own directory.
-pub(super) async fn spike_page(State(app): State<AppState>, Path(id): Path<String>) -> Response {
-    if let Err(message) = check_id(&id) {
-        return html_error(StatusCode::BAD_REQUEST, &message);
+    match answered {
+        Ok(body) if route.page => html(StatusCode::OK, body),
+        Ok(body) => ([(header::CONTENT_TYPE, "application/json")], body).into_response(),
+        Err(refusal) => refused(refusal),
     }
-    let (journal, nodename) = {
-        let s = app.lock();
-        (Arc::clone(&s.forensics), s.host.uname.nodename.clone())
-    };
-    // Read, parsed and drawn off the runtime's thread, a few at a time.
-    let drawn = app
-        .work
-        .heavy("the capture", move |_| {
-            let text = match journal
-                .capture_json(&id)
-                .map_err(|why| (StatusCode::INTERNAL_SERVER_ERROR, why))?
-            {
-                Lookup::Found(text) => text,
-                Lookup::Missing => return Err((StatusCode::NOT_FOUND, no_capture(&id))),
-                Lookup::NotACapture(why) => return Err((StatusCode::NOT_FOUND, why)),
-            };
-            let capture = serde_json::from_str::<forensics::Capture>(&text).map_err(|e| {
-                (
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    format!("the capture file of {id} cannot be read as a capture: {e}"),
-                )
-            })?;
-            Ok(render::spikes::capture_page(&nodename, &capture))
-        })
-        .await;
-    match drawn {
-        Ok(Ok(page)) => html(StatusCode::OK, page),
-        Ok(Err((status, message))) => html_error(status, &message),
-        Err(refused) => refused.into_response(),
-    }
-}
-
-fn no_capture(id: &str) -> String {
-    format!(
-        "no capture {id}: it may have been dropped to stay within forensics.max_captures and \
-         forensics.max_bytes; /api/v1/spikes and the page /spikes list those kept"
-    )
 }
 
 /// Every CPU now, or with `?from=&to=` over a range of the record.

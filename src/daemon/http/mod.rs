@@ -31,7 +31,7 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use axum::Router;
 use axum::extract::Request;
-use axum::extract::State;
+use axum::extract::{Path, State};
 use axum::http::{Method, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -182,33 +182,41 @@ const OWN_ROUTES: &[&str] = &[
     "/api/v1/host",
     "/api/v1/latency",
     "/api/v1/latency/{cpu}",
-    "/api/v1/spikes",
-    "/api/v1/spikes/{id}",
     "/api/v1/openapi.json",
     "/runbooks",
-    "/spikes",
-    "/spikes/{id}",
 ];
 
-/// The route the registered instruments' own routes (`/api/v1/NAME`)
-/// follow, in the list and in the OpenAPI document.
+/// The route the registered instruments' routes (`/api/v1/NAME`, then
+/// their others) follow, in the list and in the OpenAPI document.
 pub const INSTRUMENT_ROUTES_AFTER: &str = "/api/v1/host";
 
 /// Every route `router` serves, as written in the OpenAPI document
 /// (`/api/v1/openapi.json`, checked against both by `tests/daemon_http.rs`):
-/// the daemon's own, and each registered instrument's that has one.
+/// the daemon's own, and each registered instrument's.
 pub fn routes() -> &'static [String] {
     static ROUTES: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
     ROUTES.get_or_init(|| {
         let mut routes: Vec<String> = OWN_ROUTES.iter().map(|r| r.to_string()).collect();
         let at = (routes.iter().position(|r| r == INSTRUMENT_ROUTES_AFTER)).map_or(0, |at| at + 1);
-        let instruments = INSTRUMENTS.iter().filter(|entry| entry.api.is_some());
-        let own: Vec<String> = instruments
-            .map(|entry| format!("/api/v1/{}", entry.name))
-            .collect();
-        routes.splice(at..at, own);
+        let own = INSTRUMENTS.iter().flat_map(|entry| {
+            let api = (entry.api.is_some()).then(|| format!("/api/v1/{}", entry.name));
+            let others = entry.routes.iter().flat_map(|r| r.list.iter());
+            api.into_iter()
+                .chain(others.map(|route| route.path.to_string()))
+        });
+        routes.splice(at..at, own.collect::<Vec<_>>());
         routes
     })
+}
+
+/// The registered instruments' pages' paths before their parameter
+/// (`/spikes/` of `/spikes/{id}`): a path under one that is not found is
+/// answered with a page.
+fn page_prefixes() -> impl Iterator<Item = &'static str> {
+    (INSTRUMENTS.iter())
+        .flat_map(|entry| entry.routes.iter().flat_map(|r| r.list.iter()))
+        .filter(|route| route.page)
+        .filter_map(|route| route.path.strip_suffix("{id}"))
 }
 
 /// The routes; the metrics are served at `export.telemetry_path`
@@ -225,6 +233,24 @@ pub fn router(app: AppState) -> Router {
                 get(move |State(app): State<AppState>| instrument_api(app, name, api)),
             );
         }
+        for &route in entry.routes.iter().flat_map(|r| r.list.iter()) {
+            let name = entry.name;
+            router = if route.path.contains("{id}") {
+                router.route(
+                    route.path,
+                    get(move |State(app): State<AppState>, Path(id): Path<String>| {
+                        instrument_route(app, name, route, Some(id))
+                    }),
+                )
+            } else {
+                router.route(
+                    route.path,
+                    get(move |State(app): State<AppState>| {
+                        instrument_route(app, name, route, None)
+                    }),
+                )
+            };
+        }
     }
     router
         .route("/", get(status_page))
@@ -236,12 +262,8 @@ pub fn router(app: AppState) -> Router {
         .route("/api/v1/host", get(host))
         .route("/api/v1/latency", get(latency_all))
         .route("/api/v1/latency/{cpu}", get(latency_one))
-        .route("/api/v1/spikes", get(spikes))
-        .route("/api/v1/spikes/{id}", get(spike_one))
         .route("/api/v1/openapi.json", get(openapi))
         .route("/runbooks", get(runbooks))
-        .route("/spikes", get(spikes_page))
-        .route("/spikes/{id}", get(spike_page))
         .fallback(not_found)
         .layer(middleware::from_fn_with_state(app.clone(), guard))
         .with_state(app)

@@ -1,8 +1,9 @@
 //! The OpenAPI 3.1 document served at `/api/v1/openapi.json`: the
 //! daemon's own routes and objects (`openapi.json` beside this file), and
 //! each registered instrument's object in `/api/v1/status` from the
-//! `schema.json` in its own folder ([`Entry::schema`]) and its own route
-//! from its `api.json` ([`Api::openapi`]). The document is put together
+//! `schema.json` in its own folder ([`Entry::schema`]), its own route
+//! from its `api.json` ([`Api::openapi`]) and its others from its
+//! `routes.json` ([`Routes::openapi`]). The document is put together
 //! once, in the order the status object and the routes are served, so
 //! that adding an instrument adds its schemas without naming it here.
 
@@ -13,15 +14,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::INSTRUMENT_ROUTES_AFTER;
+use crate::daemon::render::status::OBJECTS_AFTER;
 use crate::instruments::registry::INSTRUMENTS;
-use crate::instruments::shape::{Api, Entry};
+use crate::instruments::shape::{Api, Entry, Routes};
 
 /// The daemon's part of the document.
 const BASE: &str = include_str!("openapi.json");
-
-/// The status object's property the registered instruments' objects
-/// follow, as `/api/v1/status` serves them.
-const INSTRUMENTS_AFTER: &str = "record";
 
 /// JSON whose objects keep the order they were written in.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -60,8 +58,7 @@ pub fn document() -> &'static str {
 
 /// `base` with each entry's schemas under `components.schemas` and its
 /// object among the status object's properties and required names, where
-/// `/api/v1/status` serves it: in registry order, after
-/// [`INSTRUMENTS_AFTER`].
+/// `/api/v1/status` serves it ([`OBJECTS_AFTER`]), and its routes.
 fn compose(base: &str, entries: &[&Entry]) -> Result<String, String> {
     let mut doc: Ordered = serde_json::from_str(base).map_err(|e| format!("the base: {e}"))?;
     let all = doc.object_at(&["components", "schemas"])?;
@@ -87,11 +84,29 @@ fn compose(base: &str, entries: &[&Entry]) -> Result<String, String> {
         status_properties.push((entry.name.to_string(), reference));
     }
     let status = all.get_mut("Status").ok_or("no Status schema")?;
+    let mut objects = status_properties.into_iter();
+    for (after, count) in OBJECTS_AFTER {
+        let group: Vec<(String, Ordered)> = objects.by_ref().take(count).collect();
+        insert_objects(status, after, &group)?;
+    }
+    add_routes(&mut doc, entries)?;
+    let mut text = serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?;
+    text.push('\n');
+    Ok(text)
+}
+
+/// The status schema's properties and required names with `objects`
+/// after `after`'s, in order.
+fn insert_objects(
+    status: &mut Ordered,
+    after: &str,
+    objects: &[(String, Ordered)],
+) -> Result<(), String> {
     let properties = status.object_at(&["properties"])?;
-    let Some(at) = properties.get_index_of(INSTRUMENTS_AFTER).map(|at| at + 1) else {
-        return Err(format!("no Status.properties.{INSTRUMENTS_AFTER}"));
+    let Some(at) = properties.get_index_of(after).map(|at| at + 1) else {
+        return Err(format!("no Status.properties.{after}"));
     };
-    for (i, (name, schema)) in status_properties.iter().enumerate() {
+    for (i, (name, schema)) in objects.iter().enumerate() {
         if properties
             .shift_insert(at + i, name.clone(), schema.clone())
             .is_some()
@@ -102,17 +117,14 @@ fn compose(base: &str, entries: &[&Entry]) -> Result<String, String> {
     let Some(Ordered::Array(required)) = status.object_at(&[])?.get_mut("required") else {
         return Err("no Status.required".to_string());
     };
-    let after = Ordered::Scalar(Value::String(INSTRUMENTS_AFTER.to_string()));
-    let Some(at) = required.iter().position(|r| *r == after).map(|at| at + 1) else {
-        return Err(format!("{INSTRUMENTS_AFTER} is not in Status.required"));
+    let named = Ordered::Scalar(Value::String(after.to_string()));
+    let Some(at) = required.iter().position(|r| *r == named).map(|at| at + 1) else {
+        return Err(format!("{after} is not in Status.required"));
     };
-    for (i, (name, _)) in status_properties.iter().enumerate() {
+    for (i, (name, _)) in objects.iter().enumerate() {
         required.insert(at + i, Ordered::Scalar(Value::String(name.clone())));
     }
-    add_routes(&mut doc, entries)?;
-    let mut text = serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?;
-    text.push('\n');
-    Ok(text)
+    Ok(())
 }
 
 /// An instrument's `api.json`.
@@ -122,24 +134,46 @@ struct ApiDocument {
     schemas: IndexMap<String, Ordered>,
 }
 
-/// Each entry's own route (`/api/v1/NAME`) among the paths, after
-/// [`INSTRUMENT_ROUTES_AFTER`] in registry order, and the schemas it
-/// refers to.
+/// An instrument's `routes.json`.
+#[derive(Deserialize)]
+struct RoutesDocument {
+    paths: IndexMap<String, Ordered>,
+    schemas: IndexMap<String, Ordered>,
+}
+
+/// Each entry's routes among the paths, after [`INSTRUMENT_ROUTES_AFTER`]
+/// in registry order (its own, `/api/v1/NAME`, then its others), and the
+/// schemas they refer to.
 fn add_routes(doc: &mut Ordered, entries: &[&Entry]) -> Result<(), String> {
     let mut paths = Vec::new();
     for entry in entries {
-        let Some(Api { openapi, .. }) = entry.api else {
-            continue;
-        };
-        let api: ApiDocument =
-            serde_json::from_str(openapi).map_err(|e| format!("{}'s api.json: {e}", entry.name))?;
+        let mut schemas = IndexMap::new();
+        if let Some(Api { openapi, .. }) = entry.api {
+            let api: ApiDocument = serde_json::from_str(openapi)
+                .map_err(|e| format!("{}'s api.json: {e}", entry.name))?;
+            schemas.extend(api.schemas);
+            paths.push((format!("/api/v1/{}", entry.name), api.path));
+        }
+        if let Some(Routes { list, openapi }) = entry.routes {
+            let routes: RoutesDocument = serde_json::from_str(openapi)
+                .map_err(|e| format!("{}'s routes.json: {e}", entry.name))?;
+            let described: Vec<&str> = routes.paths.keys().map(String::as_str).collect();
+            let served: Vec<&str> = list.iter().map(|r| r.path).collect();
+            if described != served {
+                return Err(format!(
+                    "{}'s routes.json describes {described:?}, its routes are {served:?}",
+                    entry.name
+                ));
+            }
+            schemas.extend(routes.schemas);
+            paths.extend(routes.paths);
+        }
         let all = doc.object_at(&["components", "schemas"])?;
-        for (name, schema) in api.schemas {
+        for (name, schema) in schemas {
             if all.insert(name.clone(), schema).is_some() {
                 return Err(format!("{}'s schema {name} is defined twice", entry.name));
             }
         }
-        paths.push((format!("/api/v1/{}", entry.name), api.path));
     }
     let all = doc.object_at(&["paths"])?;
     let Some(at) = all.get_index_of(INSTRUMENT_ROUTES_AFTER).map(|at| at + 1) else {
@@ -168,9 +202,12 @@ mod tests {
             .map(|r| r.as_str().unwrap())
             .collect();
         let with_object = || INSTRUMENTS.iter().filter(|e| e.schema.is_some());
-        let served: Vec<&str> = with_object().map(|e| e.name).collect();
-        let at = required.iter().position(|r| *r == served[0]).unwrap();
-        assert_eq!(required[at..at + served.len()], served[..]);
+        let mut served = with_object().map(|e| e.name);
+        for (after, count) in OBJECTS_AFTER {
+            let group: Vec<&str> = served.by_ref().take(count).collect();
+            let at = required.iter().position(|r| *r == after).unwrap() + 1;
+            assert_eq!(required[at..at + group.len()], group[..], "after {after}");
+        }
         // One without an object (the observer's: its route says all) has
         // none there.
         for entry in INSTRUMENTS.iter().filter(|e| e.schema.is_none()) {
@@ -206,5 +243,20 @@ mod tests {
         );
         let twice = compose(BASE, &[with_object, with_object]).unwrap_err();
         assert!(twice.contains("defined twice"), "{twice}");
+        // Routes described other than they are served are refused.
+        let with_routes = *INSTRUMENTS.iter().find(|e| e.routes.is_some()).unwrap();
+        let routes = with_routes.routes.unwrap();
+        let unlisted = Entry {
+            routes: Some(Routes {
+                list: &routes.list[1..],
+                ..routes
+            }),
+            ..*with_routes
+        };
+        let err = compose(BASE, &[&unlisted]).unwrap_err();
+        assert!(
+            err.starts_with(&format!("{}'s routes.json describes", unlisted.name)),
+            "{err}"
+        );
     }
 }

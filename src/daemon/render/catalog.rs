@@ -28,17 +28,17 @@ pub fn families() -> impl Iterator<Item = Family> {
 
 /// The daemon's groups of families, each with how many registered
 /// instruments' follow it (in registry order; the last takes the rest),
-/// so that every family is served where it always has been: the
-/// observer's after forensics, the load windows' after the record, the
-/// others after the host's.
+/// so that every family is served where it always has been: forensics'
+/// and the observer's after the configuration's, the load windows' after
+/// the record's, the others after the host's.
 const SERVED: &[(&[Family], usize)] = &[
-    (SAMPLERS_AND_FORENSICS, 1),
+    (SAMPLERS_AND_CONFIG, 2),
     (TRACEFS_AND_RECORD, 1),
     (HOST_FAMILIES, usize::MAX),
 ];
 
-/// The samplers', the configuration's and forensics' families.
-const SAMPLERS_AND_FORENSICS: &[Family] = &[
+/// The samplers' and the configuration's families.
+const SAMPLERS_AND_CONFIG: &[Family] = &[
     Family {
         name: "latencyd_wakeup_latency_seconds",
         help: "Wake-up latency of the samplers: how late each woke after its deadline. Buckets round up: a sample counts in the first bucket whose le is at or above the upper edge of its HDR bucket (at most 0.78 % above the sample), so no bucket holds a sample above its le.",
@@ -164,55 +164,6 @@ const SAMPLERS_AND_FORENSICS: &[Family] = &[
         kind: MetricType::GAUGE,
         labels: &[],
         build: Build::State(families::config_last_reload_success_timestamp_seconds),
-    },
-    Family {
-        name: "latencyd_forensics_available",
-        help: "1 while spike forensics captures (forensics.enabled and the kernel lets it), else 0; /api/v1/status says why not.",
-        kind: MetricType::GAUGE,
-        labels: &[],
-        build: Build::State(families::forensics_available),
-    },
-    Family {
-        name: "latencyd_forensics_captures_total",
-        help: "Spike captures by CPU and main cause (task, irq, softirq, nmi, steal, sampler, unaccounted); a series appears with its first capture.",
-        kind: MetricType::COUNTER,
-        labels: &["cpu", "cause"],
-        build: Build::State(families::forensics_captures_total),
-    },
-    Family {
-        name: "latencyd_forensics_latest_capture_info",
-        help: "1 for the newest capture kept of each CPU, its id in the capture label: the page /spikes/{capture} shows it (the alerts' annotations link there). A series appears with the CPU's first capture and changes with each new one.",
-        kind: MetricType::GAUGE,
-        labels: &["cpu", "capture"],
-        build: Build::State(families::forensics_latest_capture_info),
-    },
-    Family {
-        name: "latencyd_forensics_worst_capture_info",
-        help: "1 for the capture of each CPU's largest latency among its captures of the last 15 minutes (the alerts' 5-minute range and 10 minutes of keep_firing_for), else its newest; its id in the capture label. The alerts' capture_url links to /spikes/{capture}, the capture of the wake-up they page on.",
-        kind: MetricType::GAUGE,
-        labels: &["cpu", "capture"],
-        build: Build::State(families::forensics_worst_capture_info),
-    },
-    Family {
-        name: "latencyd_forensics_escalated_captures_total",
-        help: "Captures made past the rate limits (forensics.per_cpu_interval, forensics.max_per_minute) because the wake-up was at least 1.5 times as late as every capture of its CPU within forensics.per_cpu_interval: the worst spike always gets its capture. Also counted in latencyd_forensics_captures_total.",
-        kind: MetricType::COUNTER,
-        labels: &["cpu"],
-        build: Build::State(families::forensics_escalated_captures_total),
-    },
-    Family {
-        name: "latencyd_forensics_spikes_uncaptured_total",
-        help: "Wake-ups over forensics.threshold not captured, by CPU and reason: rate_limited (forensics.per_cpu_interval, forensics.max_per_minute), busy (the recorder's queue was full), failed (reading the trace or writing the capture failed; /api/v1/status says why).",
-        kind: MetricType::COUNTER,
-        labels: &["cpu", "reason"],
-        build: Build::State(families::forensics_spikes_uncaptured_total),
-    },
-    Family {
-        name: "latencyd_smi_total",
-        help: "System management interrupts on the CPU since boot (Intel MSR 0x34), where forensics runs and the MSR can be read.",
-        kind: MetricType::COUNTER,
-        labels: &["cpu"],
-        build: Build::State(families::smi_total),
     },
 ];
 

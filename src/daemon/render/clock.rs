@@ -4,7 +4,6 @@
 //! time into a Unix time at the moment of the answer.
 
 use crate::rt::sys;
-use crate::units::NS_PER_SEC;
 
 /// A clock, in ns: the real one or, in tests, a fixed one.
 pub type Clock = fn() -> u64;
@@ -27,12 +26,7 @@ pub const SYSTEM_CLOCKS: Clocks = Clocks {
     unix_ns: crate::units::unix_now_ns,
 };
 
-/// Both clocks read once, for one answer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Now {
-    pub monotonic_ns: u64,
-    pub unix_ns: u64,
-}
+pub use crate::units::Now;
 
 impl Clocks {
     pub fn read(&self) -> Now {
@@ -40,16 +34,5 @@ impl Clocks {
             monotonic_ns: (self.monotonic_ns)(),
             unix_ns: (self.unix_ns)(),
         }
-    }
-}
-
-impl Now {
-    /// The Unix time, in seconds, of the `CLOCK_MONOTONIC` time `mono_ns`.
-    pub fn unix_seconds_of(&self, mono_ns: u64) -> f64 {
-        let age_ns = self.monotonic_ns.saturating_sub(mono_ns);
-        let unix_ns = self.unix_ns.saturating_sub(age_ns);
-        // Whole seconds and the fraction apart: ns since 1970 have more
-        // digits than an f64 holds exactly.
-        (unix_ns / NS_PER_SEC) as f64 + (unix_ns % NS_PER_SEC) as f64 / NS_PER_SEC as f64
     }
 }

@@ -1,6 +1,6 @@
-//! The daemon's exemplars: what forensics captured in this run and is
-//! about to, read from its journal once per scrape ([`captures`]), and
-//! the samplers' series' exemplars from them. A registered instrument
+//! The daemon's exemplars: what was captured in this run and is about to
+//! be, read once per scrape from the registered instrument that captures
+//! ([`captures`]), and the samplers' series' exemplars from them. A registered instrument
 //! lists its own series' from the same captures
 //! (`instruments::shape::Native::exemplars`); what an exemplar is and
 //! how a series chooses them is `crate::series::exemplars`.
@@ -8,50 +8,22 @@
 use std::collections::BTreeMap;
 
 use super::metrics::Now;
-use crate::calendar::parse_rfc3339_ns;
 use crate::daemon::state::MonitorState;
-use crate::forensics::Summary;
-use crate::series::exemplars::{CAPTURE_LABEL, Captured, Captures, Pending, finish};
+use crate::series::exemplars::{Captures, finish};
 use crate::series::exemplars::{Exemplar, Exemplars};
 
-fn capture_exemplar(s: &Summary, unix_ns: u64) -> Exemplar {
-    let labels = vec![(CAPTURE_LABEL, s.id.clone()), ("cpu", s.cpu.to_string())];
-    Exemplar::new(labels, s.latency_ns, unix_ns)
-}
-
-/// Which window maxima forensics is about to capture: those at least
-/// its threshold late (or every new maximum, with
-/// `forensics.capture_new_max`), while it runs.
-fn pending_of(state: &MonitorState) -> Pending {
-    let journal = state.forensics.lock();
-    Pending {
-        capturing: journal.enabled && journal.available,
-        threshold_ns: journal.threshold_ns,
-        new_max: state.config.forensics.capture_new_max,
-    }
-}
-
-/// The captures of this run, newest first as the journal keeps them, and
-/// those forensics is about to make, at `now`.
+/// What was captured in this run and is about to be, at `now`: from
+/// the registered instrument that captures (`Part::captures`), else none.
 pub fn captures(state: &MonitorState, now: Now) -> Captures {
-    let mut captures = Captures {
-        list: Vec::new(),
-        pending: pending_of(state),
+    let none = Captures {
         monotonic_ns: now.monotonic_ns,
         unix_ns: now.unix_ns,
+        ..Captures::default()
     };
-    let started = captures.unix_ns_of(state.started_ns);
-    captures.list = (state.forensics.lock().recent.iter())
-        .filter_map(|s| {
-            let at = parse_rfc3339_ns(&s.at).ok().filter(|&at| at >= started)?;
-            Some(Captured {
-                cpu: s.cpu,
-                task: (s.task.as_ref()).map(|t| (t.name.clone(), t.container.clone())),
-                exemplar: capture_exemplar(s, at),
-            })
-        })
-        .collect();
-    captures
+    let started_unix_ns = none.unix_ns_of(state.started_ns);
+    (state.parts.iter())
+        .find_map(|(_, part)| part.captures(now, started_unix_ns))
+        .unwrap_or(none)
 }
 
 /// Exemplars of `latencyd_wakeup_latency_seconds`, keyed as

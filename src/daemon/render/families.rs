@@ -10,16 +10,9 @@ use prometheus::proto::{LabelPair, Metric};
 use super::clock::Now;
 use super::metric::{counter, gauge, histogram, label};
 use crate::daemon::state::{BucketCounts, MonitorState};
-use crate::forensics::JournalData;
 use crate::units::NS_PER_SEC;
 
 const NS: f64 = NS_PER_SEC as f64;
-
-/// How far back `latencyd_forensics_worst_capture_info` looks for the
-/// worst capture: the alerts' 5-minute range and their 10 minutes of
-/// `keep_firing_for`, so that a firing alert links to the capture of the
-/// wake-up it pages on.
-const WORST_CAPTURE_HORIZON_NS: u64 = 15 * 60 * NS_PER_SEC;
 
 /// The git revision latencyd was built from (`build.rs`; "unknown" when it
 /// was built outside a git checkout without `GIT_REVISION_LATENCYD`).
@@ -57,11 +50,10 @@ pub fn latency_histograms(state: &MonitorState) -> Vec<Metric> {
 }
 
 /// What a scrape builds the families from: the state under its lock,
-/// the time, and the forensics journal and record status read once.
+/// the time, and the record's status read once.
 pub struct Scrape<'a> {
     pub state: &'a MonitorState,
     pub now: Now,
-    pub forensics: &'a JournalData,
     pub record: &'a crate::record::Status,
 }
 
@@ -236,82 +228,12 @@ pub fn config_last_reload_success_timestamp_seconds(s: &Scrape) -> Vec<Metric> {
     )]
 }
 
-pub fn forensics_available(s: &Scrape) -> Vec<Metric> {
-    vec![gauge(vec![], f64::from(u8::from(s.forensics.available)))]
-}
-
-pub fn forensics_captures_total(s: &Scrape) -> Vec<Metric> {
-    s.forensics
-        .captured
-        .iter()
-        .map(|((c, cause), n)| {
-            counter(
-                vec![label("cause", cause), label("cpu", &c.to_string())],
-                *n as f64,
-            )
-        })
-        .collect()
-}
-
-pub fn forensics_latest_capture_info(s: &Scrape) -> Vec<Metric> {
-    s.forensics
-        .latest_by_cpu()
-        .into_iter()
-        .map(|s| {
-            let labels = vec![label("capture", &s.id), label("cpu", &s.cpu.to_string())];
-            gauge(labels, 1.0)
-        })
-        .collect()
-}
-
-pub fn forensics_worst_capture_info(s: &Scrape) -> Vec<Metric> {
-    s.forensics
-        .worst_by_cpu(s.now.unix_ns, WORST_CAPTURE_HORIZON_NS)
-        .into_iter()
-        .map(|s| {
-            let labels = vec![label("capture", &s.id), label("cpu", &s.cpu.to_string())];
-            gauge(labels, 1.0)
-        })
-        .collect()
-}
-
-pub fn forensics_escalated_captures_total(s: &Scrape) -> Vec<Metric> {
-    s.forensics
-        .escalated
-        .iter()
-        .map(|(c, n)| counter(cpu_label(*c), *n as f64))
-        .collect()
-}
-
-pub fn forensics_spikes_uncaptured_total(s: &Scrape) -> Vec<Metric> {
-    s.forensics
-        .uncaptured
-        .iter()
-        .map(|((c, reason), n)| {
-            counter(
-                vec![label("cpu", &c.to_string()), label("reason", reason)],
-                *n as f64,
-            )
-        })
-        .collect()
-}
-
-/// Forensics' instance, then each registered instrument's that owns one
-/// (`Part::tracefs_repairs`), while its user is enabled.
+/// Each registered instrument's that owns one (`Part::tracefs_repairs`),
+/// while it is enabled.
 pub fn tracefs_instance_repairs_total(s: &Scrape) -> Vec<Metric> {
-    let forensics = (s.forensics.enabled).then_some(("forensics", s.forensics.repairs));
-    let instruments =
-        (s.state.parts.iter()).filter_map(|(name, part)| Some((name, part.tracefs_repairs()?)));
-    (forensics.into_iter().chain(instruments))
+    (s.state.parts.iter())
+        .filter_map(|(name, part)| Some((name, part.tracefs_repairs()?)))
         .map(|(user, n)| counter(vec![label("user", user)], n as f64))
-        .collect()
-}
-
-pub fn smi_total(s: &Scrape) -> Vec<Metric> {
-    s.forensics
-        .smi
-        .iter()
-        .map(|(c, n)| counter(cpu_label(*c), *n as f64))
         .collect()
 }
 

@@ -1,5 +1,5 @@
 //! The JSON API's bodies (DTOs) and the pure functions that build them
-//! from a `MonitorState`: the shapes of `/healthz`, `/api/v1/spikes` and
+//! from a `MonitorState`: the shapes of `/healthz` and
 //! `/api/v1/latency[/{cpu}]` belong here, not to the state's types
 //! (`/api/v1/status` has its own file, `status.rs`). The
 //! HTTP layer takes the lock, calls these, and serializes.
@@ -8,7 +8,6 @@ use serde::Serialize;
 
 use crate::calendar::format_rfc3339_ms;
 use crate::daemon::state::{CpuView, Health, MonitorState};
-use crate::forensics::{Journal, Summary};
 use crate::record::{Range, ReadReport, Summary as RecordSummary};
 use crate::stats::{LatencyStats, P50, P90, P99, P999, P9999};
 
@@ -36,23 +35,6 @@ pub fn health(health: Health) -> HealthBody {
                 last_sample_age_ns: age,
             })
             .collect(),
-    }
-}
-
-/// `/api/v1/spikes`: recent captures, newest first, without their events.
-#[derive(Serialize)]
-pub struct SpikesBody {
-    available: bool,
-    reason: Option<String>,
-    spikes: Vec<Summary>,
-}
-
-pub fn spikes(journal: &Journal) -> SpikesBody {
-    let f = journal.lock();
-    SpikesBody {
-        available: f.available,
-        reason: f.reason.clone(),
-        spikes: f.recent.iter().cloned().collect(),
     }
 }
 

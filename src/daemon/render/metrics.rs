@@ -65,7 +65,6 @@ pub fn families(state: &MonitorState, now: Now) -> Vec<MetricFamily> {
 /// The same without the families named in `skip` (which the protobuf
 /// exposition builds itself, outside the lock).
 pub fn families_but(state: &MonitorState, now: Now, skip: &[&str]) -> Vec<MetricFamily> {
-    let forensics = state.forensics.lock();
     let record = state
         .record
         .lock()
@@ -74,15 +73,15 @@ pub fn families_but(state: &MonitorState, now: Now, skip: &[&str]) -> Vec<Metric
     let scrape = Scrape {
         state,
         now,
-        forensics: &forensics,
         record: &record,
     };
     let mut out = Vec::new();
     for family in catalog::families().filter(|f| !skip.contains(&f.name)) {
         let metrics = match family.build {
             Build::State(build) => build(&scrape),
-            Build::Part(name, build) => (scrape.state.parts.get(name))
-                .map_or_else(Vec::new, |part| build(part, scrape.now.monotonic_ns)),
+            Build::Part(name, build) => {
+                (scrape.state.parts.get(name)).map_or_else(Vec::new, |part| build(part, scrape.now))
+            }
         };
         if metrics.is_empty() {
             continue;

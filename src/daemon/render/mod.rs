@@ -16,8 +16,6 @@
 //!   these walk them.
 //! - `status_line`: the line `systemctl status` shows.
 //! - `runbooks`: docs/runbooks.md as the page `/runbooks`.
-//! - `spikes`: the captures as pages, `/spikes` and `/spikes/{id}`;
-//!   `style`: the style sheet the pages share.
 //! - `clock`: the monotonic and wall clocks every answer reads, injected.
 
 pub mod catalog;
@@ -37,9 +35,7 @@ pub mod plots;
 pub mod protobuf;
 pub mod runbooks;
 pub mod series;
-pub mod spikes;
 pub mod status;
 mod status_line;
-mod style;
 
 pub use status_line::status_line;

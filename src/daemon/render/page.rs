@@ -12,13 +12,13 @@ use std::fmt::Write as _;
 
 pub use super::page_cpus::CpuRow;
 use super::page_cpus::render_cpus;
-use super::page_parts::{gap_line, human_duration, render_budget, render_gaps, render_record, us};
-use super::style::STYLE;
+pub use super::page_parts::error_page;
+use super::page_parts::{gap_line, human_duration, render_budget, render_gaps, render_record};
+use crate::markup::STYLE;
 
 use super::plots;
 use crate::calendar::format_rfc3339_ms;
 use crate::daemon::state::MonitorState;
-use crate::forensics::Summary;
 use crate::plot::{PlotData, Source};
 use crate::stats::P99;
 use crate::units::format_duration_ns;
@@ -56,13 +56,8 @@ pub struct Snapshot {
     /// The registered instruments' plots (timerlat's: every CPU and
     /// context), those with series, each with its source.
     pub instrument_plots: Vec<(Source, PlotData)>,
-    /// Forensics: whether it runs (or why not) and its newest captures.
-    pub forensics_enabled: bool,
-    /// Forensics runs and captures (it may have stopped since the
-    /// captures shown were made).
-    pub forensics_available: bool,
-    pub forensics_reason: Option<String>,
-    pub spikes: Vec<Summary>,
+    /// The registered instruments' sections (HTML), after the gaps.
+    pub sections: Vec<String>,
     /// The on-disk record: whether it is written, where, and how it goes.
     pub record: crate::record::Status,
     /// The host's fingerprint, since when it is in force, the changes
@@ -78,16 +73,12 @@ pub struct Snapshot {
     pub gaps: Vec<(String, bool)>,
 }
 
-/// Captures listed on the page.
-const PAGE_SPIKES: usize = 10;
-
 impl Snapshot {
     /// Copies what is needed from the state; `window_ns` chooses the
     /// plot's histograms (lifetime when `None`).
     pub fn take(s: &MonitorState, clock: super::clock::Now, window_ns: Option<u64>) -> Snapshot {
         let now_ns = clock.monotonic_ns;
         let health = s.health(now_ns);
-        let forensics = s.forensics.lock();
         let (plot, plot_window_ns) = plots::live(s, now_ns, window_ns, &Source::Samplers);
         let instrument_plots = (s.parts.iter())
             .filter(|(_, part)| !part.plot_lines().is_empty())
@@ -116,10 +107,9 @@ impl Snapshot {
             interval_ns: s.config.measure.interval_ns,
             max_window_ns: s.config.export.max_window_ns,
             budget_ns: s.config.measure.spike_threshold_ns,
-            forensics_enabled: s.config.forensics.enabled,
-            forensics_available: forensics.available,
-            forensics_reason: forensics.reason.clone(),
-            spikes: forensics.recent.iter().take(PAGE_SPIKES).cloned().collect(),
+            sections: (s.parts.iter())
+                .filter_map(|(_, part)| part.page_section(clock))
+                .collect(),
             record: s.record.lock().unwrap_or_else(|p| p.into_inner()).clone(),
             fingerprint: s.fingerprint.id.clone(),
             fingerprint_since_unix_ns: s.fingerprint.since_unix_ns,
@@ -229,7 +219,9 @@ pub fn render_page(
     render_unmeasured(&mut html, snap);
     render_lists(&mut html, snap);
     render_gaps(&mut html, &snap.gaps);
-    render_spikes(&mut html, snap);
+    for section in &snap.sections {
+        html.push_str(section);
+    }
     render_record(&mut html, &snap.record);
     render_fingerprint(&mut html, snap);
     let scope = match snap.plot_window_ns {
@@ -322,60 +314,6 @@ fn render_unmeasured(html: &mut String, snap: &Snapshot) {
         );
     }
     html.push_str("</ul>\n");
-}
-
-/// The "Recent spikes" table: the newest captures with their verdicts,
-/// each linked to its full capture; or why there are none.
-fn render_spikes(html: &mut String, snap: &Snapshot) {
-    html.push_str("<h2>Recent spikes</h2>\n");
-    if !snap.forensics_enabled || snap.spikes.is_empty() {
-        let why = match (&snap.forensics_reason, snap.forensics_enabled) {
-            (Some(reason), _) => format!("Forensics: {}.", escape(reason)),
-            (None, true) => "No wake-up over the forensics threshold captured yet.".to_string(),
-            (None, false) => "Forensics is off.".to_string(),
-        };
-        let _ = writeln!(html, "<p id=\"spikes\" class=\"sub\">{why}</p>");
-        return;
-    }
-    if !snap.forensics_available {
-        let why = snap.forensics_reason.as_deref().unwrap_or("unknown reason");
-        let _ = writeln!(
-            html,
-            "<p id=\"forensics-down\" class=\"bad\">Forensics is not capturing now: {}.</p>",
-            escape(why)
-        );
-    }
-    html.push_str(
-        "<table id=\"spikes\"><thead><tr><th class=\"l\">When (UTC)</th><th>CPU</th>\
-         <th>Latency µs</th><th class=\"l\">Main cause</th><th class=\"l\">Verdict</th>\
-         </tr></thead><tbody>\n",
-    );
-    for spike in &snap.spikes {
-        let main = spike
-            .causes
-            .first()
-            .map_or_else(|| "-".to_string(), |c| format!("{}: {}", c.kind, c.name));
-        let _ = writeln!(
-            html,
-            "<tr><td class=\"l\"><a href=\"/spikes/{id}\">{at}</a></td><td>{}</td>\
-             <td>{}</td><td class=\"l\">{}</td><td class=\"l\">{}{}</td></tr>",
-            spike.cpu,
-            us(spike.latency_ns),
-            escape(&main),
-            escape(&spike.verdict),
-            if spike.complete {
-                ""
-            } else {
-                " (incomplete trace)"
-            },
-            id = escape(&spike.id),
-            at = escape(&spike.at),
-        );
-    }
-    html.push_str(
-        "</tbody></table>\n<p class=\"sub\"><a href=\"/spikes\">Every capture kept</a>, each \
-         with a picture of its CPU around the late wake-up.</p>\n",
-    );
 }
 
 /// The "Host configuration" line: the fingerprint, since when, the

@@ -1,12 +1,12 @@
 //! Parts of the status page that need nothing of its snapshot: the
 //! budget's line, the gaps in the measurement, the record's line,
-//! durations and microseconds for people.
+//! durations and microseconds for people, and an error as a page.
 
 use std::fmt::Write as _;
 
 use crate::calendar::format_rfc3339_ms;
 use crate::daemon::state::GapSeen;
-use crate::markup::escape;
+use crate::markup::{escape, page_foot, page_head};
 use crate::record::GapReason;
 use crate::units::{NS_PER_SEC, format_duration_ns};
 
@@ -88,7 +88,7 @@ pub(super) fn render_gaps(html: &mut String, gaps: &[(String, bool)]) {
 }
 
 /// The "Record" line: where the on-disk record goes and how it goes
-/// (files, bytes, the last interval written, errors), beside forensics.
+/// (files, bytes, the last interval written, errors).
 pub(super) fn render_record(html: &mut String, record: &crate::record::Status) {
     html.push_str("<h2>Record</h2>\n");
     if !record.enabled {
@@ -132,9 +132,31 @@ pub(super) fn human_duration(ns: u64) -> String {
     }
 }
 
+/// An error as a page: what was wrong and what is accepted.
+pub fn error_page(status: &str, message: &str) -> String {
+    let mut html = String::with_capacity(2 * 1024);
+    page_head(&mut html, &format!("{status} — latencyd"));
+    let _ = writeln!(
+        html,
+        "<h1>{}</h1>\n<p id=\"error\">{}</p>",
+        escape(status),
+        escape(message)
+    );
+    page_foot(&mut html);
+    html
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_error_page_escapes_what_it_says() {
+        let html = error_page("400 <Bad>", "'<script>'");
+        assert!(!html.contains("<script>"), "{html}");
+        assert!(!html.contains("<Bad>"), "{html}");
+        assert!(html.contains("&lt;Bad&gt;") && html.contains("&#39;&lt;script&gt;&#39;"));
+    }
 
     fn budget(over_window: u64, over_total: u64) -> String {
         let mut html = String::new();

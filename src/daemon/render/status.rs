@@ -1,14 +1,20 @@
 //! `/api/v1/status`: the host, the configuration that matters, every
-//! sampler, the CPUs not measured and the gaps in the measurement, and
-//! how forensics, the record and the load windows go. The JSON layer's
-//! own DTOs.
+//! sampler, the CPUs not measured and the gaps in the measurement, how
+//! the record goes, and each registered instrument's object. The JSON
+//! layer's own DTOs.
 
 use serde::Serialize;
 
 use crate::calendar::format_rfc3339_ms;
 use crate::daemon::state::MonitorState;
-use crate::forensics::Capability;
+use crate::daemon::state::Statuses;
 use crate::host::json::TrustFacts;
+
+/// Where the registered instruments' objects are served among the
+/// daemon's own: after each property named, so many of them (those that
+/// have one, in registry order; the last takes the rest), so that each
+/// is where it has always been.
+pub const OBJECTS_AFTER: [(&str, usize); 2] = [("gaps", 1), ("record", usize::MAX)];
 
 #[derive(Serialize)]
 pub struct StatusBody {
@@ -29,11 +35,13 @@ pub struct StatusBody {
     /// The latest stretches without samples (stalls, offline CPUs),
     /// oldest first, those going on included.
     gaps: Vec<GapBody>,
-    forensics: ForensicsBody,
-    record: RecordBody,
-    /// The registered instruments' objects, each under its name.
+    /// The registered instruments' objects, each under its name, where
+    /// [`OBJECTS_AFTER`] puts them.
     #[serde(flatten)]
-    parts: crate::daemon::state::Statuses,
+    after_gaps: Statuses,
+    record: RecordBody,
+    #[serde(flatten)]
+    after_record: Statuses,
     /// The identifier of the host's facts (`/api/v1/host` has them all).
     fingerprint: String,
     /// Every online CPU's package, core, node and SMT siblings.
@@ -89,43 +97,6 @@ impl RecordBody {
             bytes: r.bytes,
             oldest: r.oldest_ns.map(format_rfc3339_ms),
             last_written: r.last_written_ns.map(format_rfc3339_ms),
-        }
-    }
-}
-
-/// Whether spike forensics runs, why not, and what this host offers it.
-#[derive(Serialize)]
-pub struct ForensicsBody {
-    enabled: bool,
-    available: bool,
-    reason: Option<String>,
-    threshold_ns: u64,
-    dir: String,
-    capabilities: Vec<Capability>,
-    captures_kept: usize,
-    disk_bytes: u64,
-    /// The tracefs instance the flight recorder records in
-    /// (`latencyd-forensics-PID`).
-    instance: Option<String>,
-    /// Times the instance was found changed or broken by another program
-    /// and set back or made again.
-    instance_repairs: u64,
-}
-
-impl ForensicsBody {
-    fn of(s: &MonitorState) -> ForensicsBody {
-        let f = s.forensics.lock();
-        ForensicsBody {
-            enabled: s.config.forensics.enabled,
-            available: f.available,
-            reason: f.reason.clone(),
-            threshold_ns: s.config.forensics.threshold_ns,
-            dir: s.config.forensics.dir.display().to_string(),
-            capabilities: f.capabilities.clone(),
-            captures_kept: f.recent.len(),
-            disk_bytes: f.disk_bytes,
-            instance: f.instance.clone(),
-            instance_repairs: f.repairs,
         }
     }
 }
@@ -220,6 +191,7 @@ pub fn status(s: &MonitorState, clock: super::clock::Now) -> StatusBody {
     let (now, now_unix_ns) = (clock.monotonic_ns, clock.unix_ns);
     let c = &s.config;
     let host = &s.host;
+    let mut parts = s.parts.statuses();
     StatusBody {
         version: env!("CARGO_PKG_VERSION"),
         uptime_ns: now.saturating_sub(s.started_ns),
@@ -283,9 +255,9 @@ pub fn status(s: &MonitorState, clock: super::clock::Now) -> StatusBody {
                 held_by: g.held_by.clone(),
             })
             .collect(),
-        forensics: ForensicsBody::of(s),
+        after_gaps: parts.take_first(OBJECTS_AFTER[0].1),
         record: RecordBody::of(s),
-        parts: s.parts.statuses(),
+        after_record: parts,
         fingerprint: s.fingerprint.id.clone(),
         topology: super::host::topology(&s.fingerprint.topology),
         samplers: s

@@ -176,9 +176,6 @@ pub struct MonitorState {
     pub reload: ReloadRecord,
     /// The listeners' actual addresses (a configured port may be 0).
     pub listen: Vec<std::net::SocketAddr>,
-    /// What spike forensics found and whether it runs (locked on its
-    /// own, briefly, by the recorder thread and by readers).
-    pub forensics: std::sync::Arc<crate::forensics::Journal>,
     /// What the record's writer thread is doing (locked on its own).
     pub record: std::sync::Arc<std::sync::Mutex<crate::record::Status>>,
     /// The value held on `/dev/cpu_dma_latency` since start (µs), if any

@@ -75,6 +75,14 @@ impl Parts {
     }
 }
 
+impl Statuses {
+    /// The first `n` objects, taken out.
+    pub fn take_first(&mut self, n: usize) -> Statuses {
+        let rest = self.0.split_off(n.min(self.0.len()));
+        Statuses(std::mem::replace(&mut self.0, rest))
+    }
+}
+
 impl serde::Serialize for Statuses {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;
@@ -83,5 +91,25 @@ impl serde::Serialize for Statuses {
             map.serialize_entry(name, status)?;
         }
         map.end()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw(n: u8) -> Box<serde_json::value::RawValue> {
+        serde_json::value::to_raw_value(&n).unwrap()
+    }
+
+    #[test]
+    fn the_first_objects_are_taken_out_in_order_and_the_rest_stay() {
+        let mut all = Statuses(vec![("a", raw(1)), ("b", raw(2)), ("c", raw(3))]);
+        let first = all.take_first(1);
+        assert_eq!(serde_json::to_string(&first).unwrap(), r#"{"a":1}"#);
+        assert_eq!(serde_json::to_string(&all).unwrap(), r#"{"b":2,"c":3}"#);
+        let rest = all.take_first(usize::MAX);
+        assert_eq!(serde_json::to_string(&rest).unwrap(), r#"{"b":2,"c":3}"#);
+        assert_eq!(serde_json::to_string(&all).unwrap(), "{}");
     }
 }

@@ -26,6 +26,7 @@ pub static ENTRY: Entry = Entry {
     families: render::FAMILIES,
     native: None,
     api: None,
+    routes: None,
     idle: |config| Box::new(BusypollPart::new(config)),
     start: |start: &Start<'_>| run::start(start),
 };

@@ -16,6 +16,7 @@ use crate::cpulist::format_cpu_list;
 use crate::exposition::Family;
 use crate::exposition::metric::{counter, gauge, histogram, label};
 use crate::instruments::shape::{PageLine, Part, PartBuild};
+use crate::units::Now;
 use crate::units::{NS_PER_SEC, format_duration_ns};
 
 const NS: f64 = NS_PER_SEC as f64;
@@ -31,7 +32,7 @@ fn cpu(cpu: usize) -> Vec<LabelPair> {
     vec![label("cpu", &cpu.to_string())]
 }
 
-fn gap_seconds(p: &dyn Part, _now_ns: u64) -> Vec<Metric> {
+fn gap_seconds(p: &dyn Part, _now: Now) -> Vec<Metric> {
     let Some(b) = on(p) else {
         return vec![];
     };
@@ -46,7 +47,7 @@ fn gap_seconds(p: &dyn Part, _now_ns: u64) -> Vec<Metric> {
         .collect()
 }
 
-fn gap_max_seconds(p: &dyn Part, _now_ns: u64) -> Vec<Metric> {
+fn gap_max_seconds(p: &dyn Part, _now: Now) -> Vec<Metric> {
     let Some(last) = on(p).and_then(|b| b.last_window.as_ref()) else {
         return vec![];
     };
@@ -55,7 +56,7 @@ fn gap_max_seconds(p: &dyn Part, _now_ns: u64) -> Vec<Metric> {
         .collect()
 }
 
-fn gaps_over_threshold_total(p: &dyn Part, _now_ns: u64) -> Vec<Metric> {
+fn gaps_over_threshold_total(p: &dyn Part, _now: Now) -> Vec<Metric> {
     let Some(b) = on(p) else {
         return vec![];
     };
@@ -64,21 +65,21 @@ fn gaps_over_threshold_total(p: &dyn Part, _now_ns: u64) -> Vec<Metric> {
         .collect()
 }
 
-fn threshold_seconds(p: &dyn Part, _now_ns: u64) -> Vec<Metric> {
+fn threshold_seconds(p: &dyn Part, _now: Now) -> Vec<Metric> {
     on(p)
         .map(|b| gauge(vec![], b.config.threshold_ns as f64 / NS))
         .into_iter()
         .collect()
 }
 
-fn active(p: &dyn Part, _now_ns: u64) -> Vec<Metric> {
+fn active(p: &dyn Part, _now: Now) -> Vec<Metric> {
     on(p)
         .map(|b| gauge(vec![], f64::from(u8::from(b.active.is_some()))))
         .into_iter()
         .collect()
 }
 
-fn windows_total(p: &dyn Part, _now_ns: u64) -> Vec<Metric> {
+fn windows_total(p: &dyn Part, _now: Now) -> Vec<Metric> {
     on(p)
         .map(|b| counter(vec![], b.windows_total as f64))
         .into_iter()
@@ -86,7 +87,7 @@ fn windows_total(p: &dyn Part, _now_ns: u64) -> Vec<Metric> {
 }
 
 /// Every reason, 0 until it happens, so that `increase()` sees the first.
-fn windows_skipped_total(p: &dyn Part, _now_ns: u64) -> Vec<Metric> {
+fn windows_skipped_total(p: &dyn Part, _now: Now) -> Vec<Metric> {
     let Some(b) = on(p) else {
         return vec![];
     };
@@ -94,7 +95,7 @@ fn windows_skipped_total(p: &dyn Part, _now_ns: u64) -> Vec<Metric> {
     vec![counter(vec![label("reason", "failed")], n as f64)]
 }
 
-fn next_window_start_timestamp_seconds(p: &dyn Part, _now_ns: u64) -> Vec<Metric> {
+fn next_window_start_timestamp_seconds(p: &dyn Part, _now: Now) -> Vec<Metric> {
     (on(p).and_then(|b| b.next))
         .map(|w| gauge(vec![], unix_ns(w.start) as f64 / NS))
         .into_iter()

@@ -25,6 +25,7 @@ pub static ENTRY: Entry = Entry {
     families: render::FAMILIES,
     native: None,
     api: None,
+    routes: None,
     idle: |_| Box::new(HwnoisePart::off()),
     start: |start: &Start<'_>| run::start(start.config, start.host),
 };

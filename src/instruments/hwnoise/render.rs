@@ -16,6 +16,7 @@ use crate::exposition::Family;
 use crate::exposition::metric::{counter, gauge, label};
 use crate::instruments::shape::{PageLine, Part, PartBuild};
 use crate::units::NS_PER_SEC;
+use crate::units::Now;
 
 /// The hwnoise part, from what the family builders are given.
 fn part(part: &dyn Part) -> Option<&HwnoisePart> {
@@ -32,14 +33,14 @@ fn cpu(cpu: usize) -> Vec<prometheus::proto::LabelPair> {
     vec![label("cpu", &cpu.to_string())]
 }
 
-fn active(s: &dyn Part, _now_ns: u64) -> Vec<Metric> {
+fn active(s: &dyn Part, _now: Now) -> Vec<Metric> {
     on(s)
         .map(|st| gauge(vec![], f64::from(u8::from(st.active.is_some()))))
         .into_iter()
         .collect()
 }
 
-fn windows_total(s: &dyn Part, _now_ns: u64) -> Vec<Metric> {
+fn windows_total(s: &dyn Part, _now: Now) -> Vec<Metric> {
     on(s)
         .map(|st| counter(vec![], st.windows_total as f64))
         .into_iter()
@@ -47,7 +48,7 @@ fn windows_total(s: &dyn Part, _now_ns: u64) -> Vec<Metric> {
 }
 
 /// Every reason, 0 until it happens, so that `increase()` sees the first.
-fn windows_skipped_total(s: &dyn Part, _now_ns: u64) -> Vec<Metric> {
+fn windows_skipped_total(s: &dyn Part, _now: Now) -> Vec<Metric> {
     let Some(st) = on(s) else {
         return vec![];
     };
@@ -60,7 +61,7 @@ fn windows_skipped_total(s: &dyn Part, _now_ns: u64) -> Vec<Metric> {
         .collect()
 }
 
-fn next_window_start_timestamp_seconds(s: &dyn Part, _now_ns: u64) -> Vec<Metric> {
+fn next_window_start_timestamp_seconds(s: &dyn Part, _now: Now) -> Vec<Metric> {
     on(s)
         .and_then(|st| st.next_start_unix_ns)
         .map(|ns| gauge(vec![], ns as f64 / NS_PER_SEC as f64))
@@ -69,7 +70,7 @@ fn next_window_start_timestamp_seconds(s: &dyn Part, _now_ns: u64) -> Vec<Metric
 }
 
 /// Per CPU of the windows, once one ran.
-fn gap_max_seconds(s: &dyn Part, _now_ns: u64) -> Vec<Metric> {
+fn gap_max_seconds(s: &dyn Part, _now: Now) -> Vec<Metric> {
     let Some(st) = on(s).filter(|st| st.windows_total > 0 || st.active.is_some()) else {
         return vec![];
     };
@@ -96,15 +97,15 @@ fn per_cpu(
         .collect()
 }
 
-fn samples_total(s: &dyn Part, _now_ns: u64) -> Vec<Metric> {
+fn samples_total(s: &dyn Part, _now: Now) -> Vec<Metric> {
     per_cpu(s, |t| t.samples)
 }
 
-fn nmis_total(s: &dyn Part, _now_ns: u64) -> Vec<Metric> {
+fn nmis_total(s: &dyn Part, _now: Now) -> Vec<Metric> {
     per_cpu(s, |t| t.nmis)
 }
 
-fn smis_total(s: &dyn Part, _now_ns: u64) -> Vec<Metric> {
+fn smis_total(s: &dyn Part, _now: Now) -> Vec<Metric> {
     on(s)
         .and_then(|st| st.smis_total)
         .map(|n| counter(vec![], n as f64))
@@ -112,7 +113,7 @@ fn smis_total(s: &dyn Part, _now_ns: u64) -> Vec<Metric> {
         .collect()
 }
 
-fn kept_apart_total(s: &dyn Part, _now_ns: u64) -> Vec<Metric> {
+fn kept_apart_total(s: &dyn Part, _now: Now) -> Vec<Metric> {
     if on(s).is_none() {
         return vec![];
     }

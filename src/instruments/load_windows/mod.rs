@@ -22,6 +22,7 @@ pub static ENTRY: Entry = Entry {
     families: render::FAMILIES,
     native: None,
     api: None,
+    routes: None,
     idle: |config| Box::new(LoadPart::new(config)),
     start: |start: &Start<'_>| Started {
         part: Box::new(LoadPart::new(start.config)),

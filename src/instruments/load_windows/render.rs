@@ -11,6 +11,7 @@ use crate::calendar::format_rfc3339_ms;
 use crate::exposition::Family;
 use crate::exposition::metric::{counter, gauge, label};
 use crate::instruments::shape::{PageLine, Part, PartBuild};
+use crate::units::Now;
 
 /// The scheduled load windows: configured or not, the window running,
 /// the next one, what the generators achieved.
@@ -111,7 +112,7 @@ fn part(part: &dyn Part) -> Option<&LoadPart> {
     part.as_any().downcast_ref()
 }
 
-fn load_active(p: &dyn Part, _now_ns: u64) -> Vec<Metric> {
+fn load_active(p: &dyn Part, _now: Now) -> Vec<Metric> {
     let Some(l) = part(p) else {
         return vec![];
     };
@@ -126,7 +127,7 @@ fn load_active(p: &dyn Part, _now_ns: u64) -> Vec<Metric> {
         .collect()
 }
 
-fn load_window_end_timestamp_seconds(p: &dyn Part, _now_ns: u64) -> Vec<Metric> {
+fn load_window_end_timestamp_seconds(p: &dyn Part, _now: Now) -> Vec<Metric> {
     let Some(l) = part(p) else {
         return vec![];
     };
@@ -137,7 +138,7 @@ fn load_window_end_timestamp_seconds(p: &dyn Part, _now_ns: u64) -> Vec<Metric> 
         .collect()
 }
 
-fn load_next_window_start_timestamp_seconds(p: &dyn Part, _now_ns: u64) -> Vec<Metric> {
+fn load_next_window_start_timestamp_seconds(p: &dyn Part, _now: Now) -> Vec<Metric> {
     let Some(l) = part(p) else {
         return vec![];
     };
@@ -148,7 +149,7 @@ fn load_next_window_start_timestamp_seconds(p: &dyn Part, _now_ns: u64) -> Vec<M
         .collect()
 }
 
-fn load_windows_total(p: &dyn Part, _now_ns: u64) -> Vec<Metric> {
+fn load_windows_total(p: &dyn Part, _now: Now) -> Vec<Metric> {
     let Some(l) = part(p) else {
         return vec![];
     };
@@ -158,7 +159,7 @@ fn load_windows_total(p: &dyn Part, _now_ns: u64) -> Vec<Metric> {
         .collect()
 }
 
-fn load_throughput(p: &dyn Part, _now_ns: u64) -> Vec<Metric> {
+fn load_throughput(p: &dyn Part, _now: Now) -> Vec<Metric> {
     let Some(l) = part(p) else {
         return vec![];
     };
@@ -182,7 +183,7 @@ fn load_throughput(p: &dyn Part, _now_ns: u64) -> Vec<Metric> {
         .collect()
 }
 
-fn load_failures_total(p: &dyn Part, _now_ns: u64) -> Vec<Metric> {
+fn load_failures_total(p: &dyn Part, _now: Now) -> Vec<Metric> {
     let Some(l) = part(p) else {
         return vec![];
     };

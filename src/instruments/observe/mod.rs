@@ -65,6 +65,7 @@ pub static ENTRY: Entry = Entry {
         json: render::api,
         openapi: include_str!("api.json"),
     }),
+    routes: None,
     idle: |config| Box::new(ObservePart::off(config)),
     start: run::start,
 };

@@ -18,6 +18,7 @@ use crate::instruments::shape::Part;
 use crate::series::SeriesCopy;
 use crate::series::exemplars::{Captures, Exemplar, Exemplars, finish};
 use crate::units::NS_PER_SEC;
+use crate::units::Now;
 
 const NS: f64 = NS_PER_SEC as f64;
 
@@ -44,7 +45,7 @@ fn over(part: &dyn Part, build: impl FnOnce(&ObservePart) -> Vec<Metric>) -> Vec
 }
 
 /// `latencyd_task_wakeup_latency_seconds`, one per task series.
-pub(super) fn task_wakeup_latency_seconds(part: &dyn Part, _now_ns: u64) -> Vec<Metric> {
+pub(super) fn task_wakeup_latency_seconds(part: &dyn Part, _now: Now) -> Vec<Metric> {
     over(part, |o| {
         (o.tasks.iter())
             .map(|(key, v)| {
@@ -108,7 +109,8 @@ pub(super) fn task_exemplars(part: &dyn Part, captures: &Captures) -> Exemplars 
         .collect()
 }
 
-pub(super) fn task_wakeup_latency_window_max_seconds(part: &dyn Part, now_ns: u64) -> Vec<Metric> {
+pub(super) fn task_wakeup_latency_window_max_seconds(part: &dyn Part, now: Now) -> Vec<Metric> {
+    let now_ns = now.monotonic_ns;
     over(part, |o| {
         (o.tasks.iter())
             .filter_map(|(key, v)| {
@@ -119,7 +121,7 @@ pub(super) fn task_wakeup_latency_window_max_seconds(part: &dyn Part, now_ns: u6
     })
 }
 
-pub(super) fn task_wakeup_latency_max_seconds(part: &dyn Part, _now_ns: u64) -> Vec<Metric> {
+pub(super) fn task_wakeup_latency_max_seconds(part: &dyn Part, _now: Now) -> Vec<Metric> {
     over(part, |o| {
         (o.tasks.iter())
             .map(|(key, v)| gauge(task_labels(key), v.lifetime.max_ns as f64 / NS))
@@ -127,11 +129,11 @@ pub(super) fn task_wakeup_latency_max_seconds(part: &dyn Part, _now_ns: u64) -> 
     })
 }
 
-pub(super) fn cpu_interference_seconds_total(part: &dyn Part, _now_ns: u64) -> Vec<Metric> {
+pub(super) fn cpu_interference_seconds_total(part: &dyn Part, _now: Now) -> Vec<Metric> {
     over(part, |o| by_name(o, true))
 }
 
-pub(super) fn cpu_interference_total(part: &dyn Part, _now_ns: u64) -> Vec<Metric> {
+pub(super) fn cpu_interference_total(part: &dyn Part, _now: Now) -> Vec<Metric> {
     over(part, |o| by_name(o, false))
 }
 
@@ -160,7 +162,8 @@ fn by_name(o: &ObservePart, seconds: bool) -> Vec<Metric> {
         .collect()
 }
 
-pub(super) fn cpu_interference_window_max_seconds(part: &dyn Part, now_ns: u64) -> Vec<Metric> {
+pub(super) fn cpu_interference_window_max_seconds(part: &dyn Part, now: Now) -> Vec<Metric> {
+    let now_ns = now.monotonic_ns;
     over(part, |o| {
         (o.cpus.iter())
             .flat_map(|(cpu, view)| {
@@ -178,7 +181,7 @@ pub(super) fn cpu_interference_window_max_seconds(part: &dyn Part, now_ns: u64) 
 }
 
 /// Absent when the observer is off.
-pub(super) fn observe_available(part: &dyn Part, _now_ns: u64) -> Vec<Metric> {
+pub(super) fn observe_available(part: &dyn Part, _now: Now) -> Vec<Metric> {
     over(part, |o| {
         let status = o.status();
         availability(status.enabled, status.available)
@@ -186,7 +189,7 @@ pub(super) fn observe_available(part: &dyn Part, _now_ns: u64) -> Vec<Metric> {
 }
 
 /// Absent while the observer does not trace.
-pub(super) fn observe_read_errors_total(part: &dyn Part, _now_ns: u64) -> Vec<Metric> {
+pub(super) fn observe_read_errors_total(part: &dyn Part, _now: Now) -> Vec<Metric> {
     over(part, |o| {
         let status = o.status();
         if !status.available {
@@ -196,15 +199,15 @@ pub(super) fn observe_read_errors_total(part: &dyn Part, _now_ns: u64) -> Vec<Me
     })
 }
 
-pub(super) fn observe_lost_events_total(part: &dyn Part, _now_ns: u64) -> Vec<Metric> {
+pub(super) fn observe_lost_events_total(part: &dyn Part, _now: Now) -> Vec<Metric> {
     per_cpu(part, |v| v.lost_events)
 }
 
-pub(super) fn observe_unseen_wakeups_total(part: &dyn Part, _now_ns: u64) -> Vec<Metric> {
+pub(super) fn observe_unseen_wakeups_total(part: &dyn Part, _now: Now) -> Vec<Metric> {
     per_cpu(part, |v| v.unseen_wakeups)
 }
 
-pub(super) fn observe_waiting_tasks(part: &dyn Part, _now_ns: u64) -> Vec<Metric> {
+pub(super) fn observe_waiting_tasks(part: &dyn Part, _now: Now) -> Vec<Metric> {
     over(part, |o| {
         (o.cpus.iter())
             .map(|(cpu, view)| {
@@ -215,7 +218,7 @@ pub(super) fn observe_waiting_tasks(part: &dyn Part, _now_ns: u64) -> Vec<Metric
     })
 }
 
-pub(super) fn observe_waiting_let_go_total(part: &dyn Part, _now_ns: u64) -> Vec<Metric> {
+pub(super) fn observe_waiting_let_go_total(part: &dyn Part, _now: Now) -> Vec<Metric> {
     per_cpu(part, |v| v.waiting_let_go)
 }
 

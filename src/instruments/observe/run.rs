@@ -89,7 +89,7 @@ impl Run for Observing {
             let mut spikes = std::mem::take(&mut interval.spikes);
             spikes.retain(|(_, spike)| !step.owned_kernel_thread(spike.comm.as_bytes()));
             step.update(|part: &mut ObservePart| part.absorb(interval));
-            let Some(recorder) = step.forensics else {
+            let Some(recorder) = step.capturer else {
                 return;
             };
             for (key, spike) in spikes {

@@ -22,6 +22,7 @@ pub static ENTRY: Entry = Entry {
     native: None,
     api: None,
     // Read as the daemon starts, not before: the idle part does no I/O.
+    routes: None,
     idle: |_| Box::new(QualificationPart::not_read()),
     start: |start| {
         let dir = &start.config.record.dir;

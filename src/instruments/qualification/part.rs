@@ -12,6 +12,7 @@ use crate::exposition::Family;
 use crate::exposition::metric::{gauge, label};
 use crate::instruments::shape::{PageLine, Part, PartBuild};
 use crate::record::qualification::{self, Summary};
+use crate::units::Now;
 
 /// The last qualification, or why there is none.
 #[derive(Debug, Clone, PartialEq)]
@@ -90,7 +91,7 @@ fn summary(part: &dyn Part) -> Option<&Summary> {
         .and_then(|q| q.summary.as_ref().ok())
 }
 
-fn max_seconds(p: &dyn Part, _now_ns: u64) -> Vec<Metric> {
+fn max_seconds(p: &dyn Part, _now: Now) -> Vec<Metric> {
     let Some(s) = summary(p) else {
         return vec![];
     };
@@ -107,14 +108,14 @@ fn max_seconds(p: &dyn Part, _now_ns: u64) -> Vec<Metric> {
         .collect()
 }
 
-fn timestamp_seconds(p: &dyn Part, _now_ns: u64) -> Vec<Metric> {
+fn timestamp_seconds(p: &dyn Part, _now: Now) -> Vec<Metric> {
     (summary(p).and_then(|s| parse_rfc3339_ns(&s.ended).ok()))
         .map(|ns| gauge(vec![], ns as f64 / 1e9))
         .into_iter()
         .collect()
 }
 
-fn info(p: &dyn Part, _now_ns: u64) -> Vec<Metric> {
+fn info(p: &dyn Part, _now: Now) -> Vec<Metric> {
     (summary(p).into_iter())
         .map(|s| {
             let labels = vec![
@@ -167,23 +168,28 @@ mod tests {
                 .get()
                 .contains("latencyd qualify --record writes it")
         );
-        assert_eq!((none.page_line(), max_seconds(&none, 0).len()), (None, 0));
+        assert_eq!(
+            (none.page_line(), max_seconds(&none, Now::default()).len()),
+            (None, 0)
+        );
         let document = r#"{"profile": "smoke", "verdict": "passed", "ended": "2026-11-28T10:00:00.000Z",
             "host": {"fingerprint": "abc"}, "phases": [{"name": "idle", "tool": "cyclictest",
             "maximum_us": 100, "status": "measured", "cpus": [{"cpu": 1, "stats": {"max": 41.5}},
             {"cpu": 2, "stats": {"max": 12.0}}]}]}"#;
         qualification::write(dir.path(), document).unwrap();
         let part = QualificationPart::read(dir.path());
-        let maxima: Vec<f64> = max_seconds(&part, 0)
+        let maxima: Vec<f64> = max_seconds(&part, Now::default())
             .iter()
             .map(|m| m.get_gauge().get_value())
             .collect();
         assert_eq!(maxima, [41.5e-6, 12e-6]);
         assert_eq!(
-            timestamp_seconds(&part, 0)[0].get_gauge().get_value(),
+            timestamp_seconds(&part, Now::default())[0]
+                .get_gauge()
+                .get_value(),
             1_795_860_000.0
         );
-        assert_eq!(info(&part, 0).len(), 1);
+        assert_eq!(info(&part, Now::default()).len(), 1);
         assert_eq!(
             part.page_line().unwrap().text,
             "Qualified 2026-11-28T10:00:00.000Z with profile smoke: passed; its idle maximum was 42 us."

@@ -46,6 +46,7 @@ pub static ENTRY: Entry = Entry {
         json: render::api,
         openapi: include_str!("api.json"),
     }),
+    routes: None,
     idle: |config| Box::new(TimerlatPart::off(config)),
     start: |start: &Start<'_>| run::start(start.config, start.measured),
 };

@@ -17,6 +17,7 @@ use crate::instruments::shape::{Part, PartBuild};
 use crate::series::SeriesCopy;
 use crate::tracefs::Capability;
 use crate::units::NS_PER_SEC;
+use crate::units::Now;
 
 const NS: f64 = NS_PER_SEC as f64;
 
@@ -96,7 +97,7 @@ fn labels(cpu: usize, context: Context) -> Vec<prometheus::proto::LabelPair> {
     ]
 }
 
-fn latency_seconds(p: &dyn Part, _now_ns: u64) -> Vec<Metric> {
+fn latency_seconds(p: &dyn Part, _now: Now) -> Vec<Metric> {
     let Some(t) = part(p) else { return vec![] };
     (t.series.iter())
         .map(|(&(cpu, context), v)| {
@@ -129,14 +130,15 @@ pub(super) fn series(p: &dyn Part) -> Vec<SeriesCopy> {
         .collect()
 }
 
-fn latency_max_seconds(p: &dyn Part, _now_ns: u64) -> Vec<Metric> {
+fn latency_max_seconds(p: &dyn Part, _now: Now) -> Vec<Metric> {
     let Some(t) = part(p) else { return vec![] };
     (t.series.iter())
         .map(|(&(cpu, c), v)| gauge(labels(cpu, c), v.lifetime.max_ns as f64 / NS))
         .collect()
 }
 
-fn latency_window_max_seconds(p: &dyn Part, now_ns: u64) -> Vec<Metric> {
+fn latency_window_max_seconds(p: &dyn Part, now: Now) -> Vec<Metric> {
+    let now_ns = now.monotonic_ns;
     let Some(t) = part(p) else { return vec![] };
     (t.series.iter())
         .filter_map(|(&(cpu, c), v)| {
@@ -146,7 +148,7 @@ fn latency_window_max_seconds(p: &dyn Part, now_ns: u64) -> Vec<Metric> {
         .collect()
 }
 
-fn periods_total(p: &dyn Part, _now_ns: u64) -> Vec<Metric> {
+fn periods_total(p: &dyn Part, _now: Now) -> Vec<Metric> {
     let Some(t) = part(p) else { return vec![] };
     (t.seqnums.keys())
         .map(|&cpu| counter(vec![label("cpu", &cpu.to_string())], t.periods(cpu) as f64))
@@ -154,14 +156,14 @@ fn periods_total(p: &dyn Part, _now_ns: u64) -> Vec<Metric> {
 }
 
 /// Absent when timerlat is off.
-fn available(p: &dyn Part, _now_ns: u64) -> Vec<Metric> {
+fn available(p: &dyn Part, _now: Now) -> Vec<Metric> {
     let Some(t) = part(p) else { return vec![] };
     let status = t.status();
     availability(status.enabled, status.available)
 }
 
 /// One series per other user of timerlat or osnoise, while it runs.
-fn neighbour_info(p: &dyn Part, _now_ns: u64) -> Vec<Metric> {
+fn neighbour_info(p: &dyn Part, _now: Now) -> Vec<Metric> {
     let Some(t) = part(p) else { return vec![] };
     (t.status().neighbours.iter())
         .map(|(instance, tracer)| {
@@ -174,7 +176,7 @@ fn neighbour_info(p: &dyn Part, _now_ns: u64) -> Vec<Metric> {
 }
 
 /// Absent while timerlat does not run.
-fn disturbances_total(p: &dyn Part, _now_ns: u64) -> Vec<Metric> {
+fn disturbances_total(p: &dyn Part, _now: Now) -> Vec<Metric> {
     let Some(t) = part(p) else { return vec![] };
     let status = t.status();
     if !status.available {
@@ -184,7 +186,7 @@ fn disturbances_total(p: &dyn Part, _now_ns: u64) -> Vec<Metric> {
 }
 
 /// Absent while timerlat does not run.
-fn lost_pages_total(p: &dyn Part, _now_ns: u64) -> Vec<Metric> {
+fn lost_pages_total(p: &dyn Part, _now: Now) -> Vec<Metric> {
     let Some(t) = part(p) else { return vec![] };
     let status = t.status();
     if !status.available {

@@ -100,7 +100,7 @@ impl Reading {
                     }
                 }
             }
-            if let Some(recorder) = step.forensics
+            if let Some(recorder) = step.capturer
                 && let Some(threshold) = recorder.threshold_ns()
             {
                 for cpu in interval.cpus.iter().filter(|c| !claimed.contains(&c.cpu)) {

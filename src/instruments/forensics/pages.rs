@@ -5,30 +5,10 @@
 
 use std::fmt::Write as _;
 
-use super::page::escape;
-use super::style::STYLE;
 use crate::forensics::picture;
 use crate::forensics::verdict::{human, scheduling};
 use crate::forensics::{Capture, Summary};
-
-fn head(html: &mut String, title: &str) {
-    let _ = write!(
-        html,
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
-         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
-         <title>{}</title><style>{STYLE}.picture svg{{max-width:100%;height:auto;\
-         border:1px solid #ddd}}</style></head><body>\n",
-        escape(title)
-    );
-}
-
-fn foot(html: &mut String) {
-    html.push_str(
-        "<footer><a href=\"/\">Status</a> · <a href=\"/spikes\">Captures</a> · \
-         <a href=\"/runbooks\">Runbooks</a> · <a href=\"/api/v1/spikes\">JSON</a></footer>\n\
-         </body></html>\n",
-    );
-}
+use crate::markup::{escape, page_foot, page_head};
 
 /// Who woke late: the CPU's sampler, or an observed task.
 fn who(summary: &Summary) -> String {
@@ -41,7 +21,7 @@ fn who(summary: &Summary) -> String {
 /// `/spikes`: the captures kept, newest first; or why there are none.
 pub fn list_page(nodename: &str, summaries: &[Summary], why_none: Option<&str>) -> String {
     let mut html = String::with_capacity(8 * 1024);
-    head(&mut html, &format!("Captures — latencyd on {nodename}"));
+    page_head(&mut html, &format!("Captures — latencyd on {nodename}"));
     let _ = writeln!(
         html,
         "<h1>Captures on {}</h1>\n<p class=\"sub\">What delayed each late wake-up forensics \
@@ -54,7 +34,7 @@ pub fn list_page(nodename: &str, summaries: &[Summary], why_none: Option<&str>) 
             "<p id=\"captures\" class=\"sub\">{}</p>",
             escape(why_none.unwrap_or("No wake-up over the forensics threshold captured yet."))
         );
-        foot(&mut html);
+        page_foot(&mut html);
         return html;
     }
     html.push_str(
@@ -88,7 +68,7 @@ pub fn list_page(nodename: &str, summaries: &[Summary], why_none: Option<&str>) 
         );
     }
     html.push_str("</tbody></table>\n");
-    foot(&mut html);
+    page_foot(&mut html);
     html
 }
 
@@ -96,7 +76,7 @@ pub fn list_page(nodename: &str, summaries: &[Summary], why_none: Option<&str>) 
 pub fn capture_page(nodename: &str, capture: &Capture) -> String {
     let s = &capture.summary;
     let mut html = String::with_capacity(32 * 1024);
-    head(
+    page_head(
         &mut html,
         &format!("Capture {} — latencyd on {nodename}", s.id),
     );
@@ -121,7 +101,7 @@ pub fn capture_page(nodename: &str, capture: &Capture) -> String {
     );
     causes_table(&mut html, s);
     facts_list(&mut html, capture);
-    foot(&mut html);
+    page_foot(&mut html);
     html
 }
 
@@ -189,20 +169,6 @@ fn facts_list(html: &mut String, capture: &Capture) {
     html.push_str("</ul>\n");
 }
 
-/// An error as a page: what was wrong and what is accepted.
-pub fn error_page(status: &str, message: &str) -> String {
-    let mut html = String::with_capacity(2 * 1024);
-    head(&mut html, &format!("{status} — latencyd"));
-    let _ = writeln!(
-        html,
-        "<h1>{}</h1>\n<p id=\"error\">{}</p>",
-        escape(status),
-        escape(message)
-    );
-    foot(&mut html);
-    html
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -263,11 +229,9 @@ mod tests {
         for html in [
             capture_page("<host>", &capture),
             list_page("<host>", std::slice::from_ref(&capture.summary), None),
-            error_page("400 <Bad>", "'<script>'"),
         ] {
             assert!(!html.contains("<script>"), "{html}");
             assert!(!html.contains("<host>"), "{html}");
-            assert!(!html.contains("<Bad>"), "{html}");
         }
         let page = capture_page("h", &capture);
         assert!(page.contains("&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;"));

@@ -1,14 +1,17 @@
 //! The one shape of an instrument of the daemon: what it keeps in the
 //! state (a [`Part`]), what runs it (a [`Run`]), and the [`Entry`] that
-//! the registry lists, with its metric families, its histogram with
-//! native buckets and exemplars ([`Native`]) and its own route ([`Api`]). The daemon
+//! the registry lists, with its metric families and what it serves
+//! (`serve`: its histogram with native buckets and exemplars, [`Native`];
+//! its own route, [`Api`]; its other routes, [`Routes`]). The daemon
 //! holds the parts and the runs in registry order and walks them: the
-//! collector's tick steps each run (with the CPUs claimed and forensics
-//! at hand), shutdown stops each, `/metrics` builds each family from its
-//! part, `/api/v1/status`, `/api/v1/NAME`, the status page and
-//! `/plot.svg?source=NAME` show each part, and a reload offers each part
-//! the keys of its section and the new `export.max_window`. None of them
-//! names an instrument.
+//! collector's tick steps each run (with the CPUs claimed and the
+//! [`Capturer`] of late wake-ups at hand, which one run offers), shutdown
+//! stops each, `/metrics` builds each family from its part,
+//! `/api/v1/status`, the instruments' routes, the status page and
+//! `/plot.svg?source=NAME` show each part, the exemplars are chosen from
+//! what a part captured, and a reload offers each part the keys of its
+//! section and the new `export.max_window`. None of them names an
+//! instrument.
 //!
 //! Choose a part for what is read (by renderers, under the state's one
 //! lock, so that one answer's numbers come from one moment) and a run for
@@ -24,6 +27,7 @@
 //! use latencyd::instruments::shape::{
 //!     Boxed, Entry, Part, PartBuild, Run, Start, Started, Step, Visit,
 //! };
+//! use latencyd::units::Now;
 //! use prometheus::proto::{Metric, MetricType};
 //!
 //! #[derive(Default)]
@@ -46,7 +50,7 @@
 //!     }
 //! }
 //!
-//! fn ticks_total(part: &dyn Part, _now_ns: u64) -> Vec<Metric> {
+//! fn ticks_total(part: &dyn Part, _now: Now) -> Vec<Metric> {
 //!     let ticks = part.as_any().downcast_ref::<Ticks>().map_or(0, |t| t.total);
 //!     vec![metric::counter(vec![], ticks as f64)]
 //! }
@@ -64,6 +68,7 @@
 //!     families: FAMILIES,
 //!     native: None,
 //!     api: None,
+//!     routes: None,
 //!     schema: Some(r#"{ "Ticks": { "type": "object", "properties": { "total": { "type": "integer" } } } }"#),
 //!     idle: |_| Box::new(Ticks::default()),
 //!     start: |_| Started { part: Box::new(Ticks::default()), run: Some(Box::new(Counting)) },
@@ -79,7 +84,7 @@
 //! runtime.block_on(run.step(Step::new("ticks", (0, 0), &access, None)));
 //! let part = part.into_inner().unwrap();
 //! assert_eq!(part.as_any().downcast_ref::<Ticks>().unwrap().total, 1);
-//! assert_eq!((TICKS.families[0].build)(part.as_ref(), 0).len(), 1);
+//! assert_eq!((TICKS.families[0].build)(part.as_ref(), Now::default()).len(), 1);
 //! ```
 
 use std::any::Any;
@@ -92,19 +97,24 @@ use serde_json::value::RawValue;
 
 use crate::config::Config;
 use crate::exposition::Family;
-use crate::forensics::Recorder;
+pub use crate::forensics::{Capturer, Spike};
 use crate::host::HostInfo;
 use crate::record::{Accumulator, Keeper};
-use crate::series::exemplars::{Captures, Exemplars};
-use crate::series::{SeriesCopy, WindowHistogram, WindowMax};
+use crate::series::exemplars::Captures;
+use crate::series::{WindowHistogram, WindowMax};
 use crate::stats::LatencyStats;
+use crate::units::Now;
+
+mod serve;
+pub use serve::{Answer, Api, Check, Native, Refusal, Route, Routes};
 
 /// A future a run returns, borrowing what it was given.
 pub type Boxed<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
-/// A family built from the instrument's part at a scrape (`CLOCK_MONOTONIC`
-/// now, ns, for what a trailing window holds).
-pub type PartBuild = fn(&dyn Part, u64) -> Vec<Metric>;
+/// A family built from the instrument's part at a scrape (both clocks:
+/// `CLOCK_MONOTONIC` for what a trailing window holds, the wall clock for
+/// what is kept in wall time).
+pub type PartBuild = fn(&dyn Part, Now) -> Vec<Metric>;
 
 /// A part as the concrete type its instrument's code downcasts it to;
 /// every `'static` type has it.
@@ -140,6 +150,18 @@ pub trait Part: AsAny + Send {
     /// none).
     fn page_list(&self, _now_ns: u64) -> Vec<String> {
         Vec::new()
+    }
+    /// Its section of the status page (HTML, its heading included), after
+    /// the gaps in the measurement, at `now` (None: it has none).
+    fn page_section(&self, _now: Now) -> Option<String> {
+        None
+    }
+    /// What it captured in this run (since `started_unix_ns`), newest
+    /// first, and what it is about to capture, at `now`: the exemplars
+    /// of every latency histogram are chosen from them. None: it captures
+    /// nothing (one instrument does).
+    fn captures(&self, _now: Now, _started_unix_ns: u64) -> Option<Captures> {
+        None
     }
     /// Its lines among the status page's notes on CPUs without a sampler
     /// (what it sees on those it watches), at `now_ns` (empty: none).
@@ -250,13 +272,14 @@ pub struct Step<'a> {
     /// The record's interval in progress and its writer, when recording.
     pub record: Option<&'a mut (Accumulator, Keeper)>,
     claims: &'a Claims,
-    /// Spike forensics, when it runs: what an instrument measured over
-    /// its threshold is offered to it (never waiting).
-    pub forensics: Option<&'a Recorder>,
+    /// What captures late wake-ups (spike forensics), while it runs:
+    /// what an instrument measured over its threshold is offered to it
+    /// (never waiting).
+    pub capturer: Option<&'a Capturer>,
 }
 
 impl<'a> Step<'a> {
-    /// A step of the instrument `name`, no CPU claimed, no forensics.
+    /// A step of the instrument `name`, no CPU claimed, nothing capturing.
     pub fn new(
         name: &'a str,
         (mono_ns, unix_ns): (u64, u64),
@@ -270,7 +293,7 @@ impl<'a> Step<'a> {
             parts,
             record,
             claims: &NO_CLAIMS,
-            forensics: None,
+            capturer: None,
         }
     }
 
@@ -279,10 +302,11 @@ impl<'a> Step<'a> {
         Step { claims, ..self }
     }
 
-    /// Spike forensics, which hears of what this instrument measured.
-    pub fn with_forensics(self, forensics: &'a Recorder) -> Step<'a> {
+    /// What captures late wake-ups, which hears of what this instrument
+    /// measured.
+    pub fn with_capturer(self, capturer: &'a Capturer) -> Step<'a> {
         Step {
-            forensics: Some(forensics),
+            capturer: Some(capturer),
             ..self
         }
     }
@@ -340,6 +364,13 @@ pub trait Run: Send {
     /// time, before a window starting in a step cuts the record). Plain
     /// memory work; nothing by default.
     fn take_in(&mut self, _step: Step<'_>) {}
+    /// What captures late wake-ups, when this instrument runs it: the
+    /// daemon asks once after start and offers it every run's steps and
+    /// the samplers' late wake-ups (one instrument has one; None by
+    /// default).
+    fn capturer(&self) -> Option<Capturer> {
+        None
+    }
     /// One collector tick. Slow work (starting processes, joining
     /// threads) goes to the blocking pool; the step only looks at it.
     fn step<'a>(&'a mut self, step: Step<'a>) -> Boxed<'a, ()>;
@@ -359,6 +390,8 @@ pub struct Entry {
     pub native: Option<Native>,
     /// Its own route, `/api/v1/NAME`, when it has one.
     pub api: Option<Api>,
+    /// Its other routes (pages, a resource by id), when it has any.
+    pub routes: Option<Routes>,
     /// Its object in `/api/v1/status` as OpenAPI 3.1 schemas (its folder's
     /// `schema.json`): a JSON object whose first schema is the object's,
     /// the others any it refers to. None: it has no object there.
@@ -368,28 +401,6 @@ pub struct Entry {
     pub idle: fn(&Config) -> Box<dyn Part>,
     /// Starts it as its section says.
     pub start: fn(&Start<'_>) -> Started,
-}
-
-/// An instrument's own route, `/api/v1/NAME`: its JSON, built from its
-/// part under the state's lock, and its description (its folder's
-/// `api.json`: the OpenAPI 3.1 path item as `path`, the schemas it refers
-/// to as `schemas`).
-#[derive(Clone, Copy)]
-pub struct Api {
-    pub json: fn(&dyn Part, u64) -> Box<RawValue>,
-    pub openapi: &'static str,
-}
-
-/// An instrument's histogram family with native buckets: its name (one
-/// of the entry's families), its series, copied under the state's lock
-/// to be encoded after it, and their exemplars (in the protobuf and
-/// OpenMetrics expositions), when it has any, from what forensics
-/// captured in this run.
-#[derive(Clone, Copy)]
-pub struct Native {
-    pub name: &'static str,
-    pub series: fn(&dyn Part) -> Vec<SeriesCopy>,
-    pub exemplars: Option<fn(&dyn Part, &Captures) -> Exemplars>,
 }
 
 #[cfg(test)]
