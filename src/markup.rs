@@ -25,6 +25,12 @@ pub fn escape(text: &str) -> String {
     out
 }
 
+/// Nanoseconds as microseconds with one decimal, as the daemon's pages
+/// tables show them.
+pub fn micros(ns: u64) -> String {
+    format!("{:.1}", ns as f64 / 1_000.0)
+}
+
 /// The style sheet of the daemon's pages.
 pub const STYLE: &str = "\
 body{font-family:sans-serif;margin:1.5em;color:#222;background:#fff}\

@@ -216,7 +216,7 @@ fn page_prefixes() -> impl Iterator<Item = &'static str> {
     (INSTRUMENTS.iter())
         .flat_map(|entry| entry.routes.iter().flat_map(|r| r.list.iter()))
         .filter(|route| route.page)
-        .filter_map(|route| route.path.strip_suffix("{id}"))
+        .filter_map(|route| route.path.split_once('{').map(|(prefix, _)| prefix))
 }
 
 /// The routes; the metrics are served at `export.telemetry_path`
@@ -235,7 +235,7 @@ pub fn router(app: AppState) -> Router {
         }
         for &route in entry.routes.iter().flat_map(|r| r.list.iter()) {
             let name = entry.name;
-            router = if route.path.contains("{id}") {
+            router = if route.path.contains('{') {
                 router.route(
                     route.path,
                     get(move |State(app): State<AppState>, Path(id): Path<String>| {

@@ -3,8 +3,8 @@
 
 use std::fmt::Write as _;
 
-use super::page_parts::us;
 use crate::daemon::state::SamplerView;
+use crate::markup::micros;
 
 /// One CPU's row of the status table; times in ns.
 #[derive(Debug, Clone)]
@@ -75,20 +75,20 @@ pub(super) fn render_cpus(html: &mut String, rows: &[CpuRow]) {
             if row.count == 0 {
                 "-".to_string()
             } else {
-                us(row.min_ns)
+                micros(row.min_ns)
             },
             row.avg_ns / 1_000.0,
             if row.count == 0 {
                 "-".to_string()
             } else {
-                us(row.p99_ns)
+                micros(row.p99_ns)
             },
             if row.count == 0 {
                 "-".to_string()
             } else {
-                us(row.max_ns)
+                micros(row.max_ns)
             },
-            row.window_max_ns.map_or_else(|| "-".to_string(), us),
+            row.window_max_ns.map_or_else(|| "-".to_string(), micros),
             if row.over_window > 0 {
                 " class=\"bad\""
             } else {

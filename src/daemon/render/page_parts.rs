@@ -10,12 +10,6 @@ use crate::markup::{escape, page_foot, page_head};
 use crate::record::GapReason;
 use crate::units::{NS_PER_SEC, format_duration_ns};
 
-/// Nanoseconds as microseconds with one decimal, as the page's tables
-/// show them.
-pub(super) fn us(ns: u64) -> String {
-    format!("{:.1}", ns as f64 / 1_000.0)
-}
-
 /// The line the page leads with: whether the host's latency budget
 /// (`measure.spike_threshold`) held, from the wake-ups over it in the
 /// window and since start (each CPU's in the table). Red while any

@@ -15,7 +15,7 @@ use crate::calendar::parse_rfc3339_ns;
 use crate::forensics::{Capability, Capture, Journal, Lookup, Summary, store};
 use crate::host::HostInfo;
 use crate::instruments::shape::{Answer, Part, Refusal, Route};
-use crate::markup::escape;
+use crate::markup::{escape, micros};
 use crate::series::exemplars::{CAPTURE_LABEL, Captured, Captures, Exemplar, Pending};
 use crate::units::Now;
 
@@ -59,12 +59,6 @@ pub(super) fn status(p: &ForensicsPart) -> Box<RawValue> {
 /// Captures listed on the status page.
 const PAGE_SPIKES: usize = 10;
 
-/// Nanoseconds as microseconds with one decimal, as the page's tables
-/// show them.
-fn us(ns: u64) -> String {
-    format!("{:.1}", ns as f64 / 1_000.0)
-}
-
 /// The status page's "Recent spikes": the newest captures with their
 /// verdicts, each linked to its page; or why there are none.
 pub(super) fn page_section(p: &ForensicsPart) -> String {
@@ -102,7 +96,7 @@ pub(super) fn page_section(p: &ForensicsPart) -> String {
             "<tr><td class=\"l\"><a href=\"/spikes/{id}\">{at}</a></td><td>{}</td>\
              <td>{}</td><td class=\"l\">{}</td><td class=\"l\">{}{}</td></tr>",
             spike.cpu,
-            us(spike.latency_ns),
+            micros(spike.latency_ns),
             escape(&main),
             escape(&spike.verdict),
             if spike.complete {

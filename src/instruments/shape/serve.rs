@@ -46,7 +46,7 @@ pub struct Routes {
 /// and the answer made from that after the lock is released.
 #[derive(Clone, Copy)]
 pub struct Route {
-    /// As the router writes it; at most one parameter, `{id}`.
+    /// As the router writes it; at most one parameter, last (`{id}`).
     pub path: &'static str,
     /// An HTML page (its refusals are pages too), else JSON.
     pub page: bool,
