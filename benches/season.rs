@@ -30,8 +30,9 @@ use std::time::Instant;
 
 use counting::live_bytes;
 use latencyd::config::Config;
-use latencyd::daemon::state::{ChangeSeen, CpuView, GapLog, HostTrack};
+use latencyd::daemon::state::{CpuView, GapLog};
 use latencyd::host::{Fact, Fingerprint};
+use latencyd::instruments::host_facts::{ChangeSeen, HostTrack};
 use latencyd::record::writer::{LogWriter, Settings, Target};
 use latencyd::record::{Accumulator, GapReason};
 use latencyd::stats::LatencyStats;

@@ -20,6 +20,7 @@ use latencyd::daemon::state::{
 use latencyd::forensics::events::Event;
 use latencyd::forensics::{Capability, Capture, Cause, Journal, Summary};
 use latencyd::instruments::forensics::ForensicsPart;
+use latencyd::instruments::host_facts::HostFactsPart;
 use latencyd::instruments::hwnoise::HwnoisePart;
 use latencyd::instruments::observe::ObservePart;
 use latencyd::instruments::timerlat::TimerlatPart;
@@ -111,9 +112,12 @@ fn state(per_cpu_histograms: bool) -> MonitorState {
         listen: vec!["127.0.0.1:9479".parse().unwrap()],
         record: Default::default(),
         pm_qos_held_us: Some(0),
-        fingerprint: common::synthetic_fingerprint(NOW_UNIX_NS - 900 * S),
         parts: {
             let mut parts = latencyd::daemon::state::Parts::new(&config);
+            parts
+                .of_mut::<HostFactsPart>()
+                .expect("the host facts are registered")
+                .track = common::synthetic_fingerprint(NOW_UNIX_NS - 900 * S);
             parts
                 .of_mut::<ForensicsPart>()
                 .expect("forensics is registered")

@@ -158,8 +158,14 @@ fn router() -> axum::Router {
         listen: vec!["127.0.0.1:9479".parse().unwrap()],
         record: Default::default(),
         pm_qos_held_us: None,
-        fingerprint: common::synthetic_fingerprint(0),
-        parts: latencyd::daemon::state::Parts::new(&config),
+        parts: {
+            let mut parts = latencyd::daemon::state::Parts::new(&config);
+            parts
+                .of_mut::<latencyd::instruments::host_facts::HostFactsPart>()
+                .expect("the host facts are registered")
+                .track = common::synthetic_fingerprint(0);
+            parts
+        },
         gaps: Default::default(),
         config,
     };

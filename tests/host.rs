@@ -475,3 +475,39 @@ fn facts_that_cannot_be_read_for_want_of_file_descriptors_are_not_a_host_change(
     );
     assert_eq!(daemon.get("/healthz").0, 200);
 }
+
+/// `host.reread_interval` is applied on reload: facts read once at start
+/// are read again every second from the reload on.
+#[test]
+fn a_reload_puts_a_new_reread_interval_in_force() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = daemon_config(dir.path(), "", "", "[host]\nreread_interval = \"0s\"\n");
+    let daemon = Daemon::start(latencyd().args(["run", "--config"]).arg(&config));
+    let first = host(&daemon);
+    assert_eq!(first["reread_interval_ns"], 0, "{first}");
+    std::thread::sleep(Duration::from_millis(1_500));
+    let later = host(&daemon);
+    assert_eq!(
+        later["read_unix_ns"], first["read_unix_ns"],
+        "read once only"
+    );
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        text.replace("reread_interval = \"0s\"", "reread_interval = \"1s\""),
+    )
+    .unwrap();
+    daemon.signal(libc::SIGHUP);
+    wait_until(
+        "a read after the reload",
+        Duration::from_millis(100),
+        Duration::from_secs(10),
+        || host(&daemon)["read_unix_ns"] != first["read_unix_ns"],
+    );
+    assert_eq!(host(&daemon)["reread_interval_ns"], 1_000_000_000u64);
+    let log = daemon.log_text();
+    assert!(
+        log.contains("reload: applied host.reread_interval = \"1s\""),
+        "{log}"
+    );
+}

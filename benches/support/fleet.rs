@@ -19,8 +19,9 @@ use axum::routing::get;
 use latencyd::config::Config;
 use latencyd::daemon::render::clock::SYSTEM_CLOCKS;
 use latencyd::daemon::render::metrics;
-use latencyd::daemon::state::{ChangeSeen, MonitorState};
+use latencyd::daemon::state::MonitorState;
 use latencyd::host::{Fact, Fingerprint, HostInfo};
+use latencyd::instruments::host_facts::{ChangeSeen, HostFactsPart};
 use latencyd::rt::sys;
 use latencyd::stats::LatencyStats;
 use latencyd::units::unix_now_ns;
@@ -311,9 +312,10 @@ pub fn tick(fleet: &Fleet, seconds: std::ops::Range<u64>, rng: &mut Rng) {
             let now = unix_now_ns();
             let facts = facts(&fleet.base_facts, UPGRADED);
             let topology = synthetic::topology(host.cpus);
-            state
-                .fingerprint
-                .take_read(facts, topology, now, 0, ChangeSeen::Running);
+            if let Some(part) = state.parts.of_mut::<HostFactsPart>() {
+                part.track
+                    .take_read(facts, topology, now, 0, ChangeSeen::Running);
+            }
         };
         match host.story {
             Story::Spike => spikes

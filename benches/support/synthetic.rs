@@ -3,8 +3,9 @@
 //! render with latencyd's own renderer.
 
 use latencyd::config::Config;
-use latencyd::daemon::state::{CpuView, HostTrack, MonitorState, Parts, ReloadRecord, SamplerView};
+use latencyd::daemon::state::{CpuView, MonitorState, Parts, ReloadRecord, SamplerView};
 use latencyd::host::{CpuTopology, Fingerprint, HostInfo};
+use latencyd::instruments::host_facts::{HostFactsPart, HostTrack};
 use latencyd::rt::sys::Policy;
 
 /// A running real-time sampler on `cpu`, last seen at `now_ns`.
@@ -54,7 +55,14 @@ pub fn state(
         .collect();
     MonitorState {
         host,
-        parts: Parts::new(&config),
+        parts: {
+            let mut parts = Parts::new(&config);
+            if let Some(part) = parts.of_mut::<HostFactsPart>() {
+                part.track =
+                    HostTrack::new(facts, topology(n_cpus), latencyd::units::unix_now_ns(), 0);
+            }
+            parts
+        },
         gaps: Default::default(),
         started_ns: now_ns,
         cpus,
@@ -64,7 +72,6 @@ pub fn state(
         listen: vec!["127.0.0.1:9479".parse().unwrap()],
         record: Default::default(),
         pm_qos_held_us: None,
-        fingerprint: HostTrack::new(facts, topology(n_cpus), latencyd::units::unix_now_ns(), 0),
         config,
     }
 }

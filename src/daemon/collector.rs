@@ -8,8 +8,8 @@
 //! the blocking pool; the tick only looks at the result when it is ready,
 //! and the engine checks the new sampler without waiting for it.
 
+use std::sync::Mutex;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use tokio::task::JoinHandle;
@@ -130,17 +130,11 @@ impl Collector {
             capturer: &self.capturer,
         };
         runs::take_in(&mut self.runs, state, &mut self.record, &tick);
-        if let Some((accumulator, keeper)) = &mut self.record {
-            // Filed under the host's facts in force as the interval ended,
-            // not as the tick after it finds them (up to a period later).
-            let due_ns = accumulator.due_ns();
-            if due_ns <= (self.unix_ns)() {
-                let in_force = Arc::clone(lock(state).fingerprint.in_force_at(due_ns));
-                accumulator.set_fingerprint(in_force);
-            }
-            if let Some(batch) = accumulator.take((self.unix_ns)(), false) {
-                keeper.submit(batch);
-            }
+        // What the interval is filed under was set by the runs' take-in.
+        if let Some((accumulator, keeper)) = &mut self.record
+            && let Some(batch) = accumulator.take((self.unix_ns)(), false)
+        {
+            keeper.submit(batch);
         }
         runs::step(&mut self.runs, state, &mut self.record, &tick).await;
         if self.cpus.step(now.0).await {

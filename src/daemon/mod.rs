@@ -35,7 +35,6 @@ mod cpu_watch;
 mod error;
 mod event_loop;
 mod gaps;
-mod host_watch;
 mod listen;
 mod logging;
 mod notify;

@@ -14,7 +14,7 @@ use tracing::{error, info, warn};
 use super::error::StartupError;
 use super::http::server;
 use super::http::webconfig::Security;
-use super::state::{CpuView, HostTrack, MonitorState, Parts, ReloadRecord, SamplerView};
+use super::state::{CpuView, MonitorState, Parts, ReloadRecord, SamplerView};
 use crate::config::Config;
 use crate::cpulist::format_cpu_list;
 use crate::host::HostInfo;
@@ -169,7 +169,6 @@ pub(super) struct First<'a> {
     /// The registered instruments' first parts.
     pub instruments: Parts,
     pub record: Option<&'a Keeper>,
-    pub fingerprint: HostTrack,
 }
 
 impl First<'_> {
@@ -198,7 +197,6 @@ impl First<'_> {
             })
             .collect();
         MonitorState {
-            fingerprint: self.fingerprint,
             started_ns,
             pm_qos_held_us: self.pm_qos_held_us,
             cpus,

@@ -72,7 +72,6 @@ async fn join_samplers(
         });
         // The interval in progress is written with its true length.
         if let Some((mut accumulator, mut keeper)) = record {
-            accumulator.set_fingerprint(Arc::clone(&lock(&joined_state).fingerprint.current));
             if let Some(batch) = accumulator.take(unix_now_ns(), true) {
                 keeper.submit(batch);
             }

@@ -8,7 +8,6 @@ use std::net::TcpListener;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use tracing::{error, info, warn};
 
@@ -19,7 +18,7 @@ use super::http::webconfig::Security;
 use super::http::{self, server};
 use super::render::metrics::SYSTEM_CLOCKS;
 use super::state::lock;
-use super::{host_watch, logging, notify, parts, shutdown};
+use super::{logging, notify, parts, shutdown};
 use crate::cli::RunArgs;
 use crate::config::{self, Config, Sources};
 use crate::host::HostInfo;
@@ -140,9 +139,6 @@ async fn serve(
     // the observer's reader) and the record's run where the exporter does.
     let (instruments, runs) = parts::start_instruments(&config, &host, &cpus);
     let record = parts::start_record(&config, &host);
-    let record_dir = record.as_ref().map(|_| config.record.dir.clone());
-    let first_facts = host_watch::FirstRead::take(&cpus, record_dir).await;
-    let reread = Duration::from_nanos(config.host.reread_interval_ns);
     let first = parts::First {
         engine: &engine,
         pm_qos_held_us: pm_qos_hold.as_ref().map(|hold| hold.latency_us),
@@ -150,10 +146,8 @@ async fn serve(
         listen,
         instruments,
         record: record.as_ref().map(|(_, keeper)| keeper),
-        fingerprint: first_facts.track(),
     };
     let state = Arc::new(Mutex::new(first.state(config, host)));
-    tokio::spawn(host_watch::watch(first_facts, Arc::clone(&state), reread));
     let mut app = http::AppState::new(Arc::clone(&state), true, SYSTEM_CLOCKS);
     app.security = Arc::new(std::sync::RwLock::new(Arc::new(security)));
     let security = Arc::clone(&app.security);

@@ -9,12 +9,14 @@
 //!
 //! It is also the room of the daemon's instruments in their one shape
 //! (`shape`): one folder each (`forensics`, `observe`, `load_windows`,
-//! `timerlat`, `hwnoise`, `busypoll`, `qualification`), listed in
+//! `host_facts`, `timerlat`, `hwnoise`, `busypoll`, `qualification`),
+//! listed in
 //! `registry`.
 
 pub mod busypoll;
 pub mod event;
 pub mod forensics;
+pub mod host_facts;
 pub mod hwlat;
 pub mod hwnoise;
 pub mod load_windows;

@@ -9,6 +9,7 @@ pub static INSTRUMENTS: &[&Entry] = &[
     &super::forensics::ENTRY,
     &super::observe::ENTRY,
     &super::load_windows::ENTRY,
+    &super::host_facts::ENTRY,
     &super::timerlat::ENTRY,
     &super::hwnoise::ENTRY,
     &super::busypoll::ENTRY,

@@ -633,9 +633,9 @@ pub fn doc_table_rows(doc: &str, section: &str) -> Vec<Vec<String>> {
 /// The synthetic host's fingerprint: facts read at `start_unix_ns`, then
 /// one change 60 s later (CPU 2's deepest idle state disabled, an IRQ
 /// moved onto it), and the topology of a 2-socket machine with SMT.
-pub fn synthetic_fingerprint(start_unix_ns: u64) -> latencyd::daemon::state::HostTrack {
-    use latencyd::daemon::state::{ChangeSeen, HostTrack};
+pub fn synthetic_fingerprint(start_unix_ns: u64) -> latencyd::instruments::host_facts::HostTrack {
     use latencyd::host::{CpuTopology, Fact, Fingerprint};
+    use latencyd::instruments::host_facts::{ChangeSeen, HostTrack};
     let facts = |states: &str, irq: &str| {
         let mut fp = Fingerprint::default();
         for (name, value) in [

@@ -188,16 +188,6 @@ pub(super) async fn status(State(app): State<AppState>) -> axum::Json<status::St
     axum::Json(status::status(&app.lock(), now))
 }
 
-/// The host's facts, topology and changes. Encoded after the lock is
-/// released: the facts of a large host are some kilobytes.
-pub(super) async fn host(State(app): State<AppState>) -> Response {
-    let body = {
-        let s = app.lock();
-        render::host::fingerprint(&s.fingerprint, s.config.host.reread_interval_ns)
-    };
-    axum::Json(body).into_response()
-}
-
 /// A registered instrument's own route (`/api/v1/NAME`): its JSON, built
 /// from its part under the state's lock.
 pub(super) async fn instrument_api(app: AppState, name: &'static str, api: Api) -> Response {

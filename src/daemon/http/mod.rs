@@ -179,7 +179,6 @@ const OWN_ROUTES: &[&str] = &[
     "/healthz",
     "/livez",
     "/api/v1/status",
-    "/api/v1/host",
     "/api/v1/latency",
     "/api/v1/latency/{cpu}",
     "/api/v1/openapi.json",
@@ -188,7 +187,7 @@ const OWN_ROUTES: &[&str] = &[
 
 /// The route the registered instruments' routes (`/api/v1/NAME`, then
 /// their others) follow, in the list and in the OpenAPI document.
-pub const INSTRUMENT_ROUTES_AFTER: &str = "/api/v1/host";
+pub const INSTRUMENT_ROUTES_AFTER: &str = "/api/v1/status";
 
 /// Every route `router` serves, as written in the OpenAPI document
 /// (`/api/v1/openapi.json`, checked against both by `tests/daemon_http.rs`):
@@ -259,7 +258,6 @@ pub fn router(app: AppState) -> Router {
         .route("/healthz", get(healthz))
         .route(LIVENESS_PATH, get(livez))
         .route("/api/v1/status", get(status))
-        .route("/api/v1/host", get(host))
         .route("/api/v1/latency", get(latency_all))
         .route("/api/v1/latency/{cpu}", get(latency_one))
         .route("/api/v1/openapi.json", get(openapi))

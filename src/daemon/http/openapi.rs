@@ -3,7 +3,9 @@
 //! each registered instrument's object in `/api/v1/status` from the
 //! `schema.json` in its own folder ([`Entry::schema`]), its own route
 //! from its `api.json` ([`Api::openapi`]) and its others from its
-//! `routes.json` ([`Routes::openapi`]). The document is put together
+//! `routes.json` ([`Routes::openapi`]), and its fields among the status
+//! object's own from its `fields.json` ([`Entry::fields`]). The document
+//! is put together
 //! once, in the order the status object and the routes are served, so
 //! that adding an instrument adds its schemas without naming it here.
 
@@ -89,6 +91,7 @@ fn compose(base: &str, entries: &[&Entry]) -> Result<String, String> {
         let group: Vec<(String, Ordered)> = objects.by_ref().take(count).collect();
         insert_objects(status, after, &group)?;
     }
+    add_fields(&mut doc, entries)?;
     add_routes(&mut doc, entries)?;
     let mut text = serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?;
     text.push('\n');
@@ -124,6 +127,49 @@ fn insert_objects(
     for (i, (name, _)) in objects.iter().enumerate() {
         required.insert(at + i, Ordered::Scalar(Value::String(name.clone())));
     }
+    Ok(())
+}
+
+/// Each entry's fields at the end of the status object's properties and
+/// required names, in registry order, and the schemas they refer to.
+fn add_fields(doc: &mut Ordered, entries: &[&Entry]) -> Result<(), String> {
+    let mut fields = Vec::new();
+    for entry in entries {
+        let Some(text) = entry.fields else {
+            continue;
+        };
+        let mut schemas: IndexMap<String, Ordered> =
+            serde_json::from_str(text).map_err(|e| format!("{}'s fields.json: {e}", entry.name))?;
+        let Some((_, mut first)) = schemas.shift_remove_index(0) else {
+            return Err(format!("{}'s fields.json names no schema", entry.name));
+        };
+        let properties = std::mem::take(first.object_at(&["properties"])?);
+        fields.extend(properties);
+        let all = doc.object_at(&["components", "schemas"])?;
+        for (name, schema) in schemas {
+            if all.insert(name.clone(), schema).is_some() {
+                return Err(format!("{}'s schema {name} is defined twice", entry.name));
+            }
+        }
+    }
+    let status = doc.object_at(&["components", "schemas", "Status"])?;
+    let properties = status.get_mut("properties");
+    let Some(Ordered::Object(properties)) = properties else {
+        return Err("no Status.properties".to_string());
+    };
+    for (name, schema) in &fields {
+        if properties.insert(name.clone(), schema.clone()).is_some() {
+            return Err(format!("Status.properties.{name} is defined twice"));
+        }
+    }
+    let Some(Ordered::Array(required)) = status.get_mut("required") else {
+        return Err("no Status.required".to_string());
+    };
+    required.extend(
+        fields
+            .into_iter()
+            .map(|(name, _)| Ordered::Scalar(Value::String(name))),
+    );
     Ok(())
 }
 
@@ -208,15 +254,36 @@ mod tests {
             let at = required.iter().position(|r| *r == after).unwrap() + 1;
             assert_eq!(required[at..at + group.len()], group[..], "after {after}");
         }
-        // One without an object (the observer's: its route says all) has
-        // none there.
-        for entry in INSTRUMENTS.iter().filter(|e| e.schema.is_none()) {
+        // One without an object or fields (the observer's: its route says
+        // all) has none there.
+        let without = INSTRUMENTS
+            .iter()
+            .filter(|e| e.schema.is_none() && e.fields.is_none());
+        for entry in without {
             assert!(
                 status["properties"].get(entry.name).is_none(),
                 "{}",
                 entry.name
             );
             assert!(!required.contains(&entry.name), "{}", entry.name);
+        }
+        // The fields come last, in registry order, each described.
+        let fields: Vec<String> = (INSTRUMENTS.iter().filter_map(|e| e.fields))
+            .flat_map(|text| {
+                let schemas: IndexMap<String, Value> = serde_json::from_str(text).unwrap();
+                let first = schemas.into_values().next().unwrap();
+                first["properties"]
+                    .as_object()
+                    .unwrap()
+                    .keys()
+                    .cloned()
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        assert!(!fields.is_empty(), "an instrument has fields");
+        assert_eq!(required[required.len() - fields.len()..], fields[..]);
+        for field in &fields {
+            assert!(status["properties"][field].is_object(), "{field}");
         }
         for entry in with_object() {
             let reference = status["properties"][entry.name]["$ref"].as_str().unwrap();
@@ -243,6 +310,24 @@ mod tests {
         );
         let twice = compose(BASE, &[with_object, with_object]).unwrap_err();
         assert!(twice.contains("defined twice"), "{twice}");
+        // So are fields that are not an object's properties, and fields
+        // the daemon has already.
+        let with_fields = *INSTRUMENTS.iter().find(|e| e.fields.is_some()).unwrap();
+        for (fields, said) in [
+            ("[]", "fields.json"),
+            (r#"{"F": {"type": "object"}}"#, "no properties"),
+            (
+                r#"{"F": {"properties": {"record": {}}}}"#,
+                "Status.properties.record",
+            ),
+        ] {
+            let broken = Entry {
+                fields: Some(fields),
+                ..*with_fields
+            };
+            let err = compose(BASE, &[&broken]).unwrap_err();
+            assert!(err.contains(said), "{fields}: {err}");
+        }
         // Routes described other than they are served are refused.
         let with_routes = *INSTRUMENTS.iter().find(|e| e.routes.is_some()).unwrap();
         let routes = with_routes.routes.unwrap();

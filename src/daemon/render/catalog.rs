@@ -30,11 +30,13 @@ pub fn families() -> impl Iterator<Item = Family> {
 /// instruments' follow it (in registry order; the last takes the rest),
 /// so that every family is served where it always has been: forensics'
 /// and the observer's after the configuration's, the load windows' after
-/// the record's, the others after the host's.
+/// the record's, the host facts' after the host's, the others after the
+/// build's.
 const SERVED: &[(&[Family], usize)] = &[
     (SAMPLERS_AND_CONFIG, 2),
     (TRACEFS_AND_RECORD, 1),
-    (HOST_FAMILIES, usize::MAX),
+    (HOST_INFO, 1),
+    (BUILD_INFO, usize::MAX),
 ];
 
 /// The samplers' and the configuration's families.
@@ -206,77 +208,20 @@ const TRACEFS_AND_RECORD: &[Family] = &[
     },
 ];
 
-/// The host's families and the build's.
-const HOST_FAMILIES: &[Family] = &[
-    Family {
-        name: "latencyd_host_info",
-        help: "What the host runs; always 1.",
-        kind: MetricType::GAUGE,
-        labels: &["kernel", "preempt_rt", "machine", "nodename"],
-        build: Build::State(families::host_info),
-    },
-    Family {
-        name: "latencyd_cpu_info",
-        help: "Where each online CPU sits: package (socket), core, NUMA node and SMT siblings (a CPU list); always 1. Join on cpu to group other series; never a label of the latency series themselves.",
-        kind: MetricType::GAUGE,
-        labels: &["cpu", "package", "core", "node", "smt_sibling"],
-        build: Build::State(families::cpu_info),
-    },
-    Family {
-        name: "latencyd_host_fingerprint_info",
-        help: "The host's latency-relevant configuration: the identifier over all its facts (GET /api/v1/host lists them) and the main ones; always 1. A new identifier is a new configuration.",
-        kind: MetricType::GAUGE,
-        labels: &[
-            "fingerprint",
-            "kernel",
-            "preempt",
-            "cmdline_hash",
-            "microcode",
-            "bios_version",
-            "cpu_model",
-            "smt",
-            "idle_driver",
-            "idle_governor",
-            "cpufreq_governor",
-            "pm_qos_us",
-            "tuned_profile",
-            "hypervisor",
-        ],
-        build: Build::State(families::host_fingerprint_info),
-    },
-    Family {
-        name: "latencyd_host_fingerprint_changes_total",
-        help: "Changes of the host's fingerprint seen since start (the first at start counts when the record's last facts differ).",
-        kind: MetricType::COUNTER,
-        labels: &[],
-        build: Build::State(families::host_fingerprint_changes_total),
-    },
-    Family {
-        name: "latencyd_host_fingerprint_last_change_timestamp_seconds",
-        help: "When the last change of the host's fingerprint was seen; absent until one is.",
-        kind: MetricType::GAUGE,
-        labels: &[],
-        build: Build::State(families::host_fingerprint_last_change_timestamp_seconds),
-    },
-    Family {
-        name: "latencyd_host_fact_changed_timestamp_seconds",
-        help: "When a family of facts (kernel.release, cpuidle.states, irq, ...) last changed; one series per family that changed since start.",
-        kind: MetricType::GAUGE,
-        labels: &["fact"],
-        build: Build::State(families::host_fact_changed_timestamp_seconds),
-    },
-    Family {
-        name: "latencyd_host_facts_read_duration_seconds",
-        help: "How long the latest read of the host's facts took (host.reread_interval apart, on the exporter's side).",
-        kind: MetricType::GAUGE,
-        labels: &[],
-        build: Build::State(families::host_facts_read_duration_seconds),
-    },
-    Family {
-        name: "latencyd_build_info",
-        help: "What latencyd is; always 1.",
-        kind: MetricType::GAUGE,
-        labels: &["version", "revision"],
-        build: Build::State(families::build_info),
-    },
-];
+/// What the host runs.
+const HOST_INFO: &[Family] = &[Family {
+    name: "latencyd_host_info",
+    help: "What the host runs; always 1.",
+    kind: MetricType::GAUGE,
+    labels: &["kernel", "preempt_rt", "machine", "nodename"],
+    build: Build::State(families::host_info),
+}];
+
+/// What latencyd is.
+const BUILD_INFO: &[Family] = &[Family {
+    name: "latencyd_build_info",
+    help: "What latencyd is; always 1.",
+    kind: MetricType::GAUGE,
+    labels: &["version", "revision"],
+    build: Build::State(families::build_info),
+}];

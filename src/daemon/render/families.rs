@@ -272,65 +272,6 @@ pub fn host_info(s: &Scrape) -> Vec<Metric> {
     )]
 }
 
-pub fn cpu_info(s: &Scrape) -> Vec<Metric> {
-    s.state
-        .fingerprint
-        .topology
-        .iter()
-        .map(|t| {
-            let known = |v: Option<String>| v.unwrap_or_else(|| "unknown".to_string());
-            gauge(
-                vec![
-                    label("core", &known(t.core.map(|c| c.to_string()))),
-                    label("cpu", &t.cpu.to_string()),
-                    label("node", &known(t.node.map(|n| n.to_string()))),
-                    label("package", &known(t.package.map(|p| p.to_string()))),
-                    label("smt_sibling", &known(t.smt_siblings.clone())),
-                ],
-                1.0,
-            )
-        })
-        .collect()
-}
-
-pub fn host_fingerprint_info(s: &Scrape) -> Vec<Metric> {
-    let mut labels: Vec<LabelPair> = super::host::main_facts(&s.state.fingerprint)
-        .iter()
-        .map(|(name, value)| label(name, value))
-        .collect();
-    labels.sort_by(|a, b| a.name().cmp(b.name()));
-    vec![gauge(labels, 1.0)]
-}
-
-pub fn host_fingerprint_changes_total(s: &Scrape) -> Vec<Metric> {
-    vec![counter(vec![], s.state.fingerprint.changes_total as f64)]
-}
-
-pub fn host_fingerprint_last_change_timestamp_seconds(s: &Scrape) -> Vec<Metric> {
-    s.state
-        .fingerprint
-        .last_change_unix_ns
-        .map(|ns| gauge(vec![], ns as f64 / NS))
-        .into_iter()
-        .collect()
-}
-
-pub fn host_fact_changed_timestamp_seconds(s: &Scrape) -> Vec<Metric> {
-    s.state
-        .fingerprint
-        .family_changed_unix_ns
-        .iter()
-        .map(|(fact, ns)| gauge(vec![label("fact", fact)], *ns as f64 / NS))
-        .collect()
-}
-
-pub fn host_facts_read_duration_seconds(s: &Scrape) -> Vec<Metric> {
-    vec![gauge(
-        vec![],
-        s.state.fingerprint.read_duration_ns as f64 / NS,
-    )]
-}
-
 pub fn build_info(_: &Scrape) -> Vec<Metric> {
     vec![gauge(
         vec![

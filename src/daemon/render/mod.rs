@@ -7,8 +7,6 @@
 //!   with the state's native buckets and `exemplars`, built in
 //!   `exposition` from the `series` copied out of the state.
 //! - `status`: `/api/v1/status`; `json`: the JSON API's other bodies;
-//!   `host`: the host's fingerprint
-//!   (`/api/v1/host`, the info metric's labels, the topology).
 //! - `page`: the status page `/` and the plot's data (`page_parts`: its
 //!   sections that need none of its snapshot).
 //! - the registered instruments' families, objects, lines and plots are
@@ -23,7 +21,6 @@ pub mod clock;
 pub mod exemplars;
 pub mod exposition;
 pub mod families;
-pub mod host;
 pub mod json;
 pub mod metric;
 pub mod metrics;

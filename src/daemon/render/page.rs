@@ -17,7 +17,6 @@ use super::page_parts::{gap_line, human_duration, render_budget, render_gaps, re
 use crate::markup::STYLE;
 
 use super::plots;
-use crate::calendar::format_rfc3339_ms;
 use crate::daemon::state::MonitorState;
 use crate::plot::{PlotData, Source};
 use crate::stats::P99;
@@ -56,16 +55,12 @@ pub struct Snapshot {
     /// The registered instruments' plots (timerlat's: every CPU and
     /// context), those with series, each with its source.
     pub instrument_plots: Vec<(Source, PlotData)>,
-    /// The registered instruments' sections (HTML), after the gaps.
+    /// The registered instruments' sections (HTML), after the gaps and
+    /// after the record.
     pub sections: Vec<String>,
+    pub sections_after_record: Vec<String>,
     /// The on-disk record: whether it is written, where, and how it goes.
     pub record: crate::record::Status,
-    /// The host's fingerprint, since when it is in force, the changes
-    /// seen and the facts of the last one.
-    pub fingerprint: String,
-    pub fingerprint_since_unix_ns: u64,
-    pub fingerprint_changes: u64,
-    pub last_change: Option<(u64, Vec<String>)>,
     /// The registered instruments' lines, by instrument.
     pub lines: Vec<(&'static str, crate::instruments::shape::PageLine)>,
     /// The latest stretches without samples, one line each, and whether
@@ -110,14 +105,10 @@ impl Snapshot {
             sections: (s.parts.iter())
                 .filter_map(|(_, part)| part.page_section(clock))
                 .collect(),
+            sections_after_record: (s.parts.iter())
+                .filter_map(|(_, part)| part.page_section_after_record(clock))
+                .collect(),
             record: s.record.lock().unwrap_or_else(|p| p.into_inner()).clone(),
-            fingerprint: s.fingerprint.id.clone(),
-            fingerprint_since_unix_ns: s.fingerprint.since_unix_ns,
-            fingerprint_changes: s.fingerprint.changes_total,
-            last_change: s.fingerprint.history.back().map(|c| {
-                let facts = c.facts.iter().map(|f| f.name.clone()).collect();
-                (c.at_unix_ns, facts)
-            }),
             plot_window_ns,
             lines: (s.parts.iter())
                 .filter_map(|(name, part)| Some((name, part.page_line()?)))
@@ -223,7 +214,9 @@ pub fn render_page(
         html.push_str(section);
     }
     render_record(&mut html, &snap.record);
-    render_fingerprint(&mut html, snap);
+    for section in &snap.sections_after_record {
+        html.push_str(section);
+    }
     let scope = match snap.plot_window_ns {
         None => "since start".to_string(),
         Some(ns) => format!("over the last {}", format_duration_ns(ns)),
@@ -314,30 +307,6 @@ fn render_unmeasured(html: &mut String, snap: &Snapshot) {
         );
     }
     html.push_str("</ul>\n");
-}
-
-/// The "Host configuration" line: the fingerprint, since when, the
-/// changes seen and what the last one changed.
-fn render_fingerprint(html: &mut String, snap: &Snapshot) {
-    let _ = write!(
-        html,
-        "<h2>Host configuration</h2>\n<p id=\"fingerprint\" class=\"sub\">Fingerprint \
-         <code>{id}</code> since {since}; {n} change(s) seen since start",
-        id = escape(&snap.fingerprint),
-        since = format_rfc3339_ms(snap.fingerprint_since_unix_ns),
-        n = snap.fingerprint_changes,
-    );
-    if let Some((at, facts)) = &snap.last_change {
-        let _ = write!(
-            html,
-            ", the last at {}: {}",
-            format_rfc3339_ms(*at),
-            escape(&facts.join(", "))
-        );
-    }
-    html.push_str(
-        ". Every fact and each change from and to: <a href=\"/api/v1/host\">/api/v1/host</a>.</p>\n",
-    );
 }
 
 /// An SVG document's root element, fit to go inline in HTML.

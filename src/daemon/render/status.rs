@@ -42,10 +42,10 @@ pub struct StatusBody {
     record: RecordBody,
     #[serde(flatten)]
     after_record: Statuses,
-    /// The identifier of the host's facts (`/api/v1/host` has them all).
-    fingerprint: String,
-    /// Every online CPU's package, core, node and SMT siblings.
-    topology: Vec<crate::host::json::CpuJson>,
+    /// The registered instruments' fields among the daemon's own (the
+    /// host's fingerprint and topology), last.
+    #[serde(flatten)]
+    fields: Statuses,
 }
 
 /// Listen addresses as one string, comma-separated.
@@ -258,8 +258,7 @@ pub fn status(s: &MonitorState, clock: super::clock::Now) -> StatusBody {
         after_gaps: parts.take_first(OBJECTS_AFTER[0].1),
         record: RecordBody::of(s),
         after_record: parts,
-        fingerprint: s.fingerprint.id.clone(),
-        topology: super::host::topology(&s.fingerprint.topology),
+        fields: s.parts.status_fields(),
         samplers: s
             .cpus
             .iter()

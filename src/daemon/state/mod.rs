@@ -1,14 +1,13 @@
 //! What the daemon knows, as plain data: per CPU the lifetime statistics,
 //! the trailing-window maximum, the Prometheus bucket counts and the
-//! sampler's condition; plus the host (its fingerprint and topology in
-//! `host.rs`), the configuration and counters of the daemon itself.
+//! sampler's condition; plus the host, the configuration, counters of the
+//! daemon itself and the registered instruments' parts (`parts.rs`).
 //!
 //! The collector task updates it from the samplers' intervals; the HTTP
 //! handlers read it under one lock, so the numbers of one response come
 //! from one state. Tests build it synthetically, without samplers.
 
 mod gaps;
-mod host;
 mod parts;
 
 pub use crate::series::native;
@@ -16,7 +15,6 @@ pub use crate::series::{
     BucketCounts, MAX_HISTOGRAM_SLOTS, NativeCounts, WindowCount, WindowHistogram, WindowMax,
 };
 pub use gaps::{GapLog, GapSeen, MAX_GAPS_SEEN};
-pub use host::{ChangeSeen, HostChange, HostTrack, MAX_HISTORY, ONLINE_SETTLE_NS, OnlineSettling};
 pub use parts::{Parts, Statuses};
 
 use std::sync::{Mutex, MutexGuard};
@@ -182,8 +180,6 @@ pub struct MonitorState {
     /// (`measure.pm_qos`): numbers measured under a PM QoS request are not
     /// comparable with numbers measured without one.
     pub pm_qos_held_us: Option<i32>,
-    /// The host's facts, re-read periodically, and their changes.
-    pub fingerprint: HostTrack,
     /// The registered instruments' parts (`instruments::registry`).
     pub parts: Parts,
     /// The latest stretches without samples: stalls and offline CPUs.

@@ -62,7 +62,8 @@ impl Parts {
 }
 
 /// The parts' objects of `/api/v1/status`, each under its instrument's
-/// name, taken under the lock and written after it.
+/// name (or their fields among the daemon's own, each under its own
+/// name), taken under the lock and written after it.
 pub struct Statuses(Vec<(&'static str, Box<serde_json::value::RawValue>)>);
 
 impl Parts {
@@ -70,6 +71,15 @@ impl Parts {
         Statuses(
             self.iter()
                 .filter_map(|(name, part)| Some((name, part.status()?)))
+                .collect(),
+        )
+    }
+
+    /// Every part's fields among the daemon's own, in registry order.
+    pub fn status_fields(&self) -> Statuses {
+        Statuses(
+            self.iter()
+                .flat_map(|(_, part)| part.status_fields())
                 .collect(),
         )
     }

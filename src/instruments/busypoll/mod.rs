@@ -23,6 +23,7 @@ pub use part::{BusypollPart, CpuGaps, LastWindow, WindowCpu};
 pub static ENTRY: Entry = Entry {
     name: "busypoll",
     schema: Some(include_str!("schema.json")),
+    fields: None,
     families: render::FAMILIES,
     native: None,
     api: None,

@@ -30,6 +30,7 @@ pub use part::ForensicsPart;
 pub static ENTRY: Entry = Entry {
     name: "forensics",
     schema: Some(include_str!("schema.json")),
+    fields: None,
     families: families::FAMILIES,
     native: None,
     api: None,

@@ -22,6 +22,7 @@ pub use windows::*;
 pub static ENTRY: Entry = Entry {
     name: "hwnoise",
     schema: Some(include_str!("schema.json")),
+    fields: None,
     families: render::FAMILIES,
     native: None,
     api: None,

@@ -19,6 +19,7 @@ pub use part::LoadPart;
 pub static ENTRY: Entry = Entry {
     name: "load",
     schema: Some(include_str!("schema.json")),
+    fields: None,
     families: render::FAMILIES,
     native: None,
     api: None,

@@ -55,6 +55,7 @@ use super::shape::{Api, Entry, Native};
 pub static ENTRY: Entry = Entry {
     name: "observe",
     schema: None,
+    fields: None,
     families: families::FAMILIES,
     native: Some(Native {
         name: TASK_HISTOGRAM,

@@ -18,6 +18,7 @@ pub use part::QualificationPart;
 pub static ENTRY: Entry = Entry {
     name: "qualification",
     schema: Some(include_str!("schema.json")),
+    fields: None,
     families: part::FAMILIES,
     native: None,
     api: None,

@@ -70,6 +70,7 @@
 //!     api: None,
 //!     routes: None,
 //!     schema: Some(r#"{ "Ticks": { "type": "object", "properties": { "total": { "type": "integer" } } } }"#),
+//!     fields: None,
 //!     idle: |_| Box::new(Ticks::default()),
 //!     start: |_| Started { part: Box::new(Ticks::default()), run: Some(Box::new(Counting)) },
 //! };
@@ -141,6 +142,12 @@ pub trait Part: AsAny + Send {
     /// entry's `schema` describes it); None when it has none there (its
     /// own route says all).
     fn status(&self) -> Option<Box<RawValue>>;
+    /// Its fields among the daemon's own, at the end of `/api/v1/status`
+    /// (its entry's `fields` describes them): what the other objects are
+    /// read beside, such as the host's fingerprint. None by default.
+    fn status_fields(&self) -> Vec<(&'static str, Box<RawValue>)> {
+        Vec::new()
+    }
     /// Its line at the top of the status page (None: it has nothing to
     /// say there).
     fn page_line(&self) -> Option<PageLine> {
@@ -154,6 +161,11 @@ pub trait Part: AsAny + Send {
     /// Its section of the status page (HTML, its heading included), after
     /// the gaps in the measurement, at `now` (None: it has none).
     fn page_section(&self, _now: Now) -> Option<String> {
+        None
+    }
+    /// Its section of the status page after the record's (HTML, its
+    /// heading included), at `now` (None: it has none).
+    fn page_section_after_record(&self, _now: Now) -> Option<String> {
         None
     }
     /// What it captured in this run (since `started_unix_ns`), newest
@@ -396,6 +408,12 @@ pub struct Entry {
     /// `schema.json`): a JSON object whose first schema is the object's,
     /// the others any it refers to. None: it has no object there.
     pub schema: Option<&'static str>,
+    /// Its fields among the daemon's own at the end of `/api/v1/status`
+    /// ([`Part::status_fields`]) as OpenAPI 3.1 schemas (its folder's
+    /// `fields.json`): a JSON object whose first schema is an object whose
+    /// properties are the fields, all required, the others any they refer
+    /// to. None: it has none.
+    pub fields: Option<&'static str>,
     /// Its part of a state it does not run in (synthetic states of tests
     /// and benches): as configured, nothing measured.
     pub idle: fn(&Config) -> Box<dyn Part>,

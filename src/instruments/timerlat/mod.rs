@@ -36,6 +36,7 @@ pub use tracer::*;
 pub static ENTRY: Entry = Entry {
     name: "timerlat",
     schema: Some(include_str!("schema.json")),
+    fields: None,
     families: render::FAMILIES,
     native: Some(Native {
         name: TIMERLAT_HISTOGRAM,

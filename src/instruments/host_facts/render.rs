@@ -1,15 +1,23 @@
 //! The host's fingerprint for people and programs: the main facts as
 //! bounded metric labels, `/api/v1/host` (every fact, the topology, the
-//! changes), the topology in `/api/v1/status`.
+//! changes; `routes.json`), the identifier and the topology among
+//! `/api/v1/status`'s own fields (`fields.json`), and the status page's
+//! "Host configuration".
 
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
 
 use serde::Serialize;
+use serde_json::value::{RawValue, to_raw_value};
 use sha2::{Digest, Sha256};
 
-use crate::daemon::state::{ChangeSeen, HostTrack};
+use super::HostFactsPart;
+use super::track::{ChangeSeen, HostTrack};
+use crate::calendar::format_rfc3339_ms;
 use crate::host::json::{CpuJson, FactJson, facts_json, topology_json};
-use crate::host::{CpuTopology, Fact, Fingerprint};
+use crate::host::{Fact, Fingerprint, HostInfo};
+use crate::instruments::shape::{Answer, Part, Refusal, Route};
+use crate::markup::escape;
 
 /// The labels of `latencyd_host_fingerprint_info`, in the catalogue's
 /// order after `fingerprint`. Each is one fact's value or `unknown`;
@@ -66,11 +74,6 @@ fn cpufreq_governors(fp: &Fingerprint) -> String {
     }
 }
 
-/// Each CPU's place, as the API gives it.
-pub fn topology(cpus: &[CpuTopology]) -> Vec<CpuJson> {
-    topology_json(cpus)
-}
-
 /// One fact's change; `null` where it was absent or not there.
 #[derive(Serialize)]
 pub struct FactChangeBody {
@@ -104,7 +107,7 @@ pub struct HostFingerprintBody {
     changes_total: u64,
     facts: BTreeMap<String, FactJson>,
     cpus: Vec<CpuJson>,
-    /// The latest changes, oldest first (at most `state::MAX_HISTORY`).
+    /// The latest changes, oldest first (at most `track::MAX_HISTORY`).
     changes: Vec<HostChangeBody>,
     /// Facts the latest read could not read (too many open files, say),
     /// with why: they keep their last known value and are not changes.
@@ -117,7 +120,31 @@ pub struct UnreadableBody {
     error: String,
 }
 
-pub fn fingerprint(track: &HostTrack, reread_interval_ns: u64) -> HostFingerprintBody {
+/// Its route: `/api/v1/host` (`routes.json`).
+pub(super) const ROUTES: &[Route] = &[Route {
+    path: "/api/v1/host",
+    page: false,
+    heavy: None,
+    check: None,
+    take: host_json,
+}];
+
+/// `/api/v1/host`: taken under the state's lock, encoded after it (the
+/// facts of a large host are some kilobytes).
+fn host_json(part: &dyn Part, _host: &HostInfo) -> Answer {
+    let body = part
+        .as_any()
+        .downcast_ref::<HostFactsPart>()
+        .map(|p| fingerprint(&p.track, p.reread_interval_ns));
+    Box::new(move |_| match body {
+        Some(body) => serde_json::to_string(&body).map_err(|e| Refusal::Internal(e.to_string())),
+        None => Err(Refusal::Internal(
+            "the host's facts are not in this state".to_string(),
+        )),
+    })
+}
+
+fn fingerprint(track: &HostTrack, reread_interval_ns: u64) -> HostFingerprintBody {
     HostFingerprintBody {
         fingerprint: track.id.clone(),
         since_unix_ns: track.since_unix_ns,
@@ -126,7 +153,7 @@ pub fn fingerprint(track: &HostTrack, reread_interval_ns: u64) -> HostFingerprin
         reread_interval_ns,
         changes_total: track.changes_total,
         facts: facts_json(&track.current),
-        cpus: topology(&track.topology),
+        cpus: topology_json(&track.topology),
         unreadable: track
             .unreadable
             .iter()
@@ -168,4 +195,47 @@ pub fn fingerprint(track: &HostTrack, reread_interval_ns: u64) -> HostFingerprin
             })
             .collect(),
     }
+}
+
+/// Its fields of `/api/v1/status`: the identifier of the facts and every
+/// online CPU's place.
+pub(super) fn status_fields(track: &HostTrack) -> Vec<(&'static str, Box<RawValue>)> {
+    let topology = topology_json(&track.topology);
+    vec![
+        (
+            "fingerprint",
+            to_raw_value(&track.id).expect("a string serializes"),
+        ),
+        (
+            "topology",
+            to_raw_value(&topology).expect("the topology serializes"),
+        ),
+    ]
+}
+
+/// The status page's "Host configuration": the fingerprint, since when,
+/// the changes seen and what the last one changed.
+pub(super) fn page_section(track: &HostTrack) -> String {
+    let mut html = String::new();
+    let _ = write!(
+        html,
+        "<h2>Host configuration</h2>\n<p id=\"fingerprint\" class=\"sub\">Fingerprint \
+         <code>{id}</code> since {since}; {n} change(s) seen since start",
+        id = escape(&track.id),
+        since = format_rfc3339_ms(track.since_unix_ns),
+        n = track.changes_total,
+    );
+    if let Some(change) = track.history.back() {
+        let facts: Vec<&str> = change.facts.iter().map(|f| f.name.as_str()).collect();
+        let _ = write!(
+            html,
+            ", the last at {}: {}",
+            format_rfc3339_ms(change.at_unix_ns),
+            escape(&facts.join(", "))
+        );
+    }
+    html.push_str(
+        ". Every fact and each change from and to: <a href=\"/api/v1/host\">/api/v1/host</a>.</p>\n",
+    );
+    html
 }

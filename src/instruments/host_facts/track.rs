@@ -1,7 +1,7 @@
 //! The host's fingerprint as the daemon tracks it: the facts in force,
 //! since when, and every change seen (which facts, from what to what,
-//! when), bounded. Fed by the periodic re-read; read by the metrics, the
-//! API, the status page and the record.
+//! when), bounded. Fed by the run's re-reads; read by the part's
+//! families, `/api/v1/host`, the status page and the record.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
