@@ -192,6 +192,20 @@ impl Journal {
         self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// A copy taken under one lock, for a reader that reads it several
+    /// times and must see one moment (a scrape's families); without the
+    /// full captures kept in memory and the notices, which no such reader
+    /// needs.
+    pub fn one_look(&self) -> Journal {
+        let mut data = self.lock();
+        let in_memory = std::mem::take(&mut data.in_memory);
+        let notices = std::mem::take(&mut data.notices);
+        let copy = data.clone();
+        data.in_memory = in_memory;
+        data.notices = notices;
+        Journal(Mutex::new(copy))
+    }
+
     /// The full capture `id` as JSON text (from the directory, or
     /// memory), or why there is none; an error when its file cannot be
     /// read.

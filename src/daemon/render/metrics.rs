@@ -14,6 +14,7 @@ pub use super::clock::{Clock, Clocks, Now, SYSTEM_CLOCKS};
 use super::families::{Build, Scrape};
 pub use super::families::{LATENCY_HISTOGRAM, REVISION, latency_histograms};
 use crate::daemon::state::MonitorState;
+use crate::instruments::shape::Part;
 
 /// Builds the metric families from the state, at the time `clocks` say.
 pub struct StateCollector {
@@ -76,12 +77,24 @@ pub fn families_but(state: &MonitorState, now: Now, skip: &[&str]) -> Vec<Metric
         record: &record,
     };
     let mut out = Vec::new();
+    // Each part's one look, taken at its first family (`Part::one_look`).
+    let mut looks: Vec<(&str, Option<Box<dyn Part>>)> = Vec::new();
     for family in catalog::families().filter(|f| !skip.contains(&f.name)) {
         let metrics = match family.build {
             Build::State(build) => build(&scrape),
-            Build::Part(name, build) => {
-                (scrape.state.parts.get(name)).map_or_else(Vec::new, |part| build(part, scrape.now))
-            }
+            Build::Part(name, build) => match scrape.state.parts.get(name) {
+                Some(part) => {
+                    let look = match looks.iter().position(|(n, _)| *n == name) {
+                        Some(at) => &looks[at].1,
+                        None => {
+                            looks.push((name, part.one_look()));
+                            &looks[looks.len() - 1].1
+                        }
+                    };
+                    build(look.as_deref().unwrap_or(part), scrape.now)
+                }
+                None => Vec::new(),
+            },
         };
         if metrics.is_empty() {
             continue;

@@ -43,6 +43,15 @@ impl Part for ForensicsPart {
         Some(super::render::status(self))
     }
 
+    /// The journal under one lock: its eight families agree.
+    fn one_look(&self) -> Option<Box<dyn Part>> {
+        Some(Box::new(ForensicsPart {
+            journal: Arc::new(self.journal.one_look()),
+            dir: self.dir.clone(),
+            ..*self
+        }))
+    }
+
     fn page_section(&self, _now: Now) -> Option<String> {
         Some(super::render::page_section(self))
     }
@@ -96,5 +105,31 @@ mod tests {
         assert_eq!(status["instance_repairs"], 3);
         assert_eq!(status["enabled"], true);
         assert_eq!(status["available"], false);
+    }
+
+    #[test]
+    fn a_scrape_reads_one_look_of_the_journal_that_the_recorder_does_not_change() {
+        let journal = Arc::new(Journal::default());
+        journal.lock().captured.insert((1, "irq".to_string()), 2);
+        journal.lock().notice("kept for the log".to_string());
+        let part = ForensicsPart::new(&Config::builtin(), Arc::clone(&journal));
+        let look = part.one_look().unwrap();
+        // What the recorder files after the look is not in it.
+        journal.lock().captured.insert((1, "irq".to_string()), 3);
+        let family = |part: &dyn Part| {
+            let built = super::super::families::FAMILIES
+                .iter()
+                .find(|f| f.name == "latencyd_forensics_captures_total")
+                .map(|f| (f.build)(part, Now::default()))
+                .unwrap();
+            built
+                .iter()
+                .map(|m| m.get_counter().get_value())
+                .collect::<Vec<f64>>()
+        };
+        assert_eq!(family(look.as_ref()), [2.0]);
+        assert_eq!(family(&part), [3.0]);
+        // The journal keeps what the look leaves out.
+        assert_eq!(journal.lock().notices.len(), 1);
     }
 }

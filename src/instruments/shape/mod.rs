@@ -148,6 +148,14 @@ pub trait Part: AsAny + Send {
     fn status_fields(&self) -> Vec<(&'static str, Box<RawValue>)> {
         Vec::new()
     }
+    /// A copy of it as one look, when some of it is shared with a thread
+    /// that changes it under a lock of its own (forensics' journal): a
+    /// scrape builds every family of the instrument from that copy, so
+    /// that one scrape's numbers come from one moment. None (the default):
+    /// they are built from the part, which the state's lock holds still.
+    fn one_look(&self) -> Option<Box<dyn Part>> {
+        None
+    }
     /// Its line at the top of the status page (None: it has nothing to
     /// say there).
     fn page_line(&self) -> Option<PageLine> {
