@@ -16,7 +16,6 @@ use criterion::{Criterion, criterion_group, criterion_main};
 
 #[path = "support/synthetic.rs"]
 mod synthetic;
-use latencyd::config::Config;
 use latencyd::daemon::http::encoding;
 use latencyd::daemon::render::{exposition, metrics};
 use latencyd::daemon::state::MonitorState;
@@ -31,7 +30,13 @@ use latencyd::stats::LatencyStats;
 fn synthetic_state(n_cpus: usize) -> MonitorState {
     let now = sys::monotonic_now_ns();
     let facts = latencyd::host::FactReader::live(&[0]).read();
-    let mut state = synthetic::state(Config::builtin(), HostInfo::detect(), facts, n_cpus, now);
+    let mut state = synthetic::state(
+        latencyd::instruments::registry::builtin_config(),
+        HostInfo::detect(),
+        facts,
+        n_cpus,
+        now,
+    );
     for view in &mut state.cpus {
         let mut interval = LatencyStats::new(state.config.measure.spike_threshold_ns, None);
         let mut x = 0x2545_f491_4f6c_dd1du64 ^ view.cpu as u64;
@@ -167,7 +172,7 @@ fn render(c: &mut Criterion) {
     }
     // What counting native buckets costs the collector: one interval of
     // 100 samples (100 ms at 1 kHz) spread like the synthetic state's.
-    let config = Config::builtin();
+    let config = latencyd::instruments::registry::builtin_config();
     let mut interval = LatencyStats::new(config.measure.spike_threshold_ns, None);
     let mut x = 0x9e37_79b9_7f4a_7c15u64;
     for i in 0..100 {

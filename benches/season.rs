@@ -29,7 +29,6 @@ mod synthetic;
 use std::time::Instant;
 
 use counting::live_bytes;
-use latencyd::config::Config;
 use latencyd::daemon::state::{CpuView, GapLog};
 use latencyd::host::{Fact, Fingerprint};
 use latencyd::instruments::host_facts::{ChangeSeen, HostTrack};
@@ -82,7 +81,7 @@ fn facts(governor: &str) -> Fingerprint {
 fn main() {
     let days = env_or("SEASON_DAYS", 90);
     let cpus = env_or("SEASON_CPUS", 2) as usize;
-    let config = Config::builtin();
+    let config = latencyd::instruments::registry::builtin_config();
     let dir = tempfile::tempdir().unwrap();
     let mut views: Vec<CpuView> = (0..cpus)
         .map(|cpu| CpuView::new(cpu, &config, synthetic::sampler(cpu, 0)))

@@ -18,7 +18,6 @@
 
 use std::sync::atomic::Ordering;
 
-use latencyd::config::Config;
 use latencyd::daemon::state::CpuView;
 use latencyd::record::Accumulator;
 use latencyd::rt::handoff;
@@ -87,7 +86,7 @@ fn second_of(workload: &str, second: u64, interval: &mut LatencyStats, x: &mut u
 }
 
 fn main() {
-    let config = Config::builtin();
+    let config = latencyd::instruments::registry::builtin_config();
     let template = LatencyStats::new(config.measure.spike_threshold_ns, None);
     let window_s = config.export.max_window_ns / 1_000_000_000;
     let record_s = config.record.interval_ns / 1_000_000_000;

@@ -93,7 +93,11 @@ pub fn config_toml(data: &[u8]) {
         flags: vec![],
     };
     let no_env = config::Environment::with_prefix("LATENCYD_FUZZ_NONE");
-    let loaded = Config::load_with_env(&sources, no_env);
+    let loaded = Config::load_with_env(
+        &sources,
+        no_env,
+        crate::instruments::registry::config_sections(),
+    );
     let _ = std::fs::remove_file(&path);
     if let Ok(config) = loaded {
         let _ = config.to_annotated_toml();

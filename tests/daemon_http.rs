@@ -19,9 +19,10 @@ use latencyd::daemon::state::{
 };
 use latencyd::forensics::events::Event;
 use latencyd::forensics::{Capability, Capture, Cause, Journal, Summary};
-use latencyd::instruments::forensics::ForensicsPart;
+use latencyd::instruments::forensics::{ForensicsConfig, ForensicsPart};
 use latencyd::instruments::host_facts::HostFactsPart;
 use latencyd::instruments::hwnoise::HwnoisePart;
+use latencyd::instruments::load_windows::LoadConfig;
 use latencyd::instruments::observe::ObservePart;
 use latencyd::instruments::timerlat::TimerlatPart;
 use latencyd::rt::sys::Policy;
@@ -80,9 +81,9 @@ fn view(cpu: usize, samples: &[u64], config: &Config, last_sample_ns: u64) -> Cp
 }
 
 fn state(per_cpu_histograms: bool) -> MonitorState {
-    let mut config = Config::builtin();
+    let mut config = latencyd::instruments::registry::builtin_config();
     config.export.per_cpu_histograms = per_cpu_histograms;
-    config.forensics.enabled = true;
+    config.section_mut::<ForensicsConfig>().enabled = true;
     // CPU 0's spike is in the old half (out of the window), CPU 2's in the
     // recent half.
     let a: Vec<u64> = [250_000, 1_800]
@@ -1917,7 +1918,7 @@ async fn a_running_load_window_is_byte_for_byte_as_expected() {
         start: std::time::UNIX_EPOCH + std::time::Duration::from_nanos(NOW_UNIX_NS - 60 * S),
         end: std::time::UNIX_EPOCH + std::time::Duration::from_nanos(NOW_UNIX_NS + 300 * S),
     };
-    s.config.load.profile = Some(Profile::Cpu);
+    s.config.section_mut::<LoadConfig>().profile = Some(Profile::Cpu);
     let load = (s
         .parts
         .of_mut::<latencyd::instruments::load_windows::LoadPart>())

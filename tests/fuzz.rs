@@ -131,7 +131,7 @@ proptest! {
 }
 
 fn router() -> axum::Router {
-    let mut config = latencyd::config::Config::builtin();
+    let mut config = latencyd::instruments::registry::builtin_config();
     config.export.max_window_ns = 60 * S;
     let sampler = latencyd::daemon::state::SamplerView {
         tid: 1,

@@ -16,7 +16,6 @@ use axum::extract::{Path, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use latencyd::config::Config;
 use latencyd::daemon::render::clock::SYSTEM_CLOCKS;
 use latencyd::daemon::render::metrics;
 use latencyd::daemon::state::MonitorState;
@@ -160,7 +159,7 @@ fn new_state(
     kernel: &str,
     per_cpu_histograms: bool,
 ) -> MonitorState {
-    let mut config = Config::builtin();
+    let mut config = latencyd::instruments::registry::builtin_config();
     config.export.per_cpu_histograms = per_cpu_histograms;
     let now = sys::monotonic_now_ns();
     synthetic::state(config, info.clone(), facts(fleet_facts, kernel), cpus, now)

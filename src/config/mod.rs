@@ -6,20 +6,18 @@
 //! came from; this module reads the merged tree key by key, so that every
 //! error names the source (the file, the environment variable or the flag),
 //! the key, the value and what is allowed. Unknown keys are errors. One
-//! file per TOML section defines its keys, defaults and checks.
+//! file per TOML section defines its keys, defaults and checks: the
+//! daemon's own sections here, each instrument's in its own folder
+//! (`section`: how the configuration holds them); `schedule` reads the
+//! windows of the sections that have them.
 
-mod busypoll;
 mod export;
-mod forensics;
-mod host;
-mod hwnoise;
-mod load;
 mod log;
 mod measure;
-mod observe;
 mod realtime;
 mod record;
-mod timerlat;
+mod schedule;
+mod section;
 mod values;
 
 use std::collections::BTreeMap;
@@ -30,18 +28,13 @@ use config::{Environment, FileFormat, Map, Source, Value, ValueKind};
 
 use crate::files::Links;
 
-pub use busypoll::BusypollConfig;
 pub use export::{ExportConfig, check_telemetry_path};
-pub use forensics::ForensicsConfig;
-pub use host::HostConfig;
-pub use hwnoise::HwnoiseConfig;
-pub use load::LoadConfig;
 pub use log::{LogConfig, LogFormat, LogLevel};
 pub use measure::MeasureConfig;
-pub use observe::{ObserveConfig, ObserveCpus};
 pub use realtime::RealtimeConfig;
 pub use record::{RecordConfig, Switch as RecordSwitch};
-pub use timerlat::{TimerlatConfig, TimerlatCpus};
+pub(crate) use schedule::{read_schedule, show as show_duration};
+pub use section::{Section, SectionSpec, SectionValue, Sections};
 use values::*;
 pub(crate) use values::{
     SectionReader, as_bool, as_cpu_selection, as_duration_list_ns, as_duration_ns, as_integer,
@@ -93,14 +86,9 @@ pub struct Config {
     pub realtime: RealtimeConfig,
     pub export: ExportConfig,
     pub log: LogConfig,
-    pub forensics: ForensicsConfig,
     pub record: RecordConfig,
-    pub host: HostConfig,
-    pub observe: ObserveConfig,
-    pub timerlat: TimerlatConfig,
-    pub load: LoadConfig,
-    pub hwnoise: HwnoiseConfig,
-    pub busypoll: BusypollConfig,
+    /// The instruments' sections, in registry order ([`Config::section`]).
+    pub sections: Sections,
     /// Each key's effective value (as TOML) and where it came from.
     pub effective: BTreeMap<String, Effective>,
 }
@@ -119,46 +107,42 @@ pub struct Sources {
     pub flags: Vec<(&'static str, String, &'static str)>,
 }
 
-const SECTIONS: [&str; 12] = [
-    "measure",
-    "realtime",
-    "export",
-    "log",
-    "forensics",
-    "record",
-    "host",
-    "observe",
-    "timerlat",
-    "load",
-    "hwnoise",
-    "busypoll",
-];
+/// The daemon's own sections, read before the instruments'.
+const OWN_SECTIONS: [&str; 5] = ["measure", "realtime", "export", "log", "record"];
+
+/// The instruments' sections a configuration is read with (the registry's
+/// `instruments::registry::config_sections`).
+pub type Specs = [&'static SectionSpec];
 
 impl Config {
     /// Loads and validates the configuration from `sources` and the
-    /// process environment. Nothing host-specific is checked here; see
-    /// `check_against`.
-    pub fn load(sources: &Sources) -> Result<Config, ConfigError> {
+    /// process environment, with the instruments' sections `specs`.
+    /// Nothing host-specific is checked here; see `check_against`.
+    pub fn load(sources: &Sources, specs: &Specs) -> Result<Config, ConfigError> {
         check_env_is_text()?;
-        Config::load_with_env(sources, Environment::with_prefix(ENV_PREFIX))
+        Config::load_with_env(sources, Environment::with_prefix(ENV_PREFIX), specs)
     }
 
     /// The built-in defaults alone: no file, no environment, no flags.
-    pub fn builtin() -> Config {
+    pub fn builtin(specs: &Specs) -> Config {
         let no_env = Environment::with_prefix(ENV_PREFIX).source(Some(Map::new()));
-        Config::load_with_env(&Sources::default(), no_env).expect("the built-in defaults are valid")
+        Config::load_with_env(&Sources::default(), no_env, specs)
+            .expect("the built-in defaults are valid")
     }
 
     /// As `load`, but on a mistake reads on without the key it named, so
     /// that one run reports every mistake (`check-config`, the daemon's
     /// start): each error in the order found, at most `MAX_REPORTED`.
-    pub fn load_reporting_all(sources: &Sources) -> Result<Config, Vec<ConfigError>> {
+    pub fn load_reporting_all(
+        sources: &Sources,
+        specs: &Specs,
+    ) -> Result<Config, Vec<ConfigError>> {
         check_env_is_text().map_err(|e| vec![e])?;
         let env = Environment::with_prefix(ENV_PREFIX);
         let (mut tree, label) = Config::merged(sources, env).map_err(|e| vec![e])?;
         let mut errors = Vec::new();
         loop {
-            match Config::from_tree(&tree, label.as_deref()) {
+            match Config::from_tree(&tree, label.as_deref(), specs) {
                 Ok(config) if errors.is_empty() => return Ok(config),
                 Ok(_) => return Err(errors),
                 Err(err) => {
@@ -173,9 +157,20 @@ impl Config {
     }
 
     /// As `load`, with the environment given (tests pass their own).
-    pub fn load_with_env(sources: &Sources, env: Environment) -> Result<Config, ConfigError> {
+    pub fn load_with_env(
+        sources: &Sources,
+        env: Environment,
+        specs: &Specs,
+    ) -> Result<Config, ConfigError> {
         let (tree, label) = Config::merged(sources, env)?;
-        Config::from_tree(&tree, label.as_deref())
+        Config::from_tree(&tree, label.as_deref(), specs)
+    }
+
+    /// Every section's name: the daemon's own, then the instruments'.
+    fn section_names(specs: &Specs) -> Vec<&'static str> {
+        (OWN_SECTIONS.iter().copied())
+            .chain(specs.iter().map(|spec| spec.name))
+            .collect()
     }
 
     /// Every source merged into one tree (its values remember where they
@@ -226,15 +221,20 @@ impl Config {
         Ok((merged.cache, file_label))
     }
 
-    fn from_tree(root: &Value, file_label: Option<&str>) -> Result<Config, ConfigError> {
+    fn from_tree(
+        root: &Value,
+        file_label: Option<&str>,
+        specs: &Specs,
+    ) -> Result<Config, ConfigError> {
         let empty = Map::new();
         let root_table = match &root.kind {
             ValueKind::Table(table) => table,
             ValueKind::Nil => &empty,
             _ => unreachable!("the config crate's root is a table"),
         };
+        let names = Config::section_names(specs);
         for (name, value) in root_table {
-            if !SECTIONS.contains(&name.as_str()) {
+            if !names.contains(&name.as_str()) {
                 return Err(ConfigError {
                     source: describe_source(value, name, file_label),
                     key: name.clone(),
@@ -242,7 +242,7 @@ impl Config {
                     reason: format!(
                         "unknown key; the sections are [{}] (environment variables are named \
                          {ENV_PREFIX}_<SECTION>__<KEY>)",
-                        SECTIONS.join("], [")
+                        names.join("], [")
                     ),
                 });
             }
@@ -254,31 +254,25 @@ impl Config {
         let realtime = RealtimeConfig::read(&mut reader("realtime")?.with(&mut effective))?;
         let export = ExportConfig::read(&mut reader("export")?.with(&mut effective))?;
         let log = LogConfig::read(&mut reader("log")?.with(&mut effective))?;
-        let forensics = ForensicsConfig::read(&mut reader("forensics")?.with(&mut effective))?;
         let record = RecordConfig::read(&mut reader("record")?.with(&mut effective))?;
-        let host = HostConfig::read(&mut reader("host")?.with(&mut effective))?;
-        let observe = ObserveConfig::read(&mut reader("observe")?.with(&mut effective))?;
-        let timerlat = TimerlatConfig::read(&mut reader("timerlat")?.with(&mut effective))?;
-        let load = LoadConfig::read(&mut reader("load")?.with(&mut effective))?;
-        let hwnoise = HwnoiseConfig::read(&mut reader("hwnoise")?.with(&mut effective))?;
-        hwnoise.check_with(&measure, &effective)?;
-        let busypoll = BusypollConfig::read(&mut reader("busypoll")?.with(&mut effective))?;
-        busypoll.check_with(&measure, &hwnoise, &effective)?;
-        Ok(Config {
+        let mut config = Config {
             measure,
             realtime,
             export,
             log,
-            forensics,
             record,
-            host,
-            observe,
-            timerlat,
-            load,
-            hwnoise,
-            busypoll,
+            sections: Sections::default(),
             effective,
-        })
+        };
+        for spec in specs {
+            let section = (spec.read)(
+                &mut SectionReader::new(spec.name, table(spec.name), file_label)?
+                    .with(&mut config.effective),
+            )?;
+            section.check_with(&config)?;
+            config.sections.push(spec.name, section);
+        }
+        Ok(config)
     }
 
     /// The checks that need the host: the CPUs exist and may be used, and
@@ -287,18 +281,19 @@ impl Config {
         self.measure
             .check_against(host, &self.realtime, &self.effective)?;
         self.export.check_against(host, &self.effective)?;
-        self.observe.check_against(host, &self.effective)?;
-        self.timerlat.check_against(host, &self.effective)?;
-        self.load.check_against(host, &self.effective)?;
-        self.hwnoise.check_against(host, &self.effective)?;
-        self.busypoll.check_against(host, &self.effective)
+        for (_, section) in self.sections.iter() {
+            section.check_against(host, &self.effective)?;
+        }
+        Ok(())
     }
 
     /// The effective configuration as TOML, each key commented with where
     /// its value came from (what `latencyd check-config` prints).
     pub fn to_annotated_toml(&self) -> String {
         let mut out = String::new();
-        for section in SECTIONS {
+        let specs: Vec<&str> = self.sections.iter().map(|(name, _)| name).collect();
+        let sections = OWN_SECTIONS.iter().copied().chain(specs);
+        for section in sections {
             out.push_str(&format!("[{section}]\n"));
             let prefix = format!("{section}.");
             let rows: Vec<(String, &Effective)> = self
@@ -402,4 +397,4 @@ impl Source for FlagSource {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -113,7 +113,7 @@ impl Reload {
         let doing = Arc::new(Mutex::new("reading the configuration file"));
         let step = Arc::clone(&doing);
         let task = tokio::task::spawn_blocking(move || -> Loaded {
-            let new = Config::load_reporting_all(&sources)?;
+            let new = crate::instruments::registry::load_config(&sources)?;
             *step.lock().unwrap_or_else(|e| e.into_inner()) = "checking it against the host and reading the web configuration \
                  (its certificates, keys and bcrypt hashes)";
             let web = super::check::check_whole(&new, &host).map_err(|e| vec![e])?;

@@ -47,7 +47,7 @@ pub fn check_config(file: &std::path::Path) -> ExitCode {
         file: Some(file.to_path_buf()),
         flags: vec![],
     };
-    let checked = Config::load_reporting_all(&sources)
+    let checked = crate::instruments::registry::load_config(&sources)
         .map_err(StartupError::Configs)
         .and_then(|config| {
             super::check::check_whole(&config, &HostInfo::detect())?;
@@ -70,7 +70,8 @@ fn run(args: &RunArgs) -> Result<ExitCode, StartupError> {
         file: args.config.clone(),
         flags: args.config_flags(),
     };
-    let config = Config::load_reporting_all(&sources).map_err(StartupError::Configs)?;
+    let config =
+        crate::instruments::registry::load_config(&sources).map_err(StartupError::Configs)?;
     let host = HostInfo::detect();
     let security = super::check::check_whole(&config, &host)?;
     // Bound before any thread starts, so a port in use fails like any other

@@ -34,24 +34,6 @@ pub struct Settings {
     pub capture_new_max: bool,
 }
 
-impl Settings {
-    /// What `[forensics]` asks of the daemon's recorder, captures kept in
-    /// its `dir`.
-    pub fn of(config: &crate::config::ForensicsConfig) -> Settings {
-        Settings {
-            threshold_ns: config.threshold_ns,
-            dir: Some(config.dir.clone()),
-            max_captures: config.max_captures,
-            max_bytes: config.max_bytes,
-            buffer_size_kb: config.buffer_size_kb,
-            tracefs: config.tracefs.clone(),
-            per_cpu_gap_ns: config.per_cpu_interval_ns,
-            max_per_minute: config.max_per_minute,
-            capture_new_max: config.capture_new_max,
-        }
-    }
-}
-
 /// Why a wake-up is captured.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Trigger {

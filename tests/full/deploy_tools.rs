@@ -253,7 +253,11 @@ fn every_yaml_file_and_latencyd_configuration_under_deploy_parses() {
             flags: vec![],
         };
         let no_env = config::Environment::with_prefix("LATENCYD").source(Some(Default::default()));
-        if let Err(err) = Config::load_with_env(&sources, no_env) {
+        if let Err(err) = Config::load_with_env(
+            &sources,
+            no_env,
+            latencyd::instruments::registry::config_sections(),
+        ) {
             panic!("{}: {err}", file.display());
         }
     }

@@ -7,21 +7,24 @@
 //! their tallies when they finish; its part (`part`) keeps each CPU's
 //! gaps over all windows and the last window's figures; `render` shows
 //! them as the `latencyd_busypoll_*` families, its object of
-//! `/api/v1/status` and its line of the status page. `config::busypoll`
+//! `/api/v1/status` and its line of the status page. `config`
 //! reads the section and refuses a CPU a sampler measures.
 
+mod config;
 mod part;
 mod render;
 mod run;
 
 use super::shape::{Entry, Start};
 
+pub use config::BusypollConfig;
 use part::unix_ns;
 pub use part::{BusypollPart, CpuGaps, LastWindow, WindowCpu};
 
 /// The registry's entry.
 pub static ENTRY: Entry = Entry {
     name: "busypoll",
+    section: Some(&config::SECTION),
     schema: Some(include_str!("schema.json")),
     fields: None,
     families: render::FAMILIES,

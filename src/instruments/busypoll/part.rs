@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 
 use serde_json::value::RawValue;
 
-use crate::config::{BusypollConfig, Config};
+use super::BusypollConfig;
+use crate::config::Config;
 use crate::instruments::shape::{PageLine, Part};
 use crate::load::Window;
 use crate::rt::poll::Tally;
@@ -69,7 +70,7 @@ pub struct BusypollPart {
 impl BusypollPart {
     pub fn new(config: &Config) -> BusypollPart {
         BusypollPart {
-            config: config.busypoll.clone(),
+            config: config.section::<super::BusypollConfig>().clone(),
             bounds_ns: config.export.buckets_ns.clone(),
             active: None,
             next: None,
@@ -170,8 +171,10 @@ mod tests {
 
     #[test]
     fn a_window_files_each_gap_in_its_bucket_and_leaves_out_a_moved_poller() {
-        let mut config = Config::builtin();
-        config.busypoll.threshold_ns = 20_000;
+        let mut config = crate::instruments::registry::builtin_config();
+        config
+            .section_mut::<super::super::BusypollConfig>()
+            .threshold_ns = 20_000;
         let mut part = BusypollPart::new(&config);
         let window = Window {
             start: UNIX_EPOCH + Duration::from_secs(100),

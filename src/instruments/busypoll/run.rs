@@ -13,8 +13,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tracing::{error, info, warn};
 
+use super::BusypollConfig;
 use super::BusypollPart;
-use crate::config::BusypollConfig;
 use crate::cpulist::format_cpu_list;
 use crate::instruments::shape::{Boxed, Run, Start, Started, Step};
 use crate::load::Window;
@@ -45,7 +45,7 @@ struct BusypollRun {
 
 /// Its part, and its run when `[busypoll]` is on.
 pub(super) fn start(start: &Start<'_>) -> Started {
-    let config = &start.config.busypoll;
+    let config = start.config.section::<super::BusypollConfig>();
     let part = Box::new(BusypollPart::new(start.config));
     if !config.enabled {
         return Started { part, run: None };

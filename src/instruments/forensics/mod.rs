@@ -14,8 +14,9 @@
 //! of the status page, the captures every histogram's exemplars are
 //! chosen from, and its routes: `/api/v1/spikes[/{id}]` and the pages
 //! `/spikes[/{id}]` (`pages`, described by `routes.json`).
-//! `config::forensics` reads the section.
+//! `config` reads its section.
 
+mod config;
 mod families;
 pub mod pages;
 mod part;
@@ -24,11 +25,13 @@ mod run;
 
 use super::shape::{Entry, Routes};
 
+pub use config::ForensicsConfig;
 pub use part::ForensicsPart;
 
 /// The registry's entry.
 pub static ENTRY: Entry = Entry {
     name: "forensics",
+    section: Some(&config::SECTION),
     schema: Some(include_str!("schema.json")),
     fields: None,
     families: families::FAMILIES,

@@ -27,7 +27,7 @@ pub struct ForensicsPart {
 impl ForensicsPart {
     /// The section as configured, over `journal`.
     pub fn new(config: &Config, journal: Arc<Journal>) -> ForensicsPart {
-        let f = &config.forensics;
+        let f = config.section::<super::ForensicsConfig>();
         ForensicsPart {
             journal,
             enabled: f.enabled,
@@ -73,7 +73,10 @@ mod tests {
 
     #[test]
     fn off_it_says_so_on_the_page_and_owns_no_instance() {
-        let part = ForensicsPart::new(&Config::builtin(), Arc::default());
+        let part = ForensicsPart::new(
+            &crate::instruments::registry::builtin_config(),
+            Arc::default(),
+        );
         assert!(!part.enabled, "off by default");
         assert_eq!(part.tracefs_repairs(), None);
         let section = part.page_section(Now::default()).unwrap();
@@ -84,8 +87,10 @@ mod tests {
 
     #[test]
     fn running_it_counts_its_repairs_and_says_why_it_stopped_capturing() {
-        let mut config = Config::builtin();
-        config.forensics.enabled = true;
+        let mut config = crate::instruments::registry::builtin_config();
+        config
+            .section_mut::<super::super::ForensicsConfig>()
+            .enabled = true;
         let journal = Journal::default();
         *journal.lock() = JournalData {
             enabled: true,
@@ -112,7 +117,10 @@ mod tests {
         let journal = Arc::new(Journal::default());
         journal.lock().captured.insert((1, "irq".to_string()), 2);
         journal.lock().notice("kept for the log".to_string());
-        let part = ForensicsPart::new(&Config::builtin(), Arc::clone(&journal));
+        let part = ForensicsPart::new(
+            &crate::instruments::registry::builtin_config(),
+            Arc::clone(&journal),
+        );
         let look = part.one_look().unwrap();
         // What the recorder files after the look is not in it.
         journal.lock().captured.insert((1, "irq".to_string()), 3);

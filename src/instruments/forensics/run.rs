@@ -7,14 +7,14 @@ use tracing::{error, info, warn};
 
 use super::part::ForensicsPart;
 use crate::cpulist::format_cpu_list;
-use crate::forensics::{Capturer, Recorder, Settings};
+use crate::forensics::{Capturer, Recorder};
 use crate::instruments::shape::{Boxed, Run, Start, Started, Step};
 use crate::units::format_duration_ns;
 
 /// Starts spike forensics on the measured CPUs when the section asks for
 /// it; off, its part says so and it has no run.
 pub(super) fn start(start: &Start<'_>) -> Started {
-    let f = &start.config.forensics;
+    let f = start.config.section::<super::ForensicsConfig>();
     if !f.enabled {
         let journal = Recorder::disabled().journal();
         return Started {
@@ -23,7 +23,7 @@ pub(super) fn start(start: &Start<'_>) -> Started {
         };
     }
     let cpus = start.measured;
-    let recorder = Recorder::start(Settings::of(f), cpus);
+    let recorder = Recorder::start(f.settings(), cpus);
     let journal = recorder.journal();
     let data = journal.lock();
     if data.available {

@@ -13,8 +13,9 @@
 //! `latencyd_host_fact*` families from it, `render` `/api/v1/host`
 //! (`routes.json`), the `fingerprint` and `topology` fields of
 //! `/api/v1/status` (`fields.json`) and the status page's "Host
-//! configuration". `config::host` reads the section.
+//! configuration". `config` reads its section.
 
+mod config;
 mod families;
 mod part;
 mod render;
@@ -23,6 +24,7 @@ mod track;
 
 use super::shape::{Entry, Routes};
 
+pub use config::HostConfig;
 pub use part::HostFactsPart;
 pub use render::main_facts;
 pub use track::{ChangeSeen, HostChange, HostTrack, MAX_HISTORY, ONLINE_SETTLE_NS, OnlineSettling};
@@ -30,6 +32,7 @@ pub use track::{ChangeSeen, HostChange, HostTrack, MAX_HISTORY, ONLINE_SETTLE_NS
 /// The registry's entry.
 pub static ENTRY: Entry = Entry {
     name: "host",
+    section: Some(&config::SECTION),
     schema: None,
     fields: Some(include_str!("fields.json")),
     families: families::FAMILIES,

@@ -22,7 +22,7 @@ impl HostFactsPart {
     pub fn new(config: &Config, track: HostTrack) -> HostFactsPart {
         HostFactsPart {
             track,
-            reread_interval_ns: config.host.reread_interval_ns,
+            reread_interval_ns: config.section::<super::HostConfig>().reread_interval_ns,
         }
     }
 
@@ -54,7 +54,7 @@ impl Part for HostFactsPart {
         if key != "host.reread_interval" {
             return false;
         }
-        self.reread_interval_ns = new.host.reread_interval_ns;
+        self.reread_interval_ns = new.section::<super::HostConfig>().reread_interval_ns;
         true
     }
 }

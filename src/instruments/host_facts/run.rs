@@ -257,7 +257,6 @@ mod tests {
     use std::sync::Mutex;
 
     use super::*;
-    use crate::config::Config;
     use crate::host::Fact;
     use crate::instruments::shape::{Part, Visit};
     use crate::record::{Accumulator, Keeper};
@@ -292,7 +291,7 @@ mod tests {
 
     #[test]
     fn a_read_due_is_filed_and_each_interval_gets_the_facts_in_force_as_it_ended() {
-        let config = Config::builtin();
+        let config = crate::instruments::registry::builtin_config();
         let part: Mutex<Box<dyn Part>> = Mutex::new(Box::new(HostFactsPart::new(
             &config,
             HostTrack::new(made_up(), Vec::new(), 10 * S, 0),
@@ -349,10 +348,11 @@ mod tests {
 
     #[test]
     fn a_reload_changes_how_often_the_facts_are_read_and_nothing_else() {
-        let config = Config::builtin();
+        let config = crate::instruments::registry::builtin_config();
         let mut part = HostFactsPart::unread(&config);
         let mut new = config.clone();
-        new.host.reread_interval_ns = 0;
+        new.section_mut::<super::super::HostConfig>()
+            .reread_interval_ns = 0;
         assert!(part.apply("host.reread_interval", &new));
         assert_eq!(part.reread_interval_ns, 0);
         assert!(!part.apply("host.other", &new));

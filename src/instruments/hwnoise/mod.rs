@@ -6,8 +6,9 @@
 //! in the record; its part (`part`) holds the thread's status and what
 //! was kept apart; `render` shows them as the `latencyd_hwnoise_*`
 //! families, its object of `/api/v1/status` and its line of the status
-//! page. `config::hwnoise` reads the section.
+//! page. `config` reads its section.
 
+mod config;
 mod part;
 mod render;
 mod run;
@@ -15,12 +16,14 @@ mod windows;
 
 use super::shape::{Entry, Start};
 
+pub use config::HwnoiseConfig;
 pub use part::{HwnoisePart, KeptApart, SPUN_AFTER_NS};
 pub use windows::*;
 
 /// The registry's entry.
 pub static ENTRY: Entry = Entry {
     name: "hwnoise",
+    section: Some(&config::SECTION),
     schema: Some(include_str!("schema.json")),
     fields: None,
     families: render::FAMILIES,

@@ -30,7 +30,7 @@ struct HwnoiseRun {
 pub(super) fn start(config: &Config, host: &HostInfo) -> Started {
     let windows = start_windows(config, host);
     let status = windows.status();
-    let h = &config.hwnoise;
+    let h = config.section::<super::HwnoiseConfig>();
     let run = h.enabled.then(|| {
         Box::new(HwnoiseRun {
             windows,
@@ -47,7 +47,7 @@ pub(super) fn start(config: &Config, host: &HostInfo) -> Started {
 }
 
 fn start_windows(config: &Config, host: &HostInfo) -> Windows {
-    let h = &config.hwnoise;
+    let h = config.section::<super::HwnoiseConfig>();
     if !h.enabled {
         return Windows::disabled();
     }
@@ -56,7 +56,10 @@ fn start_windows(config: &Config, host: &HostInfo) -> Windows {
         Err(err) => return Windows::not_running(err),
     };
     let spec = HwlatSpec {
-        tracefs: config.forensics.tracefs.clone(),
+        tracefs: config
+            .section::<crate::instruments::forensics::ForensicsConfig>()
+            .tracefs
+            .clone(),
         cpus,
         threshold_us: h.threshold_us,
         width_us: h.width_us,

@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 
 use serde_json::value::RawValue;
 
-use crate::config::{Config, LoadConfig};
+use super::LoadConfig;
+use crate::config::Config;
 use crate::instruments::shape::{PageLine, Part};
 use crate::load::{LoadReport, Profile, Window};
 
@@ -33,8 +34,8 @@ pub struct LoadPart {
 impl LoadPart {
     pub fn new(config: &Config) -> LoadPart {
         LoadPart {
-            config: config.load.clone(),
-            profile: config.load.profile,
+            config: config.section::<super::LoadConfig>().clone(),
+            profile: config.section::<super::LoadConfig>().profile,
             active: None,
             next: None,
             report: None,

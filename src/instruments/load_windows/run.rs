@@ -41,12 +41,16 @@ impl LoadWindows {
     /// None unless `[load]` names a profile (checked against the host at
     /// start: its CPUs resolve and its programs are installed).
     pub(super) fn new(config: &Config, host: &HostInfo) -> Option<LoadWindows> {
-        let profile = config.load.profile?;
-        let cpus = config.load.cpus.resolve(host).ok()?;
+        let profile = config.section::<super::LoadConfig>().profile?;
+        let cpus = config
+            .section::<super::LoadConfig>()
+            .cpus
+            .resolve(host)
+            .ok()?;
         Some(LoadWindows {
             profile,
             cpus,
-            schedule: config.load.schedule,
+            schedule: config.section::<super::LoadConfig>().schedule,
             phase: Phase::Idle,
             past_failures: BTreeMap::new(),
         })

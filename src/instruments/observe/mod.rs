@@ -22,9 +22,10 @@
 //! `latencyd_cpu_interference_*` and `latencyd_observe_*` families
 //! (`families`), `/api/v1/observe` (`api.json`) and its notes on the
 //! status page. It has no object in `/api/v1/status`.
-//! `config::observe` reads the section.
+//! `config` reads its section.
 
 pub mod account;
+mod config;
 pub mod events;
 mod families;
 mod noise_counters;
@@ -43,6 +44,7 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
+pub use config::{ObserveConfig, ObserveCpus};
 pub use observer::Observer;
 pub use part::{ObservePart, ObservedCpu, TaskView};
 pub use render::{ObserveJson, TASK_HISTOGRAM, observe_json};
@@ -54,6 +56,7 @@ use super::shape::{Api, Entry, Native};
 /// The registry's entry.
 pub static ENTRY: Entry = Entry {
     name: "observe",
+    section: Some(&config::SECTION),
     schema: None,
     fields: None,
     families: families::FAMILIES,

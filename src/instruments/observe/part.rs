@@ -193,7 +193,7 @@ mod tests {
 
     #[test]
     fn a_reload_of_the_window_resizes_every_maximum_keeping_what_it_holds() {
-        let mut config = Config::builtin();
+        let mut config = crate::instruments::registry::builtin_config();
         config.export.max_window_ns = 60 * S;
         let mut part = part(&config);
         part.absorb(interval(100 * S));
@@ -227,7 +227,7 @@ mod tests {
 
     #[test]
     fn it_has_no_status_object_and_says_its_instance_repairs_while_enabled() {
-        let config = Config::builtin();
+        let config = crate::instruments::registry::builtin_config();
         let on = part(&config);
         assert!(Part::status(&on).is_none(), "no object in /api/v1/status");
         assert_eq!(on.tracefs_repairs(), Some(2));

@@ -16,15 +16,25 @@ use crate::instruments::shape::{Boxed, Run, Start, Started, Step};
 /// forensics uses, and a workload spike captured like a sampler's when
 /// forensics runs.
 pub fn settings(config: &Config, host: &HostInfo, measured: &[usize]) -> Settings {
-    let o = &config.observe;
+    let o = config.section::<super::ObserveConfig>();
     Settings {
         cpus: o.cpu_list(host, measured),
-        tracefs: config.forensics.tracefs.clone(),
+        tracefs: config
+            .section::<crate::instruments::forensics::ForensicsConfig>()
+            .tracefs
+            .clone(),
         buffer_size_kb: o.buffer_size_kb,
         max_tasks: o.max_tasks,
         max_names: o.max_names,
         spike_threshold_ns: config.measure.spike_threshold_ns,
-        capture_threshold_ns: (config.forensics.enabled).then_some(config.forensics.threshold_ns),
+        capture_threshold_ns: (config
+            .section::<crate::instruments::forensics::ForensicsConfig>()
+            .enabled)
+            .then_some(
+                config
+                    .section::<crate::instruments::forensics::ForensicsConfig>()
+                    .threshold_ns,
+            ),
     }
 }
 
@@ -33,7 +43,7 @@ pub fn settings(config: &Config, host: &HostInfo, measured: &[usize]) -> Setting
 /// and reads nothing).
 pub(super) fn start(start: &Start<'_>) -> Started {
     let config = start.config;
-    if !config.observe.enabled {
+    if !config.section::<super::ObserveConfig>().enabled {
         return Started {
             part: Box::new(ObservePart::off(config)),
             run: None,
@@ -49,8 +59,8 @@ pub(super) fn start(start: &Start<'_>) -> Started {
             "observe: interference and real-time tasks' wake-ups on CPUs {} ({} KiB ring buffer \
              per CPU, at most {} task series)",
             format_cpu_list(&cpus),
-            config.observe.buffer_size_kb,
-            config.observe.max_tasks
+            config.section::<super::ObserveConfig>().buffer_size_kb,
+            config.section::<super::ObserveConfig>().max_tasks
         );
         for cap in &said.capabilities {
             let how = if cap.available { "yes" } else { "no" };

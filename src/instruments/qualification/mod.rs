@@ -17,6 +17,7 @@ pub use part::QualificationPart;
 /// The registry's entry.
 pub static ENTRY: Entry = Entry {
     name: "qualification",
+    section: None,
     schema: Some(include_str!("schema.json")),
     fields: None,
     families: part::FAMILIES,

@@ -22,7 +22,6 @@
 //! A minimal instrument, a counter of ticks:
 //!
 //! ```
-//! use latencyd::config::Config;
 //! use latencyd::exposition::{Family, metric};
 //! use latencyd::instruments::shape::{
 //!     Boxed, Entry, Part, PartBuild, Run, Start, Started, Step, Visit,
@@ -65,6 +64,7 @@
 //!
 //! static TICKS: Entry = Entry {
 //!     name: "ticks",
+//!     section: None,
 //!     families: FAMILIES,
 //!     native: None,
 //!     api: None,
@@ -76,7 +76,7 @@
 //! };
 //!
 //! // What the daemon does with it, in short.
-//! let config = Config::builtin();
+//! let config = latencyd::instruments::registry::builtin_config();
 //! let host = latencyd::host::HostInfo::detect();
 //! let started = (TICKS.start)(&Start { config: &config, host: &host, measured: &[0] });
 //! let (part, mut run) = (std::sync::Mutex::new(started.part), started.run.unwrap());
@@ -96,7 +96,7 @@ use std::pin::Pin;
 use prometheus::proto::Metric;
 use serde_json::value::RawValue;
 
-use crate::config::Config;
+use crate::config::{Config, SectionSpec};
 use crate::exposition::Family;
 pub use crate::forensics::{Capturer, Spike};
 use crate::host::HostInfo;
@@ -403,6 +403,9 @@ pub trait Run: Send {
 pub struct Entry {
     /// Its configuration section and its key in `/api/v1/status`.
     pub name: &'static str,
+    /// Its configuration section (its folder's `config.rs`), named
+    /// `name`, when it has one.
+    pub section: Option<&'static SectionSpec>,
     /// Its metric families, in the order `/metrics` serves them.
     pub families: &'static [Family<PartBuild>],
     /// Its latency histogram with native buckets in the protobuf

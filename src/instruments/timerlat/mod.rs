@@ -14,8 +14,9 @@
 //! shows it as the `latencyd_timerlat_*` families, `/api/v1/timerlat`
 //! (`api.json`), its object of `/api/v1/status` (`schema.json`), its lines
 //! of the status page and its plot.
-//! `config::timerlat` reads the section.
+//! `config` reads its section.
 
+mod config;
 mod part;
 mod render;
 mod run;
@@ -26,6 +27,7 @@ pub mod workload;
 
 use super::shape::{Api, Entry, Native, Start};
 
+pub use config::{TimerlatConfig, TimerlatCpus};
 pub use part::{ContextView, TimerlatPart};
 pub use render::{
     ContextJson, NeighbourJson, TIMERLAT_HISTOGRAM, TimerlatCpuJson, TimerlatJson, timerlat_json,
@@ -35,6 +37,7 @@ pub use tracer::*;
 /// The registry's entry.
 pub static ENTRY: Entry = Entry {
     name: "timerlat",
+    section: Some(&config::SECTION),
     schema: Some(include_str!("schema.json")),
     fields: None,
     families: render::FAMILIES,

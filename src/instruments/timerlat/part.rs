@@ -181,7 +181,7 @@ mod tests {
 
     #[test]
     fn intervals_add_up_by_cpu_and_context() {
-        let config = Config::builtin();
+        let config = crate::instruments::registry::builtin_config();
         let mut state = TimerlatPart::off(&config);
         for round in 1..=3u32 {
             let mut interval = Tally::new(&[0, 1], 0, config.measure.spike_threshold_ns);
@@ -249,7 +249,7 @@ mod tests {
 
     #[test]
     fn the_kernels_timerlat_threads_are_its_own_only_while_they_are_its_workload() {
-        let config = Config::builtin();
+        let config = crate::instruments::registry::builtin_config();
         let running = |available, user_threads| {
             let status = Status {
                 enabled: true,

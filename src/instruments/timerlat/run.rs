@@ -17,7 +17,7 @@ use crate::instruments::shape::{Boxed, Run, Started, Step};
 /// timerlat's part, and its run when the section turns it on (one that
 /// finds no tracer keeps its reason in the part and reads nothing).
 pub(super) fn start(config: &Config, measured: &[usize]) -> Started {
-    if !config.timerlat.enabled {
+    if !config.section::<super::TimerlatConfig>().enabled {
         return Started {
             part: Box::new(TimerlatPart::off(config)),
             run: None,
@@ -32,8 +32,13 @@ pub(super) fn start(config: &Config, measured: &[usize]) -> Started {
 
 /// Starts the tracer and its reader as the section says.
 fn start_source(config: &Config, measured: &[usize]) -> Source {
-    let t = &config.timerlat;
-    let mut spec = Spec::new(&config.forensics.tracefs, t.cpu_list(measured));
+    let t = config.section::<super::TimerlatConfig>();
+    let mut spec = Spec::new(
+        &config
+            .section::<crate::instruments::forensics::ForensicsConfig>()
+            .tracefs,
+        t.cpu_list(measured),
+    );
     spec.period_us = t.period_us;
     spec.priority = t.priority;
     spec.user_threads = t.user_threads;

@@ -4,9 +4,9 @@
 
 use std::collections::BTreeMap;
 
-use super::{
-    ConfigError, Effective, SectionReader, as_bool, as_duration_ns, as_integer, as_ring_buffer_kb,
-    as_string, key_error, quoted,
+use crate::config::{
+    ConfigError, Effective, Section, SectionReader, SectionSpec, as_bool, as_duration_ns,
+    as_integer, as_ring_buffer_kb, as_string, key_error, quoted,
 };
 use crate::cpulist::{format_cpu_list, parse_cpu_list};
 use crate::host::HostInfo;
@@ -31,7 +31,7 @@ pub struct TimerlatConfig {
 }
 
 impl TimerlatConfig {
-    pub(super) fn read(r: &mut SectionReader<'_>) -> Result<TimerlatConfig, ConfigError> {
+    fn read(r: &mut SectionReader<'_>) -> Result<TimerlatConfig, ConfigError> {
         r.only(&[
             "enabled",
             "cpus",
@@ -102,8 +102,24 @@ impl TimerlatConfig {
         })
     }
 
+    /// The CPUs to run timerlat on, given the CPUs that have a sampler.
+    pub fn cpu_list(&self, measured: &[usize]) -> Vec<usize> {
+        match &self.cpus {
+            TimerlatCpus::Measured => measured.to_vec(),
+            TimerlatCpus::List(cpus) => cpus.clone(),
+        }
+    }
+}
+
+/// `[timerlat]` as the registry lists it.
+pub(super) static SECTION: SectionSpec = SectionSpec {
+    name: "timerlat",
+    read: |r| Ok(Box::new(TimerlatConfig::read(r)?)),
+};
+
+impl Section for TimerlatConfig {
     /// A listed CPU must be online.
-    pub(super) fn check_against(
+    fn check_against(
         &self,
         host: &HostInfo,
         effective: &BTreeMap<String, Effective>,
@@ -123,14 +139,6 @@ impl TimerlatConfig {
             None => Ok(()),
         }
     }
-
-    /// The CPUs to run timerlat on, given the CPUs that have a sampler.
-    pub fn cpu_list(&self, measured: &[usize]) -> Vec<usize> {
-        match &self.cpus {
-            TimerlatCpus::Measured => measured.to_vec(),
-            TimerlatCpus::List(cpus) => cpus.clone(),
-        }
-    }
 }
 
 #[cfg(test)]
@@ -144,7 +152,7 @@ mod tests {
             ("[timerlat]\npriority = 0\n", "timerlat.priority"),
             ("[timerlat]\ncpus = \"x\"\n", "timerlat.cpus"),
         ] {
-            let err = super::super::tests::load(Some(toml), &[], &[])
+            let err = crate::instruments::registry::load_for_tests(Some(toml), &[], &[])
                 .0
                 .unwrap_err()
                 .to_string();
@@ -154,7 +162,7 @@ mod tests {
 
     #[test]
     fn a_timerlat_cpu_that_is_not_online_is_refused_by_key() {
-        let (config, _file) = super::super::tests::load(
+        let (config, _file) = crate::instruments::registry::load_for_tests(
             Some("[timerlat]\nenabled = true\ncpus = \"1,3\"\n"),
             &[],
             &[],
@@ -165,15 +173,18 @@ mod tests {
             online_cpus: Some(vec![0, 1, 2]),
             ..crate::host::HostInfo::detect()
         };
-        let err = (config.timerlat)
+        let err = (config.section::<super::TimerlatConfig>())
             .check_against(&host, &config.effective)
             .unwrap_err();
         assert_eq!(err.key, "timerlat.cpus");
         assert!(err.reason.contains("CPU 3 is offline"), "{err}");
-        assert_eq!(config.timerlat.cpu_list(&[0]), vec![1, 3]);
+        assert_eq!(
+            config.section::<super::TimerlatConfig>().cpu_list(&[0]),
+            vec![1, 3]
+        );
         let measured = TimerlatConfig {
             cpus: TimerlatCpus::Measured,
-            ..config.timerlat
+            ..config.section::<TimerlatConfig>().clone()
         };
         assert_eq!(measured.cpu_list(&[0, 2]), vec![0, 2]);
     }

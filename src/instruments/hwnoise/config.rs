@@ -5,8 +5,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use super::load::{read_schedule, show};
-use super::{
+use crate::config::{Config, Section, SectionSpec, read_schedule, show_duration as show};
+use crate::config::{
     ConfigError, Effective, SectionReader, as_bool, as_cpu_selection, as_duration_ns, key_error,
     quoted,
 };
@@ -41,7 +41,7 @@ fn show_micros(us: &u64) -> String {
 }
 
 impl HwnoiseConfig {
-    pub(super) fn read(r: &mut SectionReader<'_>) -> Result<HwnoiseConfig, ConfigError> {
+    fn read(r: &mut SectionReader<'_>) -> Result<HwnoiseConfig, ConfigError> {
         r.only(&[
             "enabled",
             "cpus",
@@ -109,9 +109,9 @@ impl HwnoiseConfig {
     /// A spun CPU's sampler waits up to `width` and an interval for its
     /// next wake-up: under `measure.stall_threshold`, or every window
     /// would count a stall (a gap filed, `/healthz` failing).
-    pub(super) fn check_with(
+    fn check_beside(
         &self,
-        measure: &super::MeasureConfig,
+        measure: &crate::config::MeasureConfig,
         effective: &BTreeMap<String, Effective>,
     ) -> Result<(), ConfigError> {
         let held_ns = self.width_us * NS_PER_US + measure.interval_ns;
@@ -130,9 +130,21 @@ impl HwnoiseConfig {
             ),
         ))
     }
+}
+
+/// `[hwnoise]` as the registry lists it.
+pub(super) static SECTION: SectionSpec = SectionSpec {
+    name: "hwnoise",
+    read: |r| Ok(Box::new(HwnoiseConfig::read(r)?)),
+};
+
+impl Section for HwnoiseConfig {
+    fn check_with(&self, config: &Config) -> Result<(), ConfigError> {
+        self.check_beside(&config.measure, &config.effective)
+    }
 
     /// The CPUs exist and may be used.
-    pub(super) fn check_against(
+    fn check_against(
         &self,
         host: &HostInfo,
         effective: &BTreeMap<String, Effective>,
@@ -149,7 +161,7 @@ impl HwnoiseConfig {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::load;
+    use crate::instruments::registry::load_for_tests as load;
 
     #[test]
     fn a_width_a_stall_long_is_refused_naming_both_keys() {
@@ -182,7 +194,7 @@ mod tests {
     #[test]
     fn hwnoise_windows_are_off_by_default_with_hwlatdetects_knobs() {
         let config = load(None, &[], &[]).0.unwrap();
-        let h = &config.hwnoise;
+        let h = config.section::<super::HwnoiseConfig>();
         assert!(!h.enabled);
         assert_eq!(
             (h.threshold_us, h.width_us, h.window_us),
@@ -200,7 +212,7 @@ mod tests {
         )
         .0
         .unwrap();
-        let h = &config.hwnoise;
+        let h = config.section::<super::HwnoiseConfig>();
         assert!(h.enabled);
         assert_eq!(
             (h.threshold_us, h.width_us, h.window_us),

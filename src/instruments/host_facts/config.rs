@@ -1,7 +1,7 @@
 //! `[host]`: how often the host's fingerprint (the facts that decide its
 //! latency) is read again to notice a change.
 
-use super::{ConfigError, SectionReader, as_duration_ns, quoted};
+use crate::config::{ConfigError, Section, SectionReader, SectionSpec, as_duration_ns, quoted};
 use crate::units::{NS_PER_SEC, format_duration_ns};
 
 const MAX_REREAD_NS: u64 = 3_600 * NS_PER_SEC;
@@ -13,7 +13,7 @@ pub struct HostConfig {
 }
 
 impl HostConfig {
-    pub(super) fn read(r: &mut SectionReader<'_>) -> Result<HostConfig, ConfigError> {
+    fn read(r: &mut SectionReader<'_>) -> Result<HostConfig, ConfigError> {
         r.only(&["reread_interval"])?;
         let reread_interval_ns = r.read(
             "reread_interval",
@@ -35,3 +35,11 @@ impl HostConfig {
         Ok(HostConfig { reread_interval_ns })
     }
 }
+
+/// `[host]` as the registry lists it.
+pub(super) static SECTION: SectionSpec = SectionSpec {
+    name: "host",
+    read: |r| Ok(Box::new(HostConfig::read(r)?)),
+};
+
+impl Section for HostConfig {}

@@ -3,9 +3,9 @@
 
 use std::collections::BTreeMap;
 
-use super::{
-    ConfigError, Effective, SectionReader, as_bool, as_integer, as_ring_buffer_kb, as_string,
-    key_error, quoted,
+use crate::config::{
+    ConfigError, Effective, Section, SectionReader, SectionSpec, as_bool, as_integer,
+    as_ring_buffer_kb, as_string, key_error, quoted,
 };
 use crate::cpulist::{format_cpu_list, parse_cpu_list};
 use crate::host::HostInfo;
@@ -43,7 +43,7 @@ pub struct ObserveConfig {
 }
 
 impl ObserveConfig {
-    pub(super) fn read(r: &mut SectionReader<'_>) -> Result<ObserveConfig, ConfigError> {
+    fn read(r: &mut SectionReader<'_>) -> Result<ObserveConfig, ConfigError> {
         r.only(&[
             "enabled",
             "cpus",
@@ -120,8 +120,16 @@ impl ObserveConfig {
             ObserveCpus::List(cpus) => cpus.clone(),
         }
     }
+}
 
-    pub(super) fn check_against(
+/// `[observe]` as the registry lists it.
+pub(super) static SECTION: SectionSpec = SectionSpec {
+    name: "observe",
+    read: |r| Ok(Box::new(ObserveConfig::read(r)?)),
+};
+
+impl Section for ObserveConfig {
+    fn check_against(
         &self,
         host: &HostInfo,
         effective: &BTreeMap<String, Effective>,
@@ -140,5 +148,76 @@ impl ObserveConfig {
             ));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::instruments::registry::load_for_tests as load;
+
+    #[test]
+    fn observe_values_are_checked_and_named() {
+        for (toml, key, says) in [
+            (
+                "cpus = \"two\"",
+                "observe.cpus",
+                "\"unmeasured\" or \"all\"",
+            ),
+            (
+                "cpus = \"3-1\"",
+                "observe.cpus",
+                "\"unmeasured\" or \"all\"",
+            ),
+            ("max_tasks = 0", "observe.max_tasks", "between 1 and 4096"),
+            (
+                "max_names = 5000",
+                "observe.max_names",
+                "between 1 and 4096",
+            ),
+            (
+                "buffer_size_kb = 8",
+                "observe.buffer_size_kb",
+                "between 64 and",
+            ),
+            ("enabled = \"yes\"", "observe.enabled", "true or false"),
+            ("tasks = 3", "observe.tasks", "unknown key"),
+        ] {
+            let (config, _file) = load(Some(&format!("[observe]\n{toml}\n")), &[], &[]);
+            let err = config.unwrap_err();
+            assert_eq!(err.key, key, "{toml}: {err}");
+            assert!(err.reason.contains(says), "{toml}: {err}");
+        }
+        let (config, _file) = load(
+            Some("[observe]\nenabled = true\ncpus = \"2-3\"\n"),
+            &[],
+            &[],
+        );
+        let config = config.unwrap();
+        assert_eq!(
+            config.section::<ObserveConfig>().cpus,
+            ObserveCpus::List(vec![2, 3])
+        );
+        // Listed CPUs must be online; outside the affinity mask is fine.
+        let host = crate::host::HostInfo {
+            usable_cpus: vec![0],
+            online_cpus: Some(vec![0, 1, 2]),
+            ..crate::host::HostInfo::detect()
+        };
+        // The section's own check (the whole check_against would first refuse
+        // the sampler's priority when the tests run without privileges).
+        let err = config
+            .section::<ObserveConfig>()
+            .check_against(&host, &config.effective)
+            .unwrap_err();
+        assert_eq!(err.key, "observe.cpus");
+        assert!(err.reason.contains("CPU 3 is offline"), "{err}");
+        assert_eq!(
+            config.section::<ObserveConfig>().cpu_list(&host, &[0]),
+            vec![2, 3]
+        );
+        let mut unmeasured = config.section::<ObserveConfig>().clone();
+        unmeasured.cpus = ObserveCpus::Unmeasured;
+        assert_eq!(unmeasured.cpu_list(&host, &[0]), vec![1, 2]);
     }
 }

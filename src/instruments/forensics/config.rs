@@ -2,10 +2,11 @@
 
 use std::path::PathBuf;
 
-use super::{
-    ConfigError, SectionReader, as_bool, as_duration_ns, as_integer, as_ring_buffer_kb, as_string,
-    count_up_to, quoted,
+use crate::config::{
+    ConfigError, Section, SectionReader, SectionSpec, as_bool, as_duration_ns, as_integer,
+    as_ring_buffer_kb, as_string, count_up_to, quoted,
 };
+use crate::forensics::Settings;
 use crate::tracefs::DEFAULT_TRACEFS;
 use crate::units::{NS_PER_SEC, NS_PER_US, format_duration_ns};
 
@@ -29,7 +30,7 @@ pub struct ForensicsConfig {
 }
 
 impl ForensicsConfig {
-    pub(super) fn read(r: &mut SectionReader<'_>) -> Result<ForensicsConfig, ConfigError> {
+    fn read(r: &mut SectionReader<'_>) -> Result<ForensicsConfig, ConfigError> {
         r.only(&[
             "enabled",
             "threshold",
@@ -144,4 +145,86 @@ fn as_per_cpu_interval(v: &config::Value) -> Result<u64, String> {
         return Err("must be at most 1h (0s: no limit per CPU)".to_string());
     }
     Ok(ns)
+}
+
+impl ForensicsConfig {
+    /// What the section asks of the daemon's recorder, captures kept in
+    /// its `dir`.
+    pub fn settings(&self) -> Settings {
+        Settings {
+            threshold_ns: self.threshold_ns,
+            dir: Some(self.dir.clone()),
+            max_captures: self.max_captures,
+            max_bytes: self.max_bytes,
+            buffer_size_kb: self.buffer_size_kb,
+            tracefs: self.tracefs.clone(),
+            per_cpu_gap_ns: self.per_cpu_interval_ns,
+            max_per_minute: self.max_per_minute,
+            capture_new_max: self.capture_new_max,
+        }
+    }
+}
+
+/// `[forensics]` as the registry lists it.
+pub(super) static SECTION: SectionSpec = SectionSpec {
+    name: "forensics",
+    read: |r| Ok(Box::new(ForensicsConfig::read(r)?)),
+};
+
+impl Section for ForensicsConfig {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::instruments::registry::load_for_tests as load;
+
+    #[test]
+    fn forensics_values_are_checked_and_named() {
+        for (toml, key, says) in [
+            (
+                "threshold = \"0us\"",
+                "forensics.threshold",
+                "between 1us and 10s",
+            ),
+            ("threshold = 500", "forensics.threshold", "with a unit"),
+            (
+                "max_captures = 0",
+                "forensics.max_captures",
+                "between 1 and 10000",
+            ),
+            ("max_bytes = 1000", "forensics.max_bytes", "at least 65536"),
+            (
+                "buffer_size_kb = 8",
+                "forensics.buffer_size_kb",
+                "between 64 and",
+            ),
+            ("dir = \"spikes\"", "forensics.dir", "absolute path"),
+            (
+                "per_cpu_interval = \"2h\"",
+                "forensics.per_cpu_interval",
+                "at most 1h",
+            ),
+            (
+                "max_per_minute = 0",
+                "forensics.max_per_minute",
+                "between 1 and 600",
+            ),
+            ("enabled = \"yes\"", "forensics.enabled", "true or false"),
+            ("snapshot = true", "forensics.snapshot", "unknown key"),
+        ] {
+            let (config, _file) = load(Some(&format!("[forensics]\n{toml}\n")), &[], &[]);
+            let err = config.unwrap_err();
+            assert_eq!(err.key, key, "{toml}: {err}");
+            assert!(err.reason.contains(says), "{toml}: {err}");
+        }
+        // The environment too, named.
+        let (config, _) = load(None, &[("LATENCYD_FORENSICS__MAX_CAPTURES", "0")], &[]);
+        let err = config.unwrap_err();
+        assert_eq!(
+            err.source,
+            "environment variable LATENCYD_FORENSICS__MAX_CAPTURES"
+        );
+        let (config, _) = load(None, &[("LATENCYD_FORENSICS__ENABLED", "true")], &[]);
+        assert!(config.unwrap().section::<ForensicsConfig>().enabled);
+    }
 }

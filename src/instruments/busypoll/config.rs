@@ -5,10 +5,10 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use super::load::read_schedule;
-use super::{
-    ConfigError, Effective, SectionReader, as_bool, as_duration_ns, as_integer, as_string,
-    key_error, quoted,
+use crate::config::read_schedule;
+use crate::config::{
+    Config, ConfigError, Effective, Section, SectionReader, SectionSpec, as_bool, as_duration_ns,
+    as_integer, as_string, key_error, quoted,
 };
 use crate::cpulist::{format_cpu_list, parse_cpu_list};
 use crate::host::HostInfo;
@@ -32,7 +32,7 @@ pub struct BusypollConfig {
 }
 
 impl BusypollConfig {
-    pub(super) fn read(r: &mut SectionReader<'_>) -> Result<BusypollConfig, ConfigError> {
+    fn read(r: &mut SectionReader<'_>) -> Result<BusypollConfig, ConfigError> {
         r.only(&[
             "enabled",
             "cpus",
@@ -108,10 +108,10 @@ impl BusypollConfig {
     /// No CPU is both polled and sampled (a window would take the
     /// sampler's CPU for its whole length), nor polled while a hwlat
     /// window may spin it (the poller would count hwlat's spin as gaps).
-    pub(super) fn check_with(
+    fn check_beside(
         &self,
-        measure: &super::MeasureConfig,
-        hwnoise: &super::HwnoiseConfig,
+        measure: &crate::config::MeasureConfig,
+        hwnoise: &crate::instruments::hwnoise::HwnoiseConfig,
         effective: &BTreeMap<String, Effective>,
     ) -> Result<(), ConfigError> {
         if !self.enabled {
@@ -151,7 +151,7 @@ impl BusypollConfig {
     /// A polled CPU that hwlat spins too, in windows that meet.
     fn check_beside_hwnoise(
         &self,
-        hwnoise: &super::HwnoiseConfig,
+        hwnoise: &crate::instruments::hwnoise::HwnoiseConfig,
         effective: &BTreeMap<String, Effective>,
     ) -> Result<(), ConfigError> {
         let spun: Vec<usize> = match &hwnoise.cpus {
@@ -175,9 +175,22 @@ impl BusypollConfig {
             ),
         ))
     }
+}
+
+/// `[busypoll]` as the registry lists it.
+pub(super) static SECTION: SectionSpec = SectionSpec {
+    name: "busypoll",
+    read: |r| Ok(Box::new(BusypollConfig::read(r)?)),
+};
+
+impl Section for BusypollConfig {
+    fn check_with(&self, config: &Config) -> Result<(), ConfigError> {
+        let hwnoise = config.section::<crate::instruments::hwnoise::HwnoiseConfig>();
+        self.check_beside(&config.measure, hwnoise, &config.effective)
+    }
 
     /// The CPUs exist and may be used.
-    pub(super) fn check_against(
+    fn check_against(
         &self,
         host: &HostInfo,
         effective: &BTreeMap<String, Effective>,
@@ -194,12 +207,12 @@ impl BusypollConfig {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::load;
+    use crate::instruments::registry::load_for_tests as load;
 
     #[test]
     fn busy_poll_windows_are_off_by_default_and_read_every_key() {
         let config = load(None, &[], &[]).0.unwrap();
-        let b = &config.busypoll;
+        let b = config.section::<super::BusypollConfig>();
         assert!(!b.enabled && b.cpus.is_empty());
         assert_eq!((b.priority, b.threshold_ns), (None, 20_000));
         assert_eq!(
@@ -220,7 +233,7 @@ mod tests {
         )
         .0
         .unwrap();
-        let b = &config.busypoll;
+        let b = config.section::<super::BusypollConfig>();
         assert_eq!(
             (b.cpus.clone(), b.priority, b.threshold_ns),
             (vec![2, 3], Some(1), 10_000)
