@@ -62,6 +62,18 @@ mod tests {
     use crate::config::ENV_PREFIX;
     use config::Environment;
 
+    /// A key changed on reload reaches the part of the instrument named
+    /// as its section (`Parts::apply`).
+    #[test]
+    fn each_section_is_named_as_its_instrument() {
+        for entry in INSTRUMENTS {
+            if let Some(section) = entry.section {
+                assert_eq!(section.name, entry.name);
+            }
+        }
+        assert!(config_sections().len() > 1);
+    }
+
     #[test]
     fn every_instrument_with_a_section_is_read_with_its_defaults() {
         let config = builtin_config();
