@@ -115,14 +115,6 @@ const OWN_SECTIONS: [&str; 5] = ["measure", "realtime", "export", "log", "record
 pub type Specs = [&'static SectionSpec];
 
 impl Config {
-    /// Loads and validates the configuration from `sources` and the
-    /// process environment, with the instruments' sections `specs`.
-    /// Nothing host-specific is checked here; see `check_against`.
-    pub fn load(sources: &Sources, specs: &Specs) -> Result<Config, ConfigError> {
-        check_env_is_text()?;
-        Config::load_with_env(sources, Environment::with_prefix(ENV_PREFIX), specs)
-    }
-
     /// The built-in defaults alone: no file, no environment, no flags.
     pub fn builtin(specs: &Specs) -> Config {
         let no_env = Environment::with_prefix(ENV_PREFIX).source(Some(Map::new()));
@@ -130,9 +122,12 @@ impl Config {
             .expect("the built-in defaults are valid")
     }
 
-    /// As `load`, but on a mistake reads on without the key it named, so
-    /// that one run reports every mistake (`check-config`, the daemon's
-    /// start): each error in the order found, at most `MAX_REPORTED`.
+    /// Loads and validates the configuration from `sources` and the
+    /// process environment, with the instruments' sections `specs`; on a
+    /// mistake reads on without the key it named, so that one run reports
+    /// every mistake (`check-config`, the daemon's start, a reload): each
+    /// error in the order found, at most `MAX_REPORTED`. Nothing
+    /// host-specific is checked here; see `check_against`.
     pub fn load_reporting_all(
         sources: &Sources,
         specs: &Specs,
@@ -156,7 +151,8 @@ impl Config {
         }
     }
 
-    /// As `load`, with the environment given (tests pass their own).
+    /// Loads the configuration with the environment given (tests and the
+    /// fuzzer pass their own), stopping at the first mistake.
     pub fn load_with_env(
         sources: &Sources,
         env: Environment,
